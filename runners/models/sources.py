@@ -94,6 +94,24 @@ def _join_pinned_gguf(pinned: Mapping[str, Any], workdir: Path) -> Path:
     return out
 
 
+def _drop_gguf_quantizer(model) -> None:
+    """Detach the (fully dequantised) GGUF quantizer so ``save_pretrained`` writes plain safetensors.
+
+    transformers 5.x keeps a ``GgufHfQuantizer`` on the model even when it dequantised every weight
+    (no GGUF matmul kernel on CPU), and refuses to serialise it. We check that every parameter really is
+    a dense float tensor before dropping it.
+    """
+    import torch
+
+    bad = [n for n, p in model.named_parameters() if type(p.data) is not torch.Tensor or not p.is_floating_point()]
+    if bad:
+        raise RuntimeError(f"GGUF model still holds quantised parameters ({bad[:3]}...); cannot cache as safetensors")
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+
+
 def prepare_pinned(spec: Mapping[str, Any], log=print) -> Path:
     """Build (once) the safetensors cache of a pinned GGUF model and return its directory."""
     dest = pinned_cache_dir(spec)
@@ -110,6 +128,7 @@ def prepare_pinned(spec: Mapping[str, Any], log=print) -> Path:
         log(f"[models] {spec['name']}: sha256 ok; dequantising GGUF with transformers")
         tok = AutoTokenizer.from_pretrained(str(work), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(work), gguf_file=gguf.name, dtype=torch.float32)
+        _drop_gguf_quantizer(model)
         staged = work / "hf"
         model.save_pretrained(staged)
         tok.save_pretrained(staged)

@@ -1,0 +1,88 @@
+"""K MC-dropout LM heads on the target's final hidden state, in one matmul.
+
+Paper: DropMatch (arXiv 2603.03333) Sec. 3.1, Eq. (1)-(3).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def dropout_head_logits(
+    hidden: torch.Tensor,
+    lm_head_weight: torch.Tensor,
+    lm_head_bias: torch.Tensor | None = None,
+    *,
+    num_heads: int,
+    p_drop: float,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    """Logits of the plain LM head and of K inverted-dropout heads for each position.
+
+    Paper: Eq. (1) ``m_j^(i) ~ Bernoulli(1 - p_drop)`` i.i.d. per hidden unit; Eq. (2)
+    ``h^(i) = h * m^(i) / (1 - p_drop)``; Eq. (3) ``l^(i) = W h^(i)``.
+
+    Row 0 is the plain head ``W h (+ b)`` (no dropout). Rows 1..K use independent masks, fresh per
+    position and per head. All ``1 + K`` rows of all N positions come from ONE matmul of the stacked
+    ``[N * (1 + K), d]`` inputs by ``W.T``, so the bias (if any) is added to every row alike.
+
+    RNG: when ``p_drop > 0``, exactly one ``torch.rand((N, K, d), dtype=float32, generator=generator,
+    device=hidden.device)`` call; unit ``j`` of head ``k`` at position ``n`` is kept iff
+    ``u[n, k, j] < 1 - p_drop``. The same seed, device type and N therefore give the same masks, which
+    is what lets the HF and vLLM backends make identical decisions (CPU and CUDA generators produce
+    different streams). When ``p_drop == 0`` no random numbers are drawn and every row is a bitwise
+    copy of row 0 (masks all ones, scale 1).
+
+    Inputs are not mutated. Asserted on entry: ranks and matching ``d`` / ``V``, ``num_heads >= 1``,
+    ``0 <= p_drop < 1``, a generator on ``hidden``'s device type when ``p_drop > 0``.
+
+    Args:
+        hidden: ``[N, d]`` floating, final hidden states after the final norm (the LM head's input).
+        lm_head_weight: ``[V, d]``, same dtype and device as ``hidden``.
+        lm_head_bias: ``[V]`` or None.
+        num_heads: K >= 1, number of dropout heads.
+        p_drop: dropout probability in ``[0, 1)``.
+        generator: seeded ``torch.Generator`` on ``hidden.device``; may be None only if ``p_drop == 0``.
+
+    Returns:
+        ``[N, 1 + K, V]`` logits in the matmul's dtype (that of ``hidden``); row 0 plain, rows 1..K
+        dropout heads. ``out[:, 0]`` is the target's ``target_logits``, ``out[:, 1:]`` its
+        ``head_logits`` once reshaped to ``[B, L+1, K, V]``.
+
+    Raises:
+        ValueError: ``num_heads`` or ``p_drop`` out of range (the message names the field and the
+            allowed values), shapes that do not fit, or a missing / wrong-device generator.
+    """
+    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
+        raise ValueError(f"num_heads={num_heads!r} is invalid; allowed values: an integer >= 1")
+    if isinstance(p_drop, bool) or not isinstance(p_drop, (int, float)) or not 0.0 <= p_drop < 1.0:
+        raise ValueError(f"p_drop={p_drop!r} is invalid; allowed values: a float in [0, 1)")
+    if hidden.ndim != 2 or not hidden.is_floating_point():
+        raise ValueError(f"hidden must be floating [N, d]; got {hidden.dtype} of shape {tuple(hidden.shape)}")
+    N, d = hidden.shape
+    if lm_head_weight.ndim != 2 or lm_head_weight.shape[1] != d:
+        raise ValueError(f"lm_head_weight must have shape [V, d] with d={d}; got {tuple(lm_head_weight.shape)}")
+    V = lm_head_weight.shape[0]
+    if lm_head_bias is not None and tuple(lm_head_bias.shape) != (V,):
+        raise ValueError(f"lm_head_bias must have shape [V] = [{V}]; got {tuple(lm_head_bias.shape)}")
+    K = num_heads
+
+    if p_drop == 0:
+        # Masks all ones and scale 1: every head equals the plain head; copy row 0 so the rows are
+        # bitwise identical (a stacked matmul need not round identical rows identically).
+        plain = torch.nn.functional.linear(hidden, lm_head_weight, lm_head_bias)  # [N, V]
+        return plain.unsqueeze(1).expand(N, 1 + K, V).contiguous()  # [N, 1+K, V]
+
+    if generator is None:
+        raise ValueError(f"p_drop={p_drop} > 0 needs a seeded torch.Generator (got generator=None)")
+    if generator.device.type != hidden.device.type:
+        raise ValueError(
+            f"generator is on {generator.device} but hidden is on {hidden.device}; pass a generator on hidden's device"
+        )
+    u = torch.rand((N, K, d), generator=generator, device=hidden.device, dtype=torch.float32)  # [N, K, d]
+    keep = u < (1.0 - p_drop)  # [N, K, d] bool, Eq. (1)
+    scaled = hidden * (1.0 / (1.0 - p_drop))  # [N, d], Eq. (2) scale
+    dropped = torch.where(keep, scaled.unsqueeze(1), torch.zeros((), dtype=hidden.dtype, device=hidden.device))
+    stacked = torch.cat([hidden.unsqueeze(1), dropped], dim=1)  # [N, 1+K, d]
+    logits = torch.nn.functional.linear(stacked.reshape(N * (1 + K), d), lm_head_weight, lm_head_bias)  # [N*(1+K), V]
+    return logits.reshape(N, 1 + K, V)  # [N, 1+K, V], Eq. (3)

@@ -1,0 +1,84 @@
+"""Load a draft/target pair (``conf/pair/*.yaml``) once per process.
+
+Models are cached in-process by resolved directory and dtype, so the runs of a Hydra multirun that
+execute in one process (basic launcher) share them instead of reloading.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from runners.models.sources import resolve_model_dir
+
+_LOADED: dict[tuple[str, str, str], Any] = {}
+
+
+@dataclass
+class LoadedPair:
+    """A tokenizer and the two models of a pair.
+
+    Attributes:
+        name: pair key (``conf/pair/<name>.yaml``).
+        tokenizer: the target's tokenizer (the draft must share the vocabulary).
+        target: ``transformers`` causal LM, eval mode.
+        draft: causal LM or None (``L = 0`` runs, the AR baseline, need no draft).
+        target_dir / draft_dir: where they were loaded from (a record field).
+        load_s: seconds spent resolving and loading in this call (0 on an in-process cache hit).
+    """
+
+    name: str
+    tokenizer: Any
+    target: Any
+    draft: Any
+    target_dir: str
+    draft_dir: str | None
+    dtype: str
+    device: str
+    load_s: float
+
+
+def _load_model(path: str, dtype: str, device: str):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    key = (path, dtype, device)
+    if key not in _LOADED:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+        model.requires_grad_(False)
+        _LOADED[key] = model.to(device).eval()
+    return _LOADED[key]
+
+
+def load_pair(pair: Mapping[str, Any], need_draft: bool = True, log=print) -> LoadedPair:
+    """Resolve both model sources and load them (target first).
+
+    Raises:
+        runners.models.sources.ModelUnavailableError: a model has no usable source.
+        ValueError: draft and target vocabularies differ in size beyond the padded embedding rows.
+    """
+    import torch
+    from transformers import AutoTokenizer
+
+    torch.set_num_threads(int(os.environ.get("DROPMATCH_THREADS", os.cpu_count() or 1)))
+    t0 = time.perf_counter()
+    dtype = str(pair.get("dtype", "float32"))
+    device = str(pair.get("device", "cpu"))
+    target_dir = resolve_model_dir(pair["target"], log=log)
+    draft_dir = resolve_model_dir(pair["draft"], log=log) if need_draft else None
+    tok_key = ("tokenizer", target_dir, "")
+    if tok_key not in _LOADED:
+        _LOADED[tok_key] = AutoTokenizer.from_pretrained(target_dir)
+    tokenizer = _LOADED[tok_key]
+    target = _load_model(target_dir, dtype, device)
+    draft = _load_model(draft_dir, dtype, device) if draft_dir else None
+    if draft is not None:
+        tv, dv = target.get_output_embeddings().weight.shape[0], draft.get_output_embeddings().weight.shape[0]
+        if abs(tv - dv) > 1024 or min(tv, dv) < len(tokenizer):
+            raise ValueError(f"pair {pair['name']!r}: draft vocabulary ({dv}) and target vocabulary ({tv}) differ")
+    return LoadedPair(
+        name=str(pair["name"]), tokenizer=tokenizer, target=target, draft=draft, target_dir=target_dir,
+        draft_dir=draft_dir, dtype=dtype, device=device, load_s=time.perf_counter() - t0,
+    )

@@ -1,0 +1,79 @@
+"""The scorer seam: grade decoded outputs of a dataset's samples, then aggregate.
+
+A scorer is built from its registry key (``dataset.scorer``) by ``build(SCORERS, {"name": key})``;
+every constructor argument has a default.
+
+Metric names follow lm-eval's result keys ``"<metric>,<filter>"`` (``"exact_match,strict-match"``,
+``"prompt_level_strict_acc,none"``); EvalPlus's are ``"pass@1,base"`` / ``"pass@1,plus"``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+from runners.datasets.base import Sample
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Grades outputs of one benchmark.
+
+    Attributes:
+        metric: name of the primary metric (what ``"correct"`` / ``"accuracy"`` hold).
+        higher_is_better: direction of the primary metric.
+    """
+
+    metric: str
+    higher_is_better: bool
+
+    def score(self, samples: list[Sample], outputs: list[str]) -> list[dict[str, Any]]:
+        """Per-sample results, aligned with ``samples``.
+
+        Each dict has ``"correct"`` (0 or 1, the primary metric of that sample) plus named metrics
+        and diagnostics (e.g. the extracted answer). A malformed output (not a string, empty,
+        unparsable, crashing code) scores 0 and never raises. Inputs are not mutated.
+
+        Raises:
+            ValueError: ``len(samples) != len(outputs)``.
+        """
+        ...
+
+    def aggregate(self, per_sample: list[dict[str, Any]]) -> dict[str, Any]:
+        """Run-level numbers from ``score``'s dicts.
+
+        Returns:
+            ``{"metric": name, "accuracy": mean of "correct" in [0, 1], "accuracy_stderr": standard
+            error of that mean, "higher_is_better": bool, "n": count, <named metric>: value, ...}``.
+        """
+        ...
+
+
+def check_aligned(samples: Sequence[Any], outputs: Sequence[Any]) -> None:
+    if len(samples) != len(outputs):
+        raise ValueError(f"{len(samples)} samples but {len(outputs)} outputs")
+
+
+def as_text(output: Any) -> str:
+    """The output as a string; ``None`` and other non-strings (malformed) become ``""``."""
+    return output if isinstance(output, str) else ""
+
+
+def mean(values: Sequence[float]) -> float:
+    return float(sum(values)) / len(values) if values else float("nan")
+
+
+def mean_stderr(values: Sequence[float]) -> float:
+    """Standard error of the mean with the sample (n-1) variance, as ``lm_eval.api.metrics.mean_stderr``."""
+    n = len(values)
+    if n < 2:
+        return float("nan")
+    mu = mean(values)
+    return math.sqrt(sum((float(x) - mu) ** 2 for x in values) / (n - 1)) / math.sqrt(n)
+
+
+def summary(metric: str, higher_is_better: bool, per_sample: list[dict[str, Any]]) -> dict[str, Any]:
+    """The common part of ``aggregate``: primary accuracy, its stderr, direction and count."""
+    correct = [float(r.get("correct", 0)) for r in per_sample]
+    return {"metric": metric, "accuracy": mean(correct), "accuracy_stderr": mean_stderr(correct),
+            "higher_is_better": higher_is_better, "n": len(correct)}

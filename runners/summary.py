@@ -1,0 +1,54 @@
+"""Aggregate a run's sample records into its summary (pure; ``spec/``, ``speed/``, ``quality/`` keys).
+
+Speed follows Spec-Bench: ``speed/tok_per_s`` is the mean of per-sample rates (output tokens / generation
+wall seconds, prefill excluded); ``speed/tok_per_s_total`` is total tokens / total seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Callable, Mapping, Sequence
+
+from runners.counters import SpecDecodeCounters, acceptance_rate, mean_acceptance_length, per_position_rate
+
+
+def total_counters(samples: Sequence[Mapping[str, Any]], L: int) -> SpecDecodeCounters:
+    total = SpecDecodeCounters(num_speculative_tokens=L)
+    for s in samples:
+        total = total + SpecDecodeCounters.from_dict(s["spec"])
+    return total
+
+
+def summarize(samples: Sequence[Mapping[str, Any]], L: int,
+              aggregate: Callable[[list[dict]], dict] | None = None) -> dict[str, Any]:
+    """Summary of one run from its sample records.
+
+    Args:
+        samples: records as written by ``runners.run`` (keys ``spec``, ``speed``, ``quality``).
+        L: draft length of the run (0 for AR).
+        aggregate: the scorer's ``aggregate(per_sample_quality) -> dict`` (None: no quality).
+    """
+    c = total_counters(samples, L)
+    rates = [s["speed"]["num_output_tokens"] / s["speed"]["wall_s"] for s in samples if s["speed"]["wall_s"] > 0]
+    tokens = sum(s["speed"]["num_output_tokens"] for s in samples)
+    wall = sum(s["speed"]["wall_s"] for s in samples)
+    out: dict[str, Any] = {
+        "num_samples": len(samples),
+        "spec/counters": c.to_dict(),
+        "spec/mean_acceptance_length": mean_acceptance_length(c),
+        "spec/acceptance_rate": acceptance_rate(c) if c.num_draft_tokens else None,
+        "spec/per_position_rate": per_position_rate(c) if c.num_drafts else [],
+        "speed/num_output_tokens": tokens,
+        "speed/wall_s": wall,
+        "speed/prefill_s": sum(s["speed"].get("prefill_s", 0.0) for s in samples),
+        "speed/tok_per_s": statistics.fmean(rates) if rates else math.nan,
+        "speed/tok_per_s_std": statistics.stdev(rates) if len(rates) > 1 else 0.0,
+        "speed/tok_per_s_total": tokens / wall if wall > 0 else math.nan,
+    }
+    for part in ("draft_s", "verify_s", "criterion_s"):
+        out[f"speed/{part}"] = sum(s["speed"].get(part, 0.0) for s in samples)
+    if aggregate is not None:
+        q = aggregate([s["quality"] for s in samples]) if samples else {}
+        out.update({f"quality/{k}": v for k, v in q.items()})
+    return out

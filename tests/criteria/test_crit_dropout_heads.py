@@ -1,0 +1,123 @@
+"""MC-dropout LM heads (Eq. 1-3): one matmul, row 0 plain, seeded masks, expectation preserved."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from criteria.dropout_heads import dropout_head_logits
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def setup(N=4, d=16, V=11, seed=0):
+    g = gen(seed)
+    return torch.randn(N, d, generator=g), torch.randn(V, d, generator=g), torch.randn(V, generator=g)
+
+
+class MatmulCounter(TorchDispatchMode):
+    MATMULS = {"aten.mm.default", "aten.addmm.default", "aten.bmm.default", "aten.baddbmm.default"}
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if str(func) in self.MATMULS:
+            self.calls.append([tuple(a.shape) for a in args if isinstance(a, torch.Tensor)])
+        return func(*args, **(kwargs or {}))
+
+
+def test_shape_and_row0_is_plain_head():
+    h, W, b = setup()
+    out = dropout_head_logits(h, W, b, num_heads=5, p_drop=0.3, generator=gen(1))
+    assert out.shape == (4, 6, 11) and out.dtype == torch.float32
+    torch.testing.assert_close(out[:, 0], h @ W.T + b)
+    assert not torch.allclose(out[:, 1], out[:, 0])  # heads actually differ from the plain head
+
+
+def test_one_matmul_over_stacked_rows():
+    h, W, b = setup(N=3, d=8, V=5)
+    with MatmulCounter() as counter:
+        dropout_head_logits(h, W, b, num_heads=4, p_drop=0.3, generator=gen(0))
+    assert len(counter.calls) == 1
+    assert (3 * (1 + 4), 8) in counter.calls[0]  # the stacked [N*(1+K), d] operand
+
+
+def test_same_seed_same_masks_other_seed_other_masks():
+    h, W, b = setup()
+    a = dropout_head_logits(h, W, b, num_heads=3, p_drop=0.3, generator=gen(7))
+    a2 = dropout_head_logits(h, W, b, num_heads=3, p_drop=0.3, generator=gen(7))
+    c = dropout_head_logits(h, W, b, num_heads=3, p_drop=0.3, generator=gen(8))
+    assert torch.equal(a, a2)
+    assert not torch.equal(a[:, 1:], c[:, 1:])
+
+
+def test_masks_are_inverted_dropout_fresh_per_position_and_head():
+    # With W = I the logits are the masked, scaled hidden units themselves.
+    N, d, K, p = 6, 400, 4, 0.3
+    h = torch.full((N, d), 2.0)  # identical positions: any difference comes from the masks
+    out = dropout_head_logits(h, torch.eye(d), num_heads=K, p_drop=p, generator=gen(3))  # [N, 1+K, d]
+    heads = out[:, 1:]
+    kept = heads != 0
+    torch.testing.assert_close(heads[kept], torch.full_like(heads[kept], 2.0 / (1 - p)))  # scale 1/(1-p)
+    frac = kept.float().mean().item()
+    n = N * K * d
+    assert abs(frac - (1 - p)) < 5 * ((p * (1 - p) / n) ** 0.5)  # Bernoulli(1 - p) per unit
+    masks = kept.reshape(N * K, d)
+    assert len({tuple(m.tolist()) for m in masks}) == N * K  # all masks distinct
+
+
+def test_expectation_preserved():
+    h, W, b = setup(N=3, d=32, V=6, seed=4)
+    K = 4000
+    out = dropout_head_logits(h, W, b, num_heads=K, p_drop=0.3, generator=gen(5))
+    heads = out[:, 1:]  # [N, K, V]
+    mean, sd = heads.mean(1), heads.std(1)
+    se = sd / K**0.5
+    assert bool(((mean - out[:, 0]).abs() < 5 * se).all())
+    # the bound is tight enough to catch a missing 1/(1-p) scale
+    assert bool(((0.7 * mean - out[:, 0]).abs() > 5 * se).any())
+
+
+def test_p_drop_zero_rows_bitwise_equal_row0():
+    h, W, b = setup()
+    out = dropout_head_logits(h, W, b, num_heads=5, p_drop=0.0, generator=None)
+    for k in range(1, 6):
+        assert torch.equal(out[:, k], out[:, 0])
+    torch.testing.assert_close(out[:, 0], h @ W.T + b)
+
+
+def test_no_global_rng_use():
+    h, W, b = setup()
+    state = torch.get_rng_state()
+    dropout_head_logits(h, W, b, num_heads=2, p_drop=0.5, generator=gen(0))
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(num_heads=0, p_drop=0.3), "num_heads"),
+        (dict(num_heads=2.0, p_drop=0.3), "num_heads"),
+        (dict(num_heads=2, p_drop=1.0), "p_drop"),
+        (dict(num_heads=2, p_drop=-0.1), "p_drop"),
+    ],
+)
+def test_invalid_settings_raise(kwargs, field):
+    h, W, b = setup()
+    with pytest.raises(ValueError, match=rf"{field}=.*allowed values"):
+        dropout_head_logits(h, W, b, generator=gen(0), **kwargs)
+
+
+def test_bad_shapes_and_missing_generator_raise():
+    h, W, b = setup()
+    with pytest.raises(ValueError, match="lm_head_weight"):
+        dropout_head_logits(h, W.T, num_heads=2, p_drop=0.1, generator=gen(0))
+    with pytest.raises(ValueError, match="lm_head_bias"):
+        dropout_head_logits(h, W, b[:-1], num_heads=2, p_drop=0.1, generator=gen(0))
+    with pytest.raises(ValueError, match="generator"):
+        dropout_head_logits(h, W, num_heads=2, p_drop=0.1, generator=None)

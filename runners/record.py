@@ -1,42 +1,85 @@
 """Run records: ``results/runs/<run_id>/`` with config, meta, an append-only ``samples.jsonl`` and a summary.
 
-Crash safety: each finished sample is one complete JSON line, written with flush + fsync; on open a torn
-last line (a kill mid-write) is dropped. ``summary.json`` and ``meta.json`` are written to a temp file and
-renamed. A run directory is locked (``fcntl.flock``) while a process writes it, so two processes never
-append to the same run; a rerun skips sample ids already present, so nothing is redone or duplicated.
+Identity: the run id hashes the resolved config without the fields that do not change what is computed
+(:data:`IDENTITY_EXCLUDE` at the top level, :data:`IDENTITY_EXCLUDE_ANYWHERE` at any depth: where a model or
+data set was read from, not what it is), so the same sweep point run on a laptop or a cluster node, from
+any sweep or artefact, is one run.
+
+Crash safety (``kill -9`` at any instant loses nothing already reported and duplicates nothing):
+each finished sample is one complete JSON line written by a single ``os.write`` on an ``O_APPEND``
+descriptor, then fsync'd; the sample counts as reported once ``append`` returns. On open, a torn last
+line (a kill mid-write) is cut off. ``config.json``, ``meta.json`` and ``summary.json`` are written to a
+temp file, fsync'd and renamed (then the directory is fsync'd). A run directory is locked
+(``fcntl.flock``, released by the kernel when the holder dies) while a process writes it, so two
+processes never append to the same run; a rerun skips sample ids already present. Readers still keep
+only the first line per sample id, so even a record copied together by hand never double-counts.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import socket
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-# Fields that do not change what a run computes; excluded from the run id.
-IDENTITY_EXCLUDE = ("hydra", "logger", "paths", "launcher", "progress")
+# Top-level fields that do not change what a run computes; excluded from the run id.
+# ``artefact`` is informational (analysis selects runs by config fields), so artefacts share runs.
+IDENTITY_EXCLUDE = ("hydra", "logger", "paths", "launcher", "progress", "artefact")
+# Keys excluded at any depth: where a source was found on this machine, not what it is (the pair/dataset
+# name, hub id and pinned sha256 stay in the id).
+IDENTITY_EXCLUDE_ANYWHERE = ("local_path",)
 
 
 class RunLockedError(RuntimeError):
     """Another live process is writing this run directory."""
 
 
+def _strip(node: Any) -> Any:
+    if isinstance(node, Mapping):
+        return {k: _strip(v) for k, v in node.items() if k not in IDENTITY_EXCLUDE_ANYWHERE}
+    if isinstance(node, (list, tuple)):
+        return [_strip(v) for v in node]
+    return node
+
+
+def identity_of(cfg: Mapping[str, Any]) -> dict:
+    """The part of a resolved config that the run id hashes."""
+    return _strip({k: v for k, v in cfg.items() if k not in IDENTITY_EXCLUDE})
+
+
 def run_id_of(cfg: Mapping[str, Any]) -> str:
-    """Short hash of the resolved config without launcher, logger and output-path fields."""
-    ident = {k: v for k, v in cfg.items() if k not in IDENTITY_EXCLUDE}
-    blob = json.dumps(ident, sort_keys=True, default=str, separators=(",", ":"))
+    """Short hash (12 hex) of :func:`identity_of` the resolved config."""
+    blob = json.dumps(identity_of(cfg), sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
+
+
 def atomic_write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    """Write ``obj`` as JSON to ``path`` via temp file + fsync + rename (readers see old or new, never half)."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{socket.gethostname()}")
     with open(tmp, "w") as f:
         json.dump(obj, f, indent=2, sort_keys=True, default=str)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    _fsync_dir(path.parent)
 
 
 class RunRecord:
@@ -59,6 +102,9 @@ class RunRecord:
     def open(self, meta: Mapping[str, Any]) -> None:
         """Create the directory, take the writer lock, write config/meta, repair a torn last line.
 
+        ``meta.json`` keeps the provenance of the session that started the run; every later session
+        (a resume) is appended to its ``sessions`` list with the number of samples already done.
+
         Raises:
             RunLockedError: another process holds the lock.
         """
@@ -66,20 +112,47 @@ class RunRecord:
         fd = os.open(self.dir / ".lock", os.O_CREAT | os.O_RDWR)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        except OSError as e:
             os.close(fd)
-            raise RunLockedError(f"run {self.run_id} is being written by another process ({self.dir})")
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                holder = (self.dir / ".lock").read_text().strip() or "unknown"
+                raise RunLockedError(f"run {self.run_id} is being written by another process ({holder}; {self.dir})")
+            # e.g. Lustre mounted without -o flock: no locking, rely on first-line-wins readers
+            warnings.warn(f"no file locking on {self.dir} ({e}); do not run the same run twice at once")
+            fd = None
         self._lock_fd = fd
+        if fd is not None:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
         if not (self.dir / "config.json").exists():
             atomic_write_json(self.dir / "config.json", self.cfg)
-        atomic_write_json(self.dir / "meta.json", dict(meta))
         self._repair()
+        session = {**dict(meta), "host": socket.gethostname(), "pid": os.getpid(),
+                   "num_done_at_start": len(self.done_ids())}
+        meta_path = self.dir / "meta.json"
+        try:
+            old = json.loads(meta_path.read_text())
+        except (OSError, ValueError):
+            old = None
+        if old is None:
+            atomic_write_json(meta_path, {**session, "sessions": [session]})
+        else:
+            old.setdefault("sessions", []).append(session)
+            atomic_write_json(meta_path, old)
 
     def close(self) -> None:
         if self._lock_fd is not None:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)
             self._lock_fd = None
+
+    def existing_summary(self) -> dict | None:
+        """The stored summary if the run is finished (``complete``), else None. Reads without the lock."""
+        try:
+            summary = json.loads(self.summary_path.read_text())
+        except (OSError, ValueError):
+            return None
+        return summary if summary.get("complete") else None
 
     def __enter__(self) -> "RunRecord":
         return self
@@ -108,11 +181,23 @@ class RunRecord:
         return {s["sample_id"] for s in self.samples()}
 
     def append(self, sample: Mapping[str, Any]) -> None:
-        line = json.dumps(sample, sort_keys=True, default=str) + "\n"
-        with open(self.samples_path, "a") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        """Append one sample as one line; durable (fsync'd) when this returns.
+
+        A single ``os.write`` on an ``O_APPEND`` descriptor: a kill leaves either nothing or a prefix of
+        the line without its newline, which the next :meth:`open` cuts off.
+        """
+        data = (json.dumps(sample, sort_keys=True, default=str) + "\n").encode()
+        created = not self.samples_path.exists()
+        fd = os.open(self.samples_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            view = memoryview(data)
+            while view:  # regular files write everything at once; loop in case of a short write
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if created:
+            _fsync_dir(self.dir)
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         atomic_write_json(self.summary_path, dict(summary))

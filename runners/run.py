@@ -18,17 +18,26 @@ from runners.validate import validate
 
 
 def resolve_run_config(cfg: Any) -> dict:
-    """Plain-dict config with the profile's limits applied and method=ar normalised to L=0.
+    """Validate, then normalise to the plain dict the run id hashes and ``config.json`` stores.
 
-    The result is what the run id hashes and what ``config.json`` stores.
+    Normalisation: the profile's per-dataset ``limit`` / ``max_new_tokens`` fill unset fields;
+    autoregressive methods get ``L = 0``; DropMatch fields a method does not use are fixed (so a sweep
+    over ``dropmatch.p_drop`` runs SD once, not once per value).
+
+    Raises:
+        runners.validate.ConfigError: an invalid field (nothing has been loaded yet).
     """
     if not isinstance(cfg, Mapping):
         from omegaconf import OmegaConf
 
         cfg = OmegaConf.to_container(cfg, resolve=True)
     c = {k: v for k, v in dict(cfg).items() if k != "hydra"}
-    c["dataset"] = dict(c["dataset"])
-    c["decoding"] = dict(c["decoding"])
+    c["dataset"], c["decoding"], c["method"] = dict(c["dataset"]), dict(c["decoding"]), dict(c["method"])
+    c["dropmatch"] = dict(c.get("dropmatch") or {})
+    method = c["method"]
+    if method.get("autoregressive"):
+        c["L"] = 0
+    validate(c)
     profile = c.get("profile") or {}
     name = c["dataset"]["name"]
     if c["dataset"].get("limit") is None and (profile.get("limit") or {}).get(name) is not None:
@@ -36,10 +45,13 @@ def resolve_run_config(cfg: Any) -> dict:
     cap = (profile.get("max_new_tokens") or {}).get(name)
     if c["decoding"].get("max_new_tokens") is None:
         c["decoding"]["max_new_tokens"] = int(cap) if cap is not None else c["dataset"].get("max_new_tokens")
-    if c["method"]["name"] == "ar":
-        c["L"] = 0
-    if not c["method"].get("uses_dropmatch"):
-        c["dropmatch"] = dict(c.get("dropmatch") or {}, unused=True)
+    dm = c["dropmatch"]
+    if method.get("uses_dropmatch"):
+        dm["path"] = 0
+    elif method.get("ar_dropout_path"):
+        dm["K"] = 1
+    else:
+        c["dropmatch"] = {"unused": True}
     return c
 
 
@@ -55,12 +67,47 @@ def build_criterion(c: Mapping[str, Any]) -> Any:
     return CRITERIA.get(key)(**kwargs)
 
 
-def _progress(total: int, desc: str):
-    """tqdm bar on a terminal; one log line every 10% in non-interactive logs."""
-    from tqdm import tqdm
+class _Progress:
+    """Progress of one run: samples done, tok/s, running tau and ETA.
 
-    interactive = sys.stderr.isatty()
-    return tqdm(total=total, desc=desc, unit="sample", dynamic_ncols=True, disable=None if interactive else True)
+    ``mode`` (config ``progress``): ``bar`` a tqdm bar on stderr, ``log`` one line per ~10% of the samples
+    (for non-interactive Slurm/CI logs), ``quiet`` nothing, ``auto`` bar on a terminal else log.
+    """
+
+    def __init__(self, total: int, desc: str, mode: str, log) -> None:
+        mode = mode if mode in ("bar", "log", "quiet") else ("bar" if sys.stderr.isatty() else "log")
+        self.total, self.mode, self.log, self.n, self.tokens = total, mode, log, 0, 0
+        self.drafts = self.accepted = 0
+        self.t0 = time.perf_counter()
+        self.bar = None
+        if mode == "bar":
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit="sample", dynamic_ncols=True)
+
+    def update(self, num_tokens: int, counters: Any, prefix: str) -> None:
+        self.n += 1
+        self.tokens += num_tokens
+        self.drafts += counters.num_drafts
+        self.accepted += counters.num_accepted_tokens
+        elapsed = time.perf_counter() - self.t0
+        rate, tau = self.tokens / max(elapsed, 1e-9), 1 + self.accepted / max(self.drafts, 1)
+        if self.bar is not None:  # tqdm shows elapsed<remaining (ETA) itself
+            self.bar.set_postfix(tok_s=f"{rate:.2f}", tau=f"{tau:.2f}")
+            self.bar.update(1)
+        elif self.mode == "log" and (self.n == self.total or self.n % max(1, self.total // 10) == 0):
+            eta = elapsed / self.n * (self.total - self.n)
+            self.log(f"{prefix} {self.n}/{self.total} samples, {rate:.2f} tok/s, tau {tau:.2f}, "
+                     f"elapsed {_hms(elapsed)}, ETA {_hms(eta)}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _hms(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 def run(cfg: Any, log=print) -> dict:
@@ -80,7 +127,6 @@ def run(cfg: Any, log=print) -> dict:
     from runners.summary import summarize
 
     c = resolve_run_config(cfg)
-    validate(c)
     record = RunRecord(results_dir() / "runs", c)
     dataset = build(DATASETS, c["dataset"])
     samples = dataset.load()
@@ -88,6 +134,10 @@ def run(cfg: Any, log=print) -> dict:
     L = int(c["L"])
     tag = f"{c['method']['name']} L={L} {c['dataset']['name']} n={len(samples)}"
 
+    finished = record.existing_summary()
+    if finished is not None and finished.get("num_expected") == len(samples):
+        log(f"[run {record.run_id}] {tag}: finished earlier, skipped ({record.dir})")
+        return finished
     logger = make_logger(c.get("logger") or {}, record.run_id, c)
     with record:
         record.open({**provenance(), "run_id": record.run_id})
@@ -97,19 +147,20 @@ def run(cfg: Any, log=print) -> dict:
         if todo:
             from runners.models.loader import load_pair
 
-            pair = load_pair(c["pair"], need_draft=L > 0, log=log)
+            pair = load_pair(c["pair"], need_draft=L > 0 or c["method"].get("ar_model") == "draft", log=log)
             criterion = build_criterion(c)
             backend = build(BACKENDS, c["backend"], pair=pair)
             decoding = DecodingConfig(
                 num_speculative_tokens=L, temperature=float(c["decoding"]["temperature"]),
                 top_p=float(c["decoding"].get("top_p", 1.0)), max_new_tokens=int(c["decoding"]["max_new_tokens"]),
                 stop=list(c["dataset"].get("stop") or []), seed=int(c["decoding"]["seed"]), trace=bool(c.get("trace")),
+                ar_model=str(c["method"].get("ar_model", "target")),
+                ar_dropout_p=float(c["dropmatch"]["p_drop"]) if c["method"].get("ar_dropout_path") else None,
+                ar_path=int(c["dropmatch"].get("path") or 0),
             )
             by_id = {s.sample_id: s for s in todo}
-            bar = _progress(len(todo), tag)
-            t_run = time.perf_counter()
-            tokens = 0
-            for i, res in enumerate(backend.generate(todo, decoding, criterion), 1):
+            progress = _Progress(len(todo), tag, str(c.get("progress") or "auto"), log)
+            for res in enumerate(backend.generate(todo, decoding, criterion), 1):
                 sample = by_id[res.sample_id]
                 quality = scorer.score([sample], [res.output_text])[0]
                 rec = {
@@ -130,14 +181,8 @@ def run(cfg: Any, log=print) -> dict:
                     rec["trace"] = res.trace
                 record.append(rec)
                 logger.log_sample(rec)
-                tokens += res.num_output_tokens
-                rate = tokens / max(time.perf_counter() - t_run, 1e-9)
-                bar.set_postfix(tok_s=f"{rate:.2f}", tau=f"{1 + res.counters.num_accepted_tokens / max(res.counters.num_drafts, 1):.2f}")
-                bar.update(1)
-                if not bar.disable or i == len(todo) or i % max(1, len(todo) // 10) == 0:
-                    if bar.disable:
-                        log(f"[run {record.run_id}] {i}/{len(todo)} samples, {rate:.2f} tok/s")
-            bar.close()
+                progress.update(res.num_output_tokens, res.counters, f"[run {record.run_id}]")
+            progress.close()
         all_samples = [s for s in record.samples() if s["sample_id"] in {x.sample_id for x in samples}]
         summary = summarize(all_samples, L, scorer.aggregate)
         summary.update({"run_id": record.run_id, "complete": len(all_samples) == len(samples),

@@ -35,9 +35,9 @@ def validate(cfg: Mapping[str, Any]) -> None:
 
     method = cfg["method"]
     L = cfg.get("L")
-    if method["name"] == "ar":
+    if method.get("autoregressive"):
         if L != 0:
-            raise ConfigError(f"L={L} with method=ar; the AR baseline has no drafts (L is set to 0)")
+            raise ConfigError(f"L={L} with method={method['name']}; autoregressive methods have no drafts (L is set to 0)")
     elif not isinstance(L, int) or isinstance(L, bool) or L < 1:
         raise ConfigError(f"L={L!r} is invalid; allowed: an integer >= 1 (draft tokens per round)")
     dm = cfg.get("dropmatch") or {}

@@ -21,6 +21,11 @@ class DecodingConfig:
         stop: stop strings; output is cut before the first one.
         seed: seeds the per-sample ``torch.Generator`` (seed + sample index) used for dropout masks and sampling.
         trace: record per-position criterion traces (Tables 2-3).
+        ar_model: for L = 0 only: which model decodes, ``"target"`` (AR baseline) or ``"draft"`` (Table 1's
+            draft-alone row).
+        ar_dropout_p: for L = 0 only: if set, every step decodes from ONE MC-dropout path of the target's
+            LM head with a freshly sampled mask at this p_drop (Table 1 / Fig. 3 single-path decoding).
+        ar_path: index i of that path; it seeds the path's masks (same i -> same path).
     """
 
     num_speculative_tokens: int
@@ -30,6 +35,9 @@ class DecodingConfig:
     stop: list[str] = field(default_factory=list)
     seed: int = 0
     trace: bool = False
+    ar_model: str = "target"
+    ar_dropout_p: float | None = None
+    ar_path: int = 0
 
 
 @dataclass

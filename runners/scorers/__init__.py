@@ -6,3 +6,4 @@ are imported only when a scorer first scores.
 """
 
 from runners.scorers import evalplus_scorer, lm_eval_scorer  # noqa: F401  (registration)
+from runners.scorers import none_scorer  # noqa: F401  (registration; `none` for unscored datasets)

@@ -1,0 +1,65 @@
+"""Read every run record into one pandas DataFrame (one row per run). Analysis never parses file names.
+
+Columns: run_id, pair, dataset, method, backend, profile, L, p_drop, K, path, temperature, seed, repeat,
+n (samples done), n_expected, complete, accuracy, accuracy_stderr, tau, acceptance_rate,
+per_position_rate (list), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, device, date_utc,
+git_sha, run_dir, plus every ``quality/*`` metric as ``q_<name>``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from runners.paths import results_dir
+from runners.record import iter_runs
+
+
+def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
+    dm = cfg.get("dropmatch") or {}
+    row = {
+        "run_id": summary.get("run_id", run_dir.name),
+        "pair": cfg["pair"]["name"],
+        "dataset": cfg["dataset"]["name"],
+        "method": cfg["method"]["name"],
+        "backend": cfg["backend"]["name"],
+        "profile": (cfg.get("profile") or {}).get("name"),
+        "L": int(cfg.get("L") or 0),
+        "p_drop": dm.get("p_drop"),
+        "K": dm.get("K"),
+        "path": dm.get("path"),
+        "temperature": float(cfg["decoding"]["temperature"]),
+        "seed": int(cfg["decoding"]["seed"]),
+        "repeat": int(cfg.get("repeat") or 0),
+        "batch_size": int((cfg.get("backend") or {}).get("batch_size") or 1),
+        "n": int(summary.get("num_samples", 0)),
+        "n_expected": int(summary.get("num_expected", 0)),
+        "complete": bool(summary.get("complete", False)),
+        "max_new_tokens": cfg["decoding"].get("max_new_tokens"),
+        "accuracy": summary.get("quality/accuracy"),
+        "accuracy_stderr": summary.get("quality/accuracy_stderr"),
+        "tau": summary.get("spec/mean_acceptance_length"),
+        "acceptance_rate": summary.get("spec/acceptance_rate"),
+        "per_position_rate": summary.get("spec/per_position_rate"),
+        "tok_per_s": summary.get("speed/tok_per_s"),
+        "tok_per_s_std": summary.get("speed/tok_per_s_std"),
+        "tok_per_s_total": summary.get("speed/tok_per_s_total"),
+        "num_output_tokens": summary.get("speed/num_output_tokens"),
+        "wall_s": summary.get("speed/wall_s"),
+        "device": summary.get("device"),
+        "date_utc": summary.get("date_utc"),
+        "git_sha": summary.get("git_sha"),
+        "run_dir": str(run_dir),
+    }
+    for k, v in summary.items():
+        if k.startswith("quality/") and isinstance(v, (int, float)):
+            row["q_" + k.split("/", 1)[1]] = v
+    return row
+
+
+def load_runs(root: str | Path | None = None) -> pd.DataFrame:
+    """All runs with a summary under ``root`` (default ``results/runs``)."""
+    root = Path(root) if root is not None else results_dir() / "runs"
+    rows = [run_row(c, s, d) for c, s, d in iter_runs(root)]
+    return pd.DataFrame(rows)

@@ -1,0 +1,93 @@
+"""Select the runs an artefact reads and gather their per-position traces (Tables 2-3) or outputs (Fig. 3).
+
+Selection is on run-record config fields only (never on file names or the informational ``artefact``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from analysis.head_stats import position_frame
+from analysis.load import load_runs
+from runners.record import read_samples
+
+
+def cli(description: str, argv: Iterable[str] | None = None, **defaults: Any) -> argparse.Namespace:
+    """The common command line of the Section 3 artefacts: which runs to read.
+
+    ``--profile`` (default ``default``), ``--pair`` (default: the pair with the most matching runs),
+    ``--dataset``; DROPMATCH_RESULTS selects the results root.
+    """
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--profile", default=defaults.get("profile", "default"), help="profile name of the runs to read")
+    ap.add_argument("--pair", default=None, help="pair name (default: the one with most matching runs)")
+    ap.add_argument("--dataset", default=defaults.get("dataset"), help="dataset of the runs to read")
+    for flag, kw in defaults.get("extra", {}).items():
+        ap.add_argument(flag, **kw)
+    return ap.parse_args(list(argv) if argv is not None else None)
+
+
+def run_config(run_dir: str | Path) -> dict:
+    return json.loads((Path(run_dir) / "config.json").read_text())
+
+
+def select_runs(runs: pd.DataFrame, *, dataset: str | None, profile: str | None, pair: str | None,
+                methods: Iterable[str], trace: bool | None = None, K: int | None = None) -> pd.DataFrame:
+    """Runs of ``methods`` on ``dataset`` with ``profile``; one pair (the given one, else the most frequent).
+
+    Args:
+        runs: :func:`analysis.load.load_runs` output.
+        trace: if not None, keep runs whose config ``trace`` equals it.
+        K: if not None, keep runs with ``dropmatch.K == K``.
+
+    Returns:
+        The matching rows (a copy), with a ``trace`` column added.
+    """
+    if runs.empty:
+        return runs.copy()
+    sel = runs[runs["method"].isin(list(methods))]
+    if dataset is not None:
+        sel = sel[sel["dataset"] == dataset]
+    if profile is not None:
+        sel = sel[sel["profile"] == profile]
+    if sel.empty:
+        return sel.copy()
+    sel = sel.copy()
+    sel["trace"] = [bool(run_config(d).get("trace")) for d in sel["run_dir"]]
+    if trace is not None:
+        sel = sel[sel["trace"] == trace]
+    if K is not None:
+        sel = sel[sel["K"] == K]
+    if sel.empty:
+        return sel
+    chosen = pair if pair is not None else sel["pair"].value_counts().index[0]
+    return sel[sel["pair"] == chosen]
+
+
+def trace_positions(runs: pd.DataFrame) -> pd.DataFrame:
+    """Positions (:func:`analysis.head_stats.position_frame`) of every run, tagged with run_id, p_drop, L, K_run."""
+    frames = []
+    for row in runs.itertuples(index=False):
+        pos = position_frame(read_samples(Path(row.run_dir) / "samples.jsonl"))
+        pos.insert(0, "run_id", row.run_id)
+        pos["p_drop"], pos["L"] = row.p_drop, row.L
+        frames.append(pos)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def footer(runs: pd.DataFrame, extra: Iterable[str] = ()) -> list[str]:
+    """Provenance footer (n, pair, device, date) of the runs a table was built from."""
+    from analysis.render import provenance_lines
+
+    n = sorted({int(x) for x in runs["n"]}) if not runs.empty else []
+    return [f"n (samples per run): {', '.join(map(str, n)) or '-'}", *provenance_lines(runs), *extra]
+
+
+def load(profile: str | None, dataset: str | None, pair: str | None, methods: Iterable[str], **kw: Any) -> pd.DataFrame:
+    """:func:`select_runs` over every run record under the results root."""
+    return select_runs(load_runs(), dataset=dataset, profile=profile, pair=pair, methods=methods, **kw)

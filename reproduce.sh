@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# One command per paper artefact; see README.md.
+#   ./reproduce.sh table6 [hydra overrides]     run the artefact's sweep, then rebuild its table/figure
+#   ./reproduce.sh test [pytest args]           the test suite (CI runs exactly this)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+ROOT=$PWD
+VENV=${DROPMATCH_VENV:-$ROOT/.venv}
+PY=$VENV/bin/python
+
+ARTEFACTS="table1 table2 table3 table4 table5 table6 table7 table8 table9 table10 fig1 fig3 fig5 fig6"
+
+usage() {
+  cat >&2 <<USAGE
+usage: ./reproduce.sh <artefact|all|test|setup> [hydra overrides | pytest args]
+  artefacts: $ARTEFACTS
+  all        every artefact that has a config (conf/experiment/<name>.yaml)
+  test       the test suite (CI): ./reproduce.sh test ; quick loop: ./reproduce.sh test -m "not slow"
+  setup      create .venv and install (done automatically on first use)
+examples:
+  ./reproduce.sh table6
+  ./reproduce.sh table6 -m method=sd,dropmatch L=5,10 dropmatch.p_drop=0.1,0.2,0.3
+  ./reproduce.sh table6 profile=paper          # paper scale (needs GPUs)
+USAGE
+}
+
+setup() {
+  local stamp=$VENV/.dropmatch-installed
+  local want
+  want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
+  if [ ! -x "$PY" ]; then
+    local base=${PYTHON:-python3}
+    "$base" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
+      || { echo "Python >= 3.11 needed (found $("$base" --version 2>&1)); set PYTHON=/path/to/python3.11" >&2; exit 2; }
+    echo "[setup] creating $VENV" >&2
+    "$base" -m venv "$VENV"
+  fi
+  echo "[setup] installing dropmatch-bench into $VENV (first run only; a few minutes)" >&2
+  "$PY" -m pip install --quiet --upgrade pip >&2
+  # torch first, pinned, so the CPU build is used (set DROPMATCH_TORCH_INDEX to a CPU wheel index if needed).
+  "$PY" -m pip install --quiet ${DROPMATCH_TORCH_INDEX:+--index-url "$DROPMATCH_TORCH_INDEX"} torch==2.13.0 >&2
+  "$PY" -m pip install --quiet -e ".[test]" >&2
+  echo "$want" > "$stamp"
+}
+
+strip_multirun() {  # the artefact is always a multirun; drop a user's -m/--multirun
+  local a
+  for a in "$@"; do [ "$a" = "-m" ] || [ "$a" = "--multirun" ] || printf '%s\0' "$a"; done
+}
+
+profile_of() {
+  local a p=default
+  for a in "$@"; do case $a in profile=*) p=${a#profile=};; esac; done
+  echo "$p"
+}
+
+analysis_module() {
+  if [ -f "analysis/tables/$1.py" ]; then echo "analysis.tables.$1"
+  elif [ -f "analysis/figures/$1.py" ]; then echo "analysis.figures.$1"
+  fi
+}
+
+run_artefact() {
+  local name=$1; shift
+  local mod
+  mod=$(analysis_module "$name")
+  if [ ! -f "conf/experiment/$name.yaml" ] && [ -z "$mod" ]; then
+    echo "artefact '$name' is not implemented yet (no conf/experiment/$name.yaml, no analysis module)" >&2
+    exit 2
+  fi
+  local overrides=()
+  while IFS= read -r -d '' a; do overrides+=("$a"); done < <(strip_multirun "$@")
+  local profile
+  profile=$(profile_of "${overrides[@]+"${overrides[@]}"}")
+  local t0=$SECONDS
+  if [ -f "conf/experiment/$name.yaml" ] && grep -q "sweeper" "conf/experiment/$name.yaml"; then
+    echo "[reproduce] $name: sweep (profile=$profile)" >&2
+    "$PY" -m runners.main --multirun "experiment=$name" "${overrides[@]+"${overrides[@]}"}"
+  fi
+  if [ -n "$mod" ]; then
+    "$PY" -m "$mod" --profile "$profile"
+  fi
+  echo "[reproduce] $name done in $((SECONDS - t0)) s" >&2
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  -h|--help|"") usage; [ -n "$cmd" ] && exit 0; exit 2 ;;
+  setup) setup ;;
+  test)
+    setup
+    exec "$PY" -m pytest "$@" ;;
+  all)
+    setup
+    for a in $ARTEFACTS; do
+      if [ -f "conf/experiment/$a.yaml" ] || [ -n "$(analysis_module "$a")" ]; then run_artefact "$a" "$@"; fi
+    done ;;
+  *)
+    if [[ " $ARTEFACTS " == *" $cmd "* ]]; then
+      setup
+      run_artefact "$cmd" "$@"
+    else
+      echo "unknown artefact '$cmd'" >&2; usage; exit 2
+    fi ;;
+esac

@@ -1,0 +1,188 @@
+"""Hydra callbacks (``conf/run.yaml`` ``hydra.callbacks``) and the ``dm.*`` config resolvers.
+
+:class:`SweepSummary` reports a multirun at the sweep level, whichever launcher runs the jobs:
+
+- each job writes ``<job output dir>/.dropmatch_status.json`` (``done``: generated samples, ``skipped``:
+  finished earlier, nothing loaded, ``failed``: the run raised) when it ends, in its own process;
+- in-process launchers also print ``[sweep] 3/12 runs ended (2 done, 1 skipped, 0 failed), ETA 0:04:10``
+  after each job;
+- the launching process prints one line when the sweep ends (also when it stops on a failure or
+  Ctrl-C, from an ``atexit`` hook), read back from those status files, e.g.
+  ``[sweep] 12 runs: 9 done, 3 skipped, 0 failed, 0 unreported (results/hydra/multirun/...)``.
+  ``unreported`` counts jobs that started but never ended (killed, e.g. ``scancel``); rerun the sweep
+  to resume them.
+
+Importing this module registers the resolver ``${dm.gpus:<requires_gpu>,<tensor_parallel_size>}``
+(GPUs per node for a pair: its tensor-parallel size on GPU pairs, none on CPU pairs), used by
+``conf/hydra/launcher/slurm.yaml``. Hydra imports this module (to build the callbacks) before it builds
+the launcher, and jobs unpickle it before they run, so the resolver exists wherever it is needed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+STATUS_FILE = ".dropmatch_status.json"
+
+
+def gpus_per_node(requires_gpu: Any, tensor_parallel_size: Any) -> int | None:
+    """GPUs one run of a pair needs on its node: ``tensor_parallel_size`` if the pair needs a GPU, else None."""
+    return int(tensor_parallel_size) if str(requires_gpu).lower() == "true" else None
+
+
+if not OmegaConf.has_resolver("dm.gpus"):
+    OmegaConf.register_new_resolver("dm.gpus", gpus_per_node)
+
+
+def _hms(seconds: float) -> str:
+    s = int(round(max(seconds, 0.0)))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def count_jobs(config: DictConfig) -> int | None:
+    """Number of jobs the basic sweeper makes of this multirun (None if it cannot tell)."""
+    try:
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        params = [f"{k}={v}" for k, v in (OmegaConf.select(config, "hydra.sweeper.params") or {}).items()]
+        params += list(OmegaConf.to_container(config.hydra.overrides.task, resolve=False))
+        overrides = OverridesParser.create().parse_overrides(params)
+        return sum(len(batch) for batch in BasicSweeper.split_arguments(overrides, None))
+    except Exception:  # glob(), custom sweepers ...
+        return None
+
+
+def read_statuses(sweep_dir: Path) -> dict[str, int]:
+    """Counts of ``done`` / ``skipped`` / ``failed`` / ``unreported`` jobs under a sweep directory."""
+    counts = {"done": 0, "skipped": 0, "failed": 0, "unreported": 0}
+    if not sweep_dir.is_dir():
+        return counts
+    for job_dir in sorted(p for p in sweep_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        if not (job_dir / ".hydra").exists() and not (job_dir / STATUS_FILE).exists():
+            continue  # not a job directory
+        try:
+            status = json.loads((job_dir / STATUS_FILE).read_text())["status"]
+        except (OSError, ValueError, KeyError):
+            status = "unreported"
+        counts[status if status in counts else "failed"] += 1
+    return counts
+
+
+def _finished_run(config: DictConfig) -> tuple[str | None, bool]:
+    """``(run_id, finished)`` of the run a job config describes, without loading anything heavy."""
+    try:
+        from runners.paths import results_dir
+        from runners.record import RunRecord
+        from runners.run import resolve_run_config
+
+        task = OmegaConf.to_container(config, resolve=True)
+        task.pop("hydra", None)
+        record = RunRecord(results_dir() / "runs", resolve_run_config(task))
+        return record.run_id, record.existing_summary() is not None
+    except Exception:  # an invalid config fails in the job itself, with its message
+        return None, False
+
+
+def _multirun(config: DictConfig) -> bool:
+    return str(OmegaConf.select(config, "hydra.mode")).endswith("MULTIRUN")
+
+
+class SweepSummary(Callback):
+    """Counts the runs of a multirun as done / skipped / failed and prints progress and a final line.
+
+    Args:
+        stream: ``stderr`` (default) or ``stdout``.
+    """
+
+    def __init__(self, stream: str = "stderr") -> None:
+        self.stream = stream
+        self.sweep_dir: str | None = None
+        self.total: int | None = None
+        self.t0 = 0.0
+        self.ended = 0
+        self.counts = {"done": 0, "skipped": 0, "failed": 0}
+        self._pending: tuple[str | None, bool] = (None, False)
+        self._reported = False
+        self._pid = os.getpid()
+
+    def _print(self, msg: str) -> None:
+        print(msg, file=sys.stdout if self.stream == "stdout" else sys.stderr, flush=True)
+
+    # -- launching process --------------------------------------------------------------------
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.sweep_dir = str(config.hydra.sweep.dir)
+        self.total = count_jobs(config)
+        self.t0 = time.time()
+        self._pid = os.getpid()
+        launcher = str(OmegaConf.select(config, "hydra.launcher._target_") or "")
+        self._print(f"[sweep] {self.total if self.total is not None else '?'} runs, launcher "
+                    f"{launcher.rsplit('.', 1)[-1] or '?'}, sweep dir {self.sweep_dir}")
+        if str(OmegaConf.select(config, "logger.name") or "none") == "none":
+            self._print("[sweep] W&B logging is off; enable it with logger=wandb (logger.mode=offline on nodes "
+                        "without internet, then `wandb sync <results>/wandb/offline-run-*`)")
+        atexit.register(self._report_at_exit)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        self._report("ended")
+
+    def _report_at_exit(self) -> None:
+        if os.getpid() == self._pid:  # not in forked children
+            self._report("stopped")
+
+    def _report(self, how: str) -> None:
+        if self._reported or self.sweep_dir is None:
+            return
+        self._reported = True
+        c = read_statuses(Path(self.sweep_dir))
+        n = sum(c.values())
+        total = f" of {self.total}" if self.total is not None and self.total != n else ""
+        self._print(f"[sweep] {how} after {_hms(time.time() - self.t0)}: {n}{total} runs: {c['done']} done, "
+                    f"{c['skipped']} skipped, {c['failed']} failed, {c['unreported']} unreported ({self.sweep_dir})")
+        if how == "stopped" or c["failed"] or c["unreported"]:
+            self._print("[sweep] rerun the same command to resume: finished runs are skipped, unfinished ones "
+                        "continue at the first sample without a record")
+
+    # -- job process (the same one for in-process launchers) ----------------------------------
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if _multirun(config):
+            self._pending = _finished_run(config)
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        from hydra.core.utils import JobStatus
+
+        if not _multirun(config):
+            return
+        run_id, finished_before = self._pending
+        if job_return.status == JobStatus.COMPLETED:
+            status, error = ("skipped" if finished_before else "done"), None
+        else:
+            status, error = "failed", repr(job_return._return_value)[:2000]
+        out_dir = Path(str(config.hydra.runtime.output_dir))
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / STATUS_FILE).write_text(json.dumps(
+                {"status": status, "run_id": run_id, "job_num": OmegaConf.select(config, "hydra.job.num"),
+                 "overrides": list(config.hydra.overrides.task), "error": error}))
+        except OSError as e:
+            self._print(f"[sweep] could not write job status to {out_dir}: {e}")
+        if self.sweep_dir is None or os.getpid() != self._pid:
+            return  # a job in another process (its own log gets nothing extra)
+        self.ended += 1
+        self.counts[status] += 1
+        elapsed = time.time() - self.t0
+        eta = ""
+        if self.total:
+            eta = f", ETA {_hms(elapsed / self.ended * (self.total - self.ended))}"
+        self._print(f"[sweep] {self.ended}/{self.total or '?'} runs ended ({self.counts['done']} done, "
+                    f"{self.counts['skipped']} skipped, {self.counts['failed']} failed), "
+                    f"elapsed {_hms(elapsed)}{eta}")

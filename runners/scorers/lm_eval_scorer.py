@@ -21,6 +21,7 @@ lm-eval's ``build_filter_ensemble`` / ``get_metric``: nothing is re-implemented.
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
 from runners.datasets.base import Sample
@@ -128,6 +129,11 @@ class IfevalScorer:
 
     Per-sample keys: ``"<metric>,none"`` for the four IFEval metrics (prompt-level: bool;
     instruction-level: list of bools) and ``"correct"`` (prompt-level strict, 0/1).
+
+    Determinism: an IFEval checker whose kwargs are invalid draws them from Python's ``random``
+    (e.g. ``keywords:letter_frequency`` with ``letter: "#"``, key 1122), so lm-eval's own score of
+    such an item depends on the global RNG state. We seed ``random`` with the item's key around each
+    ``process_results`` call (and restore the caller's state), so a sample always gets the same score.
     """
 
     metric = "prompt_level_strict_acc,none"
@@ -153,13 +159,17 @@ class IfevalScorer:
         results = []
         for sample, output in zip(samples, outputs):
             n_inst = len((sample.reference or {}).get("instruction_id_list", []))
+            state = random.getstate()
             try:
+                random.seed(f"ifeval/{(sample.reference or {}).get('key')}")  # see class docstring
                 raw = utils.process_results(sample.reference, [as_text(output)])
                 res = {f"{m},none": (list(map(bool, raw[m])) if m.startswith("inst") else bool(raw[m]))
                        for m in IFEVAL_METRICS}
             except Exception as exc:  # malformed output or reference: score 0, never raise
                 res = {f"{m},none": ([False] * n_inst if m.startswith("inst") else False) for m in IFEVAL_METRICS}
                 res["error"] = f"{type(exc).__name__}: {exc}"
+            finally:
+                random.setstate(state)
             res["correct"] = int(res[self.metric])
             results.append(res)
         return results

@@ -1,0 +1,243 @@
+"""Dataset loaders: registry/config agreement, loading, offset/limit windows, stable ids, prompt format."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+import runners.datasets  # noqa: F401  (registration)
+from runners.datasets.base import Sample, TaskDataset
+from runners.paths import REPO_ROOT
+from runners.registry import DATASETS, SCORERS
+
+import runners.scorers  # noqa: F401,E402  (registration)
+
+NAMES = ("gsm8k", "mmlu", "ifeval", "humaneval")
+FULL_SIZES = {"gsm8k": 1319, "mmlu": 14042, "ifeval": 541, "humaneval": 164}
+
+
+class TestConfigs:
+    @pytest.mark.parametrize("name", NAMES)
+    def test_yaml_stem_equals_key_and_name(self, name: str) -> None:
+        cfg = yaml.safe_load((REPO_ROOT / "conf" / "dataset" / f"{name}.yaml").read_text())
+        assert cfg["name"] == name and name in DATASETS
+        assert isinstance(cfg["version"], int)
+        assert cfg["scorer"] in SCORERS
+
+    @pytest.mark.parametrize("name", NAMES)
+    def test_yaml_keys_are_constructor_kwargs(self, name: str) -> None:
+        cfg = yaml.safe_load((REPO_ROOT / "conf" / "dataset" / f"{name}.yaml").read_text())
+        cls = DATASETS.get(name)
+        accepted = set()
+        for klass in cls.__mro__:
+            if "__init__" in vars(klass):
+                accepted |= set(inspect.signature(klass.__init__).parameters)
+        assert set(cfg) - {"name", "version"} <= accepted
+        assert set(cfg["source"]) <= {"local_path", "hub_id", "hub_config", "pinned", "order"}
+        assert all(isinstance(s, str) and s for s in cfg["stop"])
+
+    @pytest.mark.parametrize("name", NAMES)
+    def test_protocol(self, name: str, make_dataset) -> None:
+        ds = make_dataset(name, limit=2)
+        assert isinstance(ds, TaskDataset)
+        assert ds.name == name and ds.max_new_tokens > 0
+
+
+class TestLoading:
+    @pytest.mark.parametrize("name", NAMES)
+    def test_full_size_unique_ids_json(self, name: str, make_dataset) -> None:
+        ds = make_dataset(name)
+        samples = ds.load()
+        assert len(samples) == FULL_SIZES[name]
+        assert ds.provenance.startswith("local:")
+        ids = [s.sample_id for s in samples]
+        assert len(set(ids)) == len(ids) and all(i.startswith(f"{name}/{ds.split}/") for i in ids)
+        for s in samples[:50]:
+            assert isinstance(s, Sample)
+            json.dumps({"m": s.messages, "r": s.reference, "meta": s.meta})  # JSON-serialisable
+            assert s.messages[-1]["role"] == "user"
+
+    @pytest.mark.parametrize("name", NAMES)
+    def test_offset_limit_window_is_stable(self, name: str, make_dataset) -> None:
+        wide = make_dataset(name, offset=0, limit=20).load()
+        window = make_dataset(name, offset=5, limit=7).load()
+        assert [s.sample_id for s in window] == [s.sample_id for s in wide[5:12]]
+        assert [s.messages for s in window] == [s.messages for s in wide[5:12]]
+        assert make_dataset(name, offset=FULL_SIZES[name] + 3, limit=5).load() == []
+        assert make_dataset(name, limit=0).load() == []
+
+    def test_gsm8k_ids_are_row_indices(self, make_dataset, shared_data: Path) -> None:
+        rows = [json.loads(line) for line in (shared_data / "gsm8k/test.jsonl").read_text().splitlines()]
+        samples = make_dataset("gsm8k", offset=17, limit=2).load()
+        assert samples[0].sample_id == "gsm8k/test/17"
+        assert samples[0].reference == {"question": rows[17]["question"], "answer": rows[17]["answer"]}
+        assert samples[0].meta["target"] == rows[17]["answer"].split("####")[-1].strip()
+
+    def test_local_path_may_be_a_folder(self, make_dataset, shared_data: Path) -> None:
+        ds = make_dataset("humaneval", limit=3, source={"local_path": str(shared_data / "humaneval")})
+        assert [s.sample_id for s in ds.load()] == ["humaneval/test/0", "humaneval/test/1", "humaneval/test/2"]
+
+    def test_bad_window_rejected(self, make_dataset) -> None:
+        with pytest.raises(ValueError):
+            make_dataset("gsm8k", offset=-1)
+        with pytest.raises(ValueError):
+            make_dataset("gsm8k", limit=-2)
+
+
+class TestGsm8kPrompt:
+    def test_eight_shot_multiturn(self, make_dataset) -> None:
+        s = make_dataset("gsm8k", limit=1).load()[0]
+        assert len(s.messages) == 17
+        assert [m["role"] for m in s.messages] == ["user", "assistant"] * 8 + ["user"]
+        for user, assistant in zip(s.messages[0:16:2], s.messages[1:16:2]):
+            assert user["content"].startswith("Given the following problem, reason and give a final answer")
+            assert "The final answer is [answer]" in user["content"]
+            assert assistant["content"].rsplit("The final answer is ", 1)[1].strip().isdigit()
+        assert s.reference["question"] in s.messages[-1]["content"]
+
+    def test_all_items_share_the_prefix(self, make_dataset) -> None:
+        samples = make_dataset("gsm8k", offset=100, limit=25).load()
+        prefix = samples[0].messages[:16]
+        assert all(s.messages[:16] == prefix for s in samples)
+        assert len({s.messages[-1]["content"] for s in samples}) == 25
+
+    def test_num_fewshot(self, make_dataset) -> None:
+        assert len(make_dataset("gsm8k", limit=1, num_fewshot=2).load()[0].messages) == 5
+        with pytest.raises(ValueError):
+            make_dataset("gsm8k", limit=1, num_fewshot=9).load()
+
+    def test_equals_lm_eval_fewshot_context(self, make_dataset, shared_data: Path, tmp_path: Path) -> None:
+        """The messages lm-eval builds (apply_chat_template + fewshot_as_multiturn) for the same docs."""
+        from lm_eval.api.task import ConfigurableTask
+
+        from runners.datasets.lm_eval_tasks import task_config
+
+        cfg = dict(task_config("gsm8k/gsm8k-cot-llama.yaml"))
+        cfg.update(dataset_path="json", dataset_name=None,
+                   dataset_kwargs={"data_files": {"test": str(shared_data / "gsm8k/test.jsonl")},
+                                   "cache_dir": str(tmp_path)})
+        task = ConfigurableTask(config=cfg)
+        task.set_fewshot_seed(seed=1234)
+        docs = list(task.test_docs())
+        for s in make_dataset("gsm8k", offset=40, limit=3).load():
+            doc = docs[int(s.sample_id.split("/")[-1])]
+            ctx = task.fewshot_context(doc, 8, apply_chat_template=True, fewshot_as_multiturn=True,
+                                       chat_template=lambda msgs, add_generation_prompt=True: json.dumps(msgs))
+            assert json.loads(ctx) == s.messages
+
+
+class TestMmlu:
+    def test_interleaved_covers_every_subject_first(self, make_dataset) -> None:
+        samples = make_dataset("mmlu", limit=57 * 2).load()
+        subjects = [s.meta["subject"] for s in samples]
+        assert len(set(subjects[:57])) == 57 and subjects[:57] == subjects[57:]
+        assert subjects[:57] == sorted(subjects[:57])
+        assert samples[0].sample_id == "mmlu/test/abstract_algebra/0"
+        assert samples[57].sample_id == "mmlu/test/abstract_algebra/1"
+
+    def test_ids_independent_of_order(self, make_dataset) -> None:
+        inter = {s.sample_id: s.reference for s in make_dataset("mmlu").load()}
+        by_subject = make_dataset("mmlu", order="subject").load()
+        assert {s.sample_id: s.reference for s in by_subject} == inter
+        assert [s.meta["subject"] for s in by_subject[:100]] == ["abstract_algebra"] * 100
+
+    def test_subject_filter(self, make_dataset) -> None:
+        samples = make_dataset("mmlu", subjects=["virology", "anatomy"], limit=4).load()
+        assert [s.sample_id for s in samples] == ["mmlu/test/anatomy/0", "mmlu/test/virology/0",
+                                                   "mmlu/test/anatomy/1", "mmlu/test/virology/1"]
+        with pytest.raises(ValueError, match="unknown subjects"):
+            make_dataset("mmlu", subjects=["astrology"]).load()
+
+    def test_prompt_format(self, make_dataset) -> None:
+        s = make_dataset("mmlu", limit=1).load()[0]
+        description = "The following are multiple choice questions (with answers) about abstract algebra.\n\n"
+        assert s.messages[0] == {"role": "system", "content": description}
+        doc = s.reference
+        assert s.messages[1]["content"] == (f"{doc['question'].strip()}\nA. {doc['choices'][0]}\nB. {doc['choices'][1]}"
+                                            f"\nC. {doc['choices'][2]}\nD. {doc['choices'][3]}\nAnswer:")
+        assert s.meta["target"] == "ABCD"[doc["answer"]]
+
+    def test_row_formats(self) -> None:
+        from runners.datasets.mmlu import normalize_row
+
+        flat = {"question": "q", "answer_a": "a", "answer_b": "b", "answer_c": "c", "answer_d": "d",
+                "correct_answer": "C", "topic": "high school physics"}
+        hub = {"question": "q", "subject": "high_school_physics", "choices": ["a", "b", "c", "d"], "answer": 2}
+        assert normalize_row(flat) == normalize_row(hub) == {
+            "question": "q", "subject": "high_school_physics", "choices": ["a", "b", "c", "d"], "answer": 2}
+        header = {"question": "question", "answer_a": "answer_a", "answer_b": "answer_b", "answer_c": "answer_c",
+                  "answer_d": "answer_d", "correct_answer": "answer", "topic": "college mathematics"}
+        assert normalize_row(header) is None
+
+    def test_equals_lm_eval_context(self, make_dataset, tmp_path: Path) -> None:
+        from lm_eval.api.task import ConfigurableTask
+
+        from runners.datasets.lm_eval_tasks import task_config
+
+        samples = make_dataset("mmlu", subjects=["college_physics"], limit=3).load()
+        data = tmp_path / "cp.jsonl"
+        data.write_text("".join(json.dumps(s.reference) + "\n" for s in samples))
+        cfg = dict(task_config("mmlu/generative/mmlu_college_physics.yaml"))
+        cfg.update(dataset_path="json", dataset_name=None, fewshot_split=None, num_fewshot=0,
+                   dataset_kwargs={"data_files": {"test": str(data)}, "cache_dir": str(tmp_path / "c")})
+        task = ConfigurableTask(config=cfg)
+        for s, doc in zip(samples, task.test_docs()):
+            ctx = task.fewshot_context(doc, 0, apply_chat_template=True, fewshot_as_multiturn=True,
+                                       chat_template=lambda msgs, add_generation_prompt=True: json.dumps(msgs))
+            assert json.loads(ctx) == s.messages
+
+
+class TestIfevalAndHumaneval:
+    def test_ifeval_prompt_verbatim(self, make_dataset, shared_data: Path) -> None:
+        first = json.loads((shared_data / "ifeval/input_data.jsonl").read_text().splitlines()[0])
+        s = make_dataset("ifeval", limit=1).load()[0]
+        assert s.sample_id == f"ifeval/train/{first['key']}"
+        assert s.messages == [{"role": "user", "content": first["prompt"]}]
+        assert s.reference == first
+
+    def test_humaneval_prompt_is_evalplus_instruct(self, make_dataset) -> None:
+        from evalplus.provider.utility import make_raw_chat_prompt
+
+        from runners.datasets.humaneval import INSTRUCTION_PREFIX
+
+        class Tok:  # renders [user, assistant] so the user turn can be read back
+            chat_template = "x"
+
+            def apply_chat_template(self, messages, tokenize=False):
+                return messages[0]["content"] + "\x00" + messages[1]["content"]
+
+        for s in make_dataset("humaneval", offset=30, limit=3).load():
+            raw = make_raw_chat_prompt(s.reference["prompt"].strip() + "\n", INSTRUCTION_PREFIX, "Below", Tok())
+            assert s.messages == [{"role": "user", "content": raw.split("\x00")[0]}]
+            assert s.meta["task_id"] == s.reference["task_id"] == f"HumanEval/{s.sample_id.split('/')[-1]}"
+
+
+def test_import_is_light() -> None:
+    """Registering datasets and scorers imports neither lm-eval, EvalPlus, HF datasets nor NLTK."""
+    import subprocess
+    import sys
+
+    code = ("import sys, runners.datasets, runners.scorers; "
+            "heavy = [m for m in ('lm_eval', 'evalplus', 'datasets', 'nltk', 'torch') if m in sys.modules]; "
+            "assert not heavy, heavy")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_builds_from_hydra_config(name: str, data_files: dict[str, Path]) -> None:
+    """The YAML as Hydra hands it over (DictConfig / ListConfig values) builds and loads."""
+    from omegaconf import OmegaConf
+
+    from runners.registry import build
+
+    cfg = OmegaConf.load(REPO_ROOT / "conf" / "dataset" / f"{name}.yaml")
+    cfg.source.local_path = str(data_files[name])
+    cfg.limit = 3
+    samples = build(DATASETS, cfg).load()
+    assert len(samples) == 3 and all(type(m["content"]) is str for s in samples for m in s.messages)
+    json.dumps([s.reference for s in samples])

@@ -8,7 +8,7 @@ ROOT=$PWD
 VENV=${DROPMATCH_VENV:-$ROOT/.venv}
 PY=$VENV/bin/python
 
-ARTEFACTS="table1 table2 table3 table4 table5 table6 table7 table8 table9 table10 fig1 fig3 fig5 fig6"
+ARTEFACTS="table1 table2 table3 table4 table5 table6 table7 table8 table9 table10 fig1 fig3 fig5 fig6 sensitivity"
 
 usage() {
   cat >&2 <<USAGE
@@ -91,7 +91,15 @@ case "$cmd" in
   setup) setup ;;
   test)
     setup
-    exec "$PY" -m pytest "$@" ;;
+    rc=0
+    "$PY" -m pytest "$@" || rc=$?
+    # vLLM tests run in the vLLM venv (runners/backends/install_vllm.sh) when it exists.
+    VLLM_PY=${DROPMATCH_VLLM_VENV:-$ROOT/.venv-vllm}/bin/python
+    if [ $# -eq 0 ] && [ -x "$VLLM_PY" ]; then
+      echo "[test] vLLM suite in $(dirname "$(dirname "$VLLM_PY")")" >&2
+      "$VLLM_PY" -m pytest tests/vllm -m vllm || rc=$?
+    fi
+    exit $rc ;;
   all)
     setup
     for a in $ARTEFACTS; do

@@ -10,6 +10,18 @@ from omegaconf import DictConfig
 from runners.validate import ConfigError
 
 
+def describe(cfg: DictConfig) -> str:
+    """A few lines saying what this run would do (shown when it is refused)."""
+    pair = cfg.pair
+    return (
+        f"run: method={cfg.method.name} L={cfg.L} dataset={cfg.dataset.name} backend={cfg.backend.name} "
+        f"profile={cfg.profile.name}\n"
+        f"pair={pair.name}: target={pair.target.name} draft={pair.draft.name} dtype={pair.dtype} "
+        f"tensor_parallel_size={pair.get('tensor_parallel_size', 1)} requires_gpu={pair.get('requires_gpu', False)}\n"
+        f"dropmatch: p_drop={cfg.dropmatch.p_drop} K={cfg.dropmatch.K}; decoding: {dict(cfg.decoding)}"
+    )
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="run")
 def main(cfg: DictConfig) -> float | None:
     from runners.run import run
@@ -17,6 +29,7 @@ def main(cfg: DictConfig) -> float | None:
     try:
         summary = run(cfg)
     except ConfigError as e:
+        print(describe(cfg), file=sys.stderr)
         print(f"config error: {e}", file=sys.stderr)
         sys.exit(2)
     return summary.get("speed/tok_per_s")

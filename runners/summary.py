@@ -46,6 +46,14 @@ def summarize(samples: Sequence[Mapping[str, Any]], L: int,
         "speed/tok_per_s_std": statistics.stdev(rates) if len(rates) > 1 else 0.0,
         "speed/tok_per_s_total": tokens / wall if wall > 0 else math.nan,
     }
+    reps = [s["speed"].get("wall_s_repeats") or [s["speed"]["wall_s"]] for s in samples]
+    R = min((len(r) for r in reps), default=1)
+    if R > 1:  # per-repeat run rate (mean over samples), then mean +- std over repeats
+        per_rep = [statistics.fmean(s["speed"]["num_output_tokens"] / r[j] for s, r in zip(samples, reps) if r[j] > 0)
+                   for j in range(R)]
+        out["speed/tok_per_s"] = statistics.fmean(per_rep)
+        out["speed/tok_per_s_repeat_std"] = statistics.stdev(per_rep)
+    out["speed/repeats"] = R
     for part in ("draft_s", "verify_s", "criterion_s"):
         out[f"speed/{part}"] = sum(s["speed"].get(part, 0.0) for s in samples)
     if aggregate is not None:

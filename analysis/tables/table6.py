@@ -37,22 +37,22 @@ def select_runs(runs: pd.DataFrame, profile: str | None, backend: str, p_drop: f
     dm = r["method"] == "dropmatch"
     r = r[~dm | ((r["p_drop"].astype(float) == p_drop) & (r["K"] == K))]
     r = r.sort_values(["n", "date_utc"], ascending=[False, False])
-    best = r.drop_duplicates(["pair", "dataset", "method", "L", "repeat"])
+    best = r.drop_duplicates(["pair", "dataset", "method", "L"])
     top_n = best.groupby(["pair", "dataset", "method", "L"])["n"].transform("max")
     return best[best["n"] == top_n]
 
 
 def cell_stats(cell: pd.DataFrame) -> dict:
-    """Aggregate the repeats of one (pair, dataset, method, L) cell."""
-    first = cell.sort_values("repeat").iloc[0]
-    tps = cell["tok_per_s"].astype(float)
+    """The numbers of one (pair, dataset, method, L) cell (one run; throughput +- std over its repeats)."""
+    first = cell.iloc[0]
+    reps = int(first["repeats"])
     return {
         "n": int(first["n"]),
         "acc": None if first["accuracy"] is None or pd.isna(first["accuracy"]) else 100.0 * float(first["accuracy"]),
         "tau": float(first["tau"]),
-        "tps": float(tps.mean()),
-        "tps_std": float(tps.std(ddof=1)) if len(tps) > 1 else None,
-        "repeats": len(tps),
+        "tps": float(first["tok_per_s"]),
+        "tps_std": float(first["tok_per_s_repeat_std"]) if reps > 1 else None,
+        "repeats": reps,
     }
 
 

@@ -16,7 +16,8 @@ BACKENDS: Registry = Registry("backend")
 DATASETS: Registry = Registry("dataset")
 SCORERS: Registry = Registry("scorer")
 
-RESERVED_KEYS = ("name", "version", "_target_")
+# Keys read by the runner itself, never passed to constructors.
+RESERVED_KEYS = ("name", "version", "_target_", "requires_gpu", "loads_hf_weights")
 
 
 def build(registry: Registry, cfg: Mapping[str, Any], **extra: Any) -> Any:

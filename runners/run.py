@@ -13,7 +13,7 @@ import time
 from typing import Any, Mapping
 
 from runners.paths import results_dir
-from runners.record import RunRecord
+from runners.record import RunLockedError, RunRecord
 from runners.validate import validate
 
 
@@ -27,9 +27,9 @@ def resolve_run_config(cfg: Any) -> dict:
     Raises:
         runners.validate.ConfigError: an invalid field (nothing has been loaded yet).
     """
-    if not isinstance(cfg, Mapping):
-        from omegaconf import OmegaConf
+    from omegaconf import OmegaConf
 
+    if OmegaConf.is_config(cfg):  # a DictConfig is a Mapping too: resolve it into plain containers
         cfg = OmegaConf.to_container(cfg, resolve=True)
     c = {k: v for k, v in dict(cfg).items() if k != "hydra"}
     c["dataset"], c["decoding"], c["method"] = dict(c["dataset"]), dict(c["decoding"]), dict(c["method"])
@@ -45,6 +45,8 @@ def resolve_run_config(cfg: Any) -> dict:
     cap = (profile.get("max_new_tokens") or {}).get(name)
     if c["decoding"].get("max_new_tokens") is None:
         c["decoding"]["max_new_tokens"] = int(cap) if cap is not None else c["dataset"].get("max_new_tokens")
+    if c.get("repeats") is None:
+        c["repeats"] = int(profile.get("repeats") or 1)
     dm = c["dropmatch"]
     if method.get("uses_dropmatch"):
         dm["path"] = 0
@@ -110,12 +112,23 @@ def _hms(seconds: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
+def _repeat(backend: Any, sample: Any, decoding: Any, criterion: Any, first: Any) -> float:
+    """Generate ``sample`` again and return its wall seconds; the output must not change."""
+    again = next(iter(backend.generate([sample], decoding, criterion)))
+    if again.output_token_ids != first.output_token_ids:
+        raise RuntimeError(f"{sample.sample_id}: a throughput repeat produced different tokens; decoding is not "
+                           "deterministic (set decoding.temperature=0 or repeats=1)")
+    return again.wall_s
+
+
 def run(cfg: Any, log=print) -> dict:
     """Execute one run (resumable) and return its summary.
 
+    A run another live process is writing (its record is locked) is left to that process; the result
+    is then ``{"run_id", "complete": False, "running_elsewhere": True}``.
+
     Raises:
         runners.validate.ConfigError: invalid field (before anything loads).
-        runners.record.RunLockedError: another process is writing this run.
     """
     import runners.backends  # noqa: F401  (register backends)
     import runners.datasets  # noqa: F401
@@ -138,16 +151,21 @@ def run(cfg: Any, log=print) -> dict:
     if finished is not None and finished.get("num_expected") == len(samples):
         log(f"[run {record.run_id}] {tag}: finished earlier, skipped ({record.dir})")
         return finished
-    logger = make_logger(c.get("logger") or {}, record.run_id, c)
     with record:
-        record.open({**provenance(), "run_id": record.run_id})
+        try:
+            record.open({**provenance(), "run_id": record.run_id})
+        except RunLockedError as e:  # e.g. two points of one parallel sweep with the same identity (AR at L=5, 10)
+            log(f"[run {record.run_id}] {tag}: skipped here, {e}; that process finishes it")
+            return {"run_id": record.run_id, "complete": False, "running_elsewhere": True}
+        logger = make_logger(c.get("logger") or {}, record.run_id, c)
         done = record.done_ids()
         todo = [s for s in samples if s.sample_id not in done]
         log(f"[run {record.run_id}] {tag}: {len(samples) - len(todo)} done, {len(todo)} to go")
         if todo:
             from runners.models.loader import load_pair
 
-            pair = load_pair(c["pair"], need_draft=L > 0 or c["method"].get("ar_model") == "draft", log=log)
+            pair = load_pair(c["pair"], need_draft=L > 0 or c["method"].get("ar_model") == "draft",
+                             load_weights=bool(c["backend"].get("loads_hf_weights", True)), log=log)
             criterion = build_criterion(c)
             backend = build(BACKENDS, c["backend"], pair=pair)
             decoding = DecodingConfig(
@@ -158,9 +176,10 @@ def run(cfg: Any, log=print) -> dict:
                 ar_dropout_p=float(c["dropmatch"]["p_drop"]) if c["method"].get("ar_dropout_path") else None,
                 ar_path=int(c["dropmatch"].get("path") or 0),
             )
+            repeats = int(c.get("repeats") or 1)
             by_id = {s.sample_id: s for s in todo}
             progress = _Progress(len(todo), tag, str(c.get("progress") or "auto"), log)
-            for res in enumerate(backend.generate(todo, decoding, criterion), 1):
+            for res in backend.generate(todo, decoding, criterion):
                 sample = by_id[res.sample_id]
                 quality = scorer.score([sample], [res.output_text])[0]
                 rec = {
@@ -179,6 +198,9 @@ def run(cfg: Any, log=print) -> dict:
                 }
                 if res.trace is not None:
                     rec["trace"] = res.trace
+                if repeats > 1:  # re-time the same sample (Spec-Bench style throughput repeats)
+                    rec["speed"]["wall_s_repeats"] = [res.wall_s] + [
+                        _repeat(backend, sample, decoding, criterion, res) for _ in range(repeats - 1)]
                 record.append(rec)
                 logger.log_sample(rec)
                 progress.update(res.num_output_tokens, res.counters, f"[run {record.run_id}]")

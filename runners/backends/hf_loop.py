@@ -3,6 +3,7 @@
 Paper: Leviathan et al. 2023 Alg. 1 (round = draft L tokens + one target verify pass); DropMatch
 (arXiv 2603.03333) Fig. 2: the K dropout heads read the target's final hidden states of the verify pass.
 
+The prefill over the prompt yields the first output token (as vLLM does); then rounds follow.
 One round, for committed tokens ``ids`` (the last one, ``pending``, not yet in the target cache):
   1. draft: the draft model feeds what its cache lacks and proposes L tokens one by one;
   2. verify: the target runs ONCE over ``[pending, d_1..d_L]`` -> hidden ``[L+1, d]``; its own head and,
@@ -122,13 +123,21 @@ class HFLoopBackend:
         accepted_per_round: list[int] = []
         traces: list[dict] | None = [] if decoding.trace else None
 
+        # Prefill; the first output token comes from the prefill's last position (as in vLLM), so
+        # rounds start after it and both backends use the per-sample generator at the same points.
         t0 = time.perf_counter()
         target = self._state("draft" if (L == 0 and decoding.ar_model == "draft") else "target")
-        target.prefill(prompt[:-1])
+        last = target.prefill(prompt)[None]  # [1, d]
+        if path_gen is not None:
+            first_logits = dropout_head_logits(last, target.lm_head_weight, target.lm_head_bias, num_heads=1,
+                                               p_drop=float(decoding.ar_dropout_p), generator=path_gen)[0, 1]
+        else:
+            first_logits = target.logits(last)[0]
+        ids.append(pick_token(first_logits.float(), T, gen)[0])
         draft = None
         if L > 0:
             draft = self._state("draft")
-            draft.prefill(prompt[:-1])
+            draft.prefill(prompt)
         prefill_s = time.perf_counter() - t0
 
         K = int(getattr(criterion, "num_heads", 0) or 0)
@@ -139,7 +148,10 @@ class HFLoopBackend:
 
         stop_reason = "length"
         t_start = time.perf_counter()
-        while len(ids) - len(prompt) < decoding.max_new_tokens:
+        if ids[-1] in self.eos_ids:
+            ids.pop()
+            stop_reason = "eos"
+        while stop_reason == "length" and len(ids) - len(prompt) < decoding.max_new_tokens:
             # 1. draft
             t = time.perf_counter()
             drafts: list[int] = []

@@ -87,17 +87,21 @@ class KVState:
         self.lm_head_weight = head.weight  # [V, d]
         self.lm_head_bias = getattr(head, "bias", None)
 
-    def prefill(self, ids: Sequence[int]) -> None:
-        """Fill the cache with ``ids`` (reusing a shared prefix when a PrefixCache is set)."""
+    def prefill(self, ids: Sequence[int]) -> torch.Tensor:
+        """Fill the cache with ``ids`` (reusing a shared prefix when a PrefixCache is set).
+
+        Returns the final hidden state ``[d]`` of the last prompt position (it predicts the first
+        output token). At least that last token is always fed, even on a full prefix-cache hit.
+        """
         start = 0
         if self.prefix_cache is not None:
             cache, start = self.prefix_cache.lookup(ids)
             if cache is not None:
                 self.cache, self.length = cache, start
-        if start < len(ids):
-            self.forward(ids[start:])
+        hidden = self.forward(ids[start:])
         if self.prefix_cache is not None:
             self.prefix_cache.store(ids, self.cache)
+        return hidden[-1]
 
     @torch.inference_mode()
     def forward(self, new_ids: Sequence[int]) -> torch.Tensor:

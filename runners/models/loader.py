@@ -52,8 +52,11 @@ def _load_model(path: str, dtype: str, device: str):
     return _LOADED[key]
 
 
-def load_pair(pair: Mapping[str, Any], need_draft: bool = True, log=print) -> LoadedPair:
+def load_pair(pair: Mapping[str, Any], need_draft: bool = True, load_weights: bool = True, log=print) -> LoadedPair:
     """Resolve both model sources and load them (target first).
+
+    ``load_weights=False`` resolves (and prepares) the model directories and loads only the tokenizer:
+    for backends such as vLLM that load the weights themselves (``target``/``draft`` are then None).
 
     Raises:
         runners.models.sources.ModelUnavailableError: a model has no usable source.
@@ -72,9 +75,9 @@ def load_pair(pair: Mapping[str, Any], need_draft: bool = True, log=print) -> Lo
     if tok_key not in _LOADED:
         _LOADED[tok_key] = AutoTokenizer.from_pretrained(target_dir)
     tokenizer = _LOADED[tok_key]
-    target = _load_model(target_dir, dtype, device)
-    draft = _load_model(draft_dir, dtype, device) if draft_dir else None
-    if draft is not None:
+    target = _load_model(target_dir, dtype, device) if load_weights else None
+    draft = _load_model(draft_dir, dtype, device) if draft_dir and load_weights else None
+    if draft is not None and target is not None:
         tv, dv = target.get_output_embeddings().weight.shape[0], draft.get_output_embeddings().weight.shape[0]
         if abs(tv - dv) > 1024 or min(tv, dv) < len(tokenizer):
             raise ValueError(f"pair {pair['name']!r}: draft vocabulary ({dv}) and target vocabulary ({tv}) differ")

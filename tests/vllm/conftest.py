@@ -1,0 +1,46 @@
+"""Fixtures for the vLLM backend tests: a tiny random Qwen2 pair and one shared engine (L = 3).
+
+Run with the vLLM venv: ``.venv-vllm/bin/python -m pytest tests/vllm -q -m vllm``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from vllm_testlib import L  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_pair(tmp_path_factory):
+    """``runners.models.tiny`` pair sized for vLLM's CPU attention (head_dim 32); partial acceptance."""
+    pytest.importorskip("vllm.entrypoints.llm")
+    from runners.models.tiny import build_tiny_pair
+
+    return build_tiny_pair(tmp_path_factory.mktemp("tiny_pair"), hidden_size=128, noise=0.3)
+
+
+@pytest.fixture(scope="session")
+def llm(tiny_pair):
+    """One engine for the tiny pair with the hook extension; tests install / uninstall rules on it."""
+    pytest.importorskip("vllm.entrypoints.llm")
+    import vllm
+
+    target, draft = tiny_pair
+    engine = vllm.LLM(
+        model=str(target), enforce_eager=True, dtype="float32", max_model_len=512, seed=0,
+        disable_log_stats=False, per_request_spec_decode_metrics="detailed",
+        worker_extension_cls="runners.backends.vllm_dropmatch_hook.DropMatchWorkerExtension",
+        speculative_config={"method": "draft_model", "model": str(draft), "num_speculative_tokens": L},
+    )
+    return engine  # never torn down mid-session (vLLM's parallel groups are process-wide)

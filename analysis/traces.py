@@ -66,7 +66,21 @@ def select_runs(runs: pd.DataFrame, *, dataset: str | None, profile: str | None,
     if sel.empty:
         return sel
     chosen = pair if pair is not None else sel["pair"].value_counts().index[0]
-    return sel[sel["pair"] == chosen]
+    return dedupe(sel[sel["pair"] == chosen])
+
+
+IDENTITY = ("method", "p_drop", "K", "path", "L", "trace", "temperature", "seed")
+
+
+def dedupe(runs: pd.DataFrame, keys: Iterable[str] = IDENTITY) -> pd.DataFrame:
+    """One run per table cell: among runs equal on ``keys`` (e.g. made with other limits or code versions),
+    keep the complete one with the most samples, then the newest."""
+    if runs.empty:
+        return runs
+    keys = [k for k in keys if k in runs]
+    order = runs.assign(_date=runs["date_utc"].fillna("")).sort_values(["complete", "n", "_date"])
+    key_frame = order[keys].astype(str)
+    return order[~key_frame.duplicated(keep="last")].drop(columns="_date").sort_index()
 
 
 def trace_positions(runs: pd.DataFrame) -> pd.DataFrame:
@@ -91,3 +105,13 @@ def footer(runs: pd.DataFrame, extra: Iterable[str] = ()) -> list[str]:
 def load(profile: str | None, dataset: str | None, pair: str | None, methods: Iterable[str], **kw: Any) -> pd.DataFrame:
     """:func:`select_runs` over every run record under the results root."""
     return select_runs(load_runs(), dataset=dataset, profile=profile, pair=pair, methods=methods, **kw)
+
+
+def write_artefact(raw: pd.DataFrame, formatted: pd.DataFrame, name: str, *, title: str, footer: Iterable[str]) -> Path:
+    """Markdown and LaTeX from ``formatted`` (rounded, readable) via :func:`analysis.render.write_table`;
+    the CSV then holds ``raw`` (full-precision numbers, NaN for empty cells) for machine reading."""
+    from analysis.render import artefact_dir, write_table
+
+    md = write_table(formatted, name, title=title, footer=footer)
+    raw.to_csv(artefact_dir(name) / f"{name}.csv", index=False)
+    return md

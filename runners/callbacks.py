@@ -2,13 +2,15 @@
 
 :class:`SweepSummary` reports a multirun at the sweep level, whichever launcher runs the jobs:
 
-- each job writes ``<job output dir>/.dropmatch_status.json`` (``done``: generated samples, ``skipped``:
-  finished earlier, nothing loaded, ``failed``: the run raised) when it ends, in its own process;
-- in-process launchers also print ``[sweep] 3/12 runs ended (2 done, 1 skipped, 0 failed), ETA 0:04:10``
-  after each job;
+- each job writes ``<job output dir>/.dropmatch_status.json`` when it ends, in its own process:
+  ``done`` (ran, the record is complete), ``skipped`` (finished earlier; nothing loaded), ``concurrent``
+  (another live process holds the record, e.g. the AR point at L=5 and at L=10 of one parallel sweep,
+  which are one run; that process completes it) or ``failed`` (the run raised);
+- in-process launchers also print, after each job,
+  ``[sweep] 3/12 runs ended (2 done, 1 skipped, 0 concurrent, 0 failed), elapsed 0:02:05, ETA 0:04:10``;
 - the launching process prints one line when the sweep ends (also when it stops on a failure or
   Ctrl-C, from an ``atexit`` hook), read back from those status files, e.g.
-  ``[sweep] 12 runs: 9 done, 3 skipped, 0 failed, 0 unreported (results/hydra/multirun/...)``.
+  ``[sweep] ended after 0:10:02: 12 runs: 9 done, 3 skipped, 0 concurrent, 0 failed, 0 unreported (...)``.
   ``unreported`` counts jobs that started but never ended (killed, e.g. ``scancel``); rerun the sweep
   to resume them.
 
@@ -21,6 +23,7 @@ the launcher, and jobs unpickle it before they run, so the resolver exists where
 from __future__ import annotations
 
 import atexit
+import copy
 import json
 import os
 import sys
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 STATUS_FILE = ".dropmatch_status.json"
 
@@ -63,8 +66,8 @@ def count_jobs(config: DictConfig) -> int | None:
 
 
 def read_statuses(sweep_dir: Path) -> dict[str, int]:
-    """Counts of ``done`` / ``skipped`` / ``failed`` / ``unreported`` jobs under a sweep directory."""
-    counts = {"done": 0, "skipped": 0, "failed": 0, "unreported": 0}
+    """Counts of ``done`` / ``skipped`` / ``concurrent`` / ``failed`` / ``unreported`` jobs of a sweep."""
+    counts = {"done": 0, "skipped": 0, "concurrent": 0, "failed": 0, "unreported": 0}
     if not sweep_dir.is_dir():
         return counts
     for job_dir in sorted(p for p in sweep_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
@@ -78,17 +81,18 @@ def read_statuses(sweep_dir: Path) -> dict[str, int]:
     return counts
 
 
-def _finished_run(config: DictConfig) -> tuple[str | None, bool]:
-    """``(run_id, finished)`` of the run a job config describes, without loading anything heavy."""
+def _finished_run(config: DictConfig) -> tuple[Any, bool]:
+    """``(RunRecord, finished)`` of the run a job config describes, without loading anything heavy."""
     try:
         from runners.paths import results_dir
         from runners.record import RunRecord
         from runners.run import resolve_run_config
 
-        task = OmegaConf.to_container(config, resolve=True)
-        task.pop("hydra", None)
+        task = copy.deepcopy(config)  # what the task function gets (as hydra.core.utils.run_job makes it)
+        with read_write(task), open_dict(task):
+            del task["hydra"]
         record = RunRecord(results_dir() / "runs", resolve_run_config(task))
-        return record.run_id, record.existing_summary() is not None
+        return record, record.existing_summary() is not None
     except Exception:  # an invalid config fails in the job itself, with its message
         return None, False
 
@@ -110,8 +114,8 @@ class SweepSummary(Callback):
         self.total: int | None = None
         self.t0 = 0.0
         self.ended = 0
-        self.counts = {"done": 0, "skipped": 0, "failed": 0}
-        self._pending: tuple[str | None, bool] = (None, False)
+        self.counts = {"done": 0, "skipped": 0, "concurrent": 0, "failed": 0}
+        self._pending: tuple[Any, bool] = (None, False)
         self._reported = False
         self._pid = os.getpid()
 
@@ -128,8 +132,9 @@ class SweepSummary(Callback):
         self._print(f"[sweep] {self.total if self.total is not None else '?'} runs, launcher "
                     f"{launcher.rsplit('.', 1)[-1] or '?'}, sweep dir {self.sweep_dir}")
         if str(OmegaConf.select(config, "logger.name") or "none") == "none":
-            self._print("[sweep] W&B logging is off; enable it with logger=wandb (logger.mode=offline on nodes "
-                        "without internet, then `wandb sync <results>/wandb/offline-run-*`)")
+            from runners.logger import hint_wandb
+
+            hint_wandb()
         atexit.register(self._report_at_exit)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -147,7 +152,8 @@ class SweepSummary(Callback):
         n = sum(c.values())
         total = f" of {self.total}" if self.total is not None and self.total != n else ""
         self._print(f"[sweep] {how} after {_hms(time.time() - self.t0)}: {n}{total} runs: {c['done']} done, "
-                    f"{c['skipped']} skipped, {c['failed']} failed, {c['unreported']} unreported ({self.sweep_dir})")
+                    f"{c['skipped']} skipped, {c['concurrent']} concurrent, {c['failed']} failed, "
+                    f"{c['unreported']} unreported ({self.sweep_dir})")
         if how == "stopped" or c["failed"] or c["unreported"]:
             self._print("[sweep] rerun the same command to resume: finished runs are skipped, unfinished ones "
                         "continue at the first sample without a record")
@@ -162,9 +168,16 @@ class SweepSummary(Callback):
 
         if not _multirun(config):
             return
-        run_id, finished_before = self._pending
+        record, finished_before = self._pending
+        run_id = record.run_id if record is not None else None
         if job_return.status == JobStatus.COMPLETED:
-            status, error = ("skipped" if finished_before else "done"), None
+            if finished_before:
+                status = "skipped"
+            elif record is not None and record.existing_summary() is None:
+                status = "concurrent"  # run() left it to the process holding its lock
+            else:
+                status = "done"
+            error = None
         else:
             status, error = "failed", repr(job_return._return_value)[:2000]
         out_dir = Path(str(config.hydra.runtime.output_dir))
@@ -184,5 +197,5 @@ class SweepSummary(Callback):
         if self.total:
             eta = f", ETA {_hms(elapsed / self.ended * (self.total - self.ended))}"
         self._print(f"[sweep] {self.ended}/{self.total or '?'} runs ended ({self.counts['done']} done, "
-                    f"{self.counts['skipped']} skipped, {self.counts['failed']} failed), "
-                    f"elapsed {_hms(elapsed)}{eta}")
+                    f"{self.counts['skipped']} skipped, {self.counts['concurrent']} concurrent, "
+                    f"{self.counts['failed']} failed), elapsed {_hms(elapsed)}{eta}")

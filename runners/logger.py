@@ -6,6 +6,7 @@ effect at the edge; the run record on disk is the source of truth.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Mapping
 
 
@@ -22,10 +23,24 @@ class NullLogger:
         pass
 
 
+WANDB_HINT = ("[logger] W&B logging is off; enable it with logger=wandb (logger.mode=offline on nodes without "
+              "internet, then `wandb sync <results>/wandb/offline-run-*`)")
+_hinted = False
+
+
+def hint_wandb() -> None:
+    """Print :data:`WANDB_HINT` once per process (on stderr)."""
+    global _hinted
+    if not _hinted:
+        _hinted = True
+        print(WANDB_HINT, file=sys.stderr, flush=True)
+
+
 def make_logger(cfg: Mapping[str, Any], run_id: str, run_cfg: Mapping[str, Any]) -> Any:
-    """Build the logger named by ``cfg['name']`` (``none`` when absent)."""
+    """Build the logger named by ``cfg['name']`` (``none`` when absent; prints a one-line W&B hint once)."""
     name = (cfg or {}).get("name", "none")
     if name == "none":
+        hint_wandb()
         return NullLogger()
     if name == "wandb":
         from runners.wandb_logger import WandbLogger

@@ -38,6 +38,9 @@ def resolve_run_config(cfg: Any) -> dict:
     if method.get("autoregressive"):
         c["L"] = 0
     validate(c)
+    spec_method = (c.get("pair") or {}).get("spec_method")  # the pair says what its draft is (eagle3 head)
+    if spec_method and dict(c["backend"]).get("name") == "vllm":
+        c["backend"] = {**dict(c["backend"]), "spec_method": str(spec_method)}
     profile = c.get("profile") or {}
     name = c["dataset"]["name"]
     if c["dataset"].get("limit") is None and (profile.get("limit") or {}).get(name) is not None:

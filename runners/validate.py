@@ -6,6 +6,8 @@ Every error names the field and the allowed values, e.g.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from typing import Any, Mapping
 
 
@@ -22,11 +24,34 @@ def _gpu_available() -> bool:
         return False
 
 
+# Backends whose engine is an optional package (imported only when generating): checked up front.
+BACKEND_PACKAGES = {"vllm": "vllm"}
+LOGGERS = {"none": (), "wandb": ("online", "offline", "disabled")}
+
+
+def _installed(package: str) -> bool:
+    """True if ``package`` is importable as a real package (a bare directory of that name does not count)."""
+    spec = importlib.util.find_spec(package)
+    return spec is not None and spec.origin is not None
+
+
+def _validate_logger(logger: Mapping[str, Any]) -> None:
+    name = logger.get("name", "none")
+    if name not in LOGGERS:
+        raise ConfigError(f"logger={name!r} is unknown; allowed: {', '.join(LOGGERS)}")
+    modes = LOGGERS[name]
+    if modes and logger.get("mode", modes[0]) not in modes:
+        raise ConfigError(f"logger.mode={logger.get('mode')!r} is invalid; allowed: {', '.join(modes)}")
+    if name == "wandb" and logger.get("mode") != "disabled" and not _installed("wandb"):
+        raise ConfigError("logger=wandb needs the 'wandb' package (pip install wandb); allowed here: logger=none")
+
+
 def validate(cfg: Mapping[str, Any]) -> None:
     """Raise :class:`ConfigError` for the first invalid field.
 
     Checks: L, dropmatch.p_drop, dropmatch.K, decoding.temperature, method/criterion, backend and
-    dataset names against their registries, and that a GPU-only pair/profile/backend has a GPU.
+    dataset names against their registries, that an optional backend package is installed, the logger
+    and its mode, and that a GPU-only pair/profile/backend has a GPU.
     """
     import criteria.rules  # noqa: F401  (fills CRITERIA)
     import runners.backends  # noqa: F401
@@ -39,7 +64,8 @@ def validate(cfg: Mapping[str, Any]) -> None:
         if L != 0:
             raise ConfigError(f"L={L} with method={method['name']}; autoregressive methods have no drafts (L is set to 0)")
     elif not isinstance(L, int) or isinstance(L, bool) or L < 1:
-        raise ConfigError(f"L={L!r} is invalid; allowed: an integer >= 1 (draft tokens per round)")
+        raise ConfigError(f"L={L!r} is invalid; allowed: an integer >= 1 (draft tokens per round; "
+                          f"method=ar for the autoregressive baseline)")
     dm = cfg.get("dropmatch") or {}
     p = dm.get("p_drop")
     if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0.0 <= float(p) < 1.0:
@@ -62,3 +88,11 @@ def validate(cfg: Mapping[str, Any]) -> None:
             f"{', '.join(needs_gpu)} needs a CUDA GPU and none is visible; allowed here: profile=default with "
             f"pair=qwen25coder_0.5b_1.5b (the embedded CPU pair)"
         )
+    package = BACKEND_PACKAGES.get(cfg["backend"]["name"])
+    if package and not _installed(package):
+        raise ConfigError(
+            f"backend={cfg['backend']['name']} needs the {package!r} package, which this interpreter "
+            f"({sys.executable}) lacks; allowed here: backend=hf, or run with the venv from "
+            f"runners/backends/install_vllm.sh (.venv-vllm/bin/python -m runners.main ...)"
+        )
+    _validate_logger(cfg.get("logger") or {})

@@ -18,8 +18,7 @@ from typing import Iterable
 import pandas as pd
 
 from analysis.head_stats import pattern_table
-from analysis.render import write_table
-from analysis.traces import cli, footer, load, trace_positions
+from analysis.traces import cli, footer, load, trace_positions, write_artefact
 
 K = 5
 PAPER_FREQUENCY_PCT = {"5": 98.4}  # Sec. 3.2 text; other cells of the paper's table not transcribed
@@ -64,7 +63,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     notes = [f"positions: {npos} draft positions up to the first rejection of each round (method=dropmatch, "
              f"K={K}); p_target = softmax of the target logits at T=1",
              "paper: Llama-3.1-8B -> 70B on HumanEval, all heads agree in 98.4% of cases"]
-    write_table(format_table(t), "table2", title="Table 2: agreement of the K=5 MC-dropout heads (HumanEval)",
+    write_artefact(t, format_table(t), "table2", title="Table 2: agreement of the K=5 MC-dropout heads (HumanEval)",
                 footer=footer(runs, notes))
     return 0
 

@@ -18,8 +18,7 @@ from typing import Iterable
 import pandas as pd
 
 from analysis.head_stats import js_table
-from analysis.render import write_table
-from analysis.traces import cli, footer, load, trace_positions
+from analysis.traces import cli, footer, load, trace_positions, write_artefact
 
 K = 5
 METHODS = ("dropmatch",)
@@ -59,7 +58,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     notes = ["JS in nats (Eq. 6; T=1 for greedy); agree = the draft token equals the heads' majority token (Eq. 7); "
              "positions up to the first rejection of each round",
              "'accepted only by Eq. 7' = majority match while Eq. 6 fails (Algorithm 1's second branch)"]
-    write_table(format_table(t), "table3", title="Table 3: JS divergence to the centroid c of the K=5 heads (HumanEval)",
+    write_artefact(t, format_table(t), "table3", title="Table 3: JS divergence to the centroid c of the K=5 heads (HumanEval)",
                 footer=footer(runs, notes))
     return 0
 

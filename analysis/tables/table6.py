@@ -65,6 +65,8 @@ def build_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
         Ls = sorted({L for (_, m, L) in cells if m != "ar"})
         order = [("ar", 0)] + [(m, L) for L in Ls for m in ("sd", "dropmatch")]
         for method, L in order:
+            if not any(k[1:] == (method, L) for k in cells):
+                continue  # no run of this row for any benchmark
             row = {"Pair": pair, "Method": METHOD_LABEL[method], "L": "-" if method == "ar" else L}
             for b in BENCHMARKS:
                 lab = BENCH_LABEL[b]

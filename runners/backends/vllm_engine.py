@@ -35,6 +35,7 @@ END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_tex
 SPEC_METRICS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "num_accepted_tokens_per_pos")
 HOOK_EXTENSION = "runners.backends.vllm_dropmatch_hook.DropMatchWorkerExtension"
 NATIVE_RULES = ("greedy_match", "rejection")  # what vLLM's own RejectionSampler implements
+_SHARED: dict[str, Any] = {}  # {"key", "llm"}: the process's engine, reused across runs (see VLLMBackend.engine)
 
 
 def sample_seed(seed: int, sample_id: str) -> int:
@@ -120,10 +121,25 @@ class VLLMBackend:
 
     # -- engine -------------------------------------------------------------------------------------
     def engine(self, L: int, probabilistic_draft: bool) -> Any:
-        """The ``vllm.LLM`` for draft length ``L`` (rebuilt when L or the draft sampling mode changes)."""
+        """The ``vllm.LLM`` for draft length ``L`` (rebuilt when L or the draft sampling mode changes).
+
+        One engine is kept per process (``_SHARED``) and reused by the next backend with the same models,
+        L, draft mode and engine settings (a sweep's runs at one L differ only in the verify rule, which is
+        installed per ``generate`` call, or in ``batch_size``); its prefix cache is reset on reuse, so a run
+        never starts with another run's prompts cached.
+        """
         key = (L, probabilistic_draft)
         if self._llm is not None and self._llm_key == key:
             return self._llm
+        shared_key = (self.target_dir, self.draft_dir if L > 0 else None, self.spec_method if L > 0 else None,
+                      key, tuple(sorted(self.engine_kwargs.items())))
+        if _SHARED.get("key") == shared_key:
+            self._llm, self._llm_key = _SHARED["llm"], key
+            self._llm.reset_prefix_cache()
+            if self.tokenizer is None:
+                self.tokenizer = self._llm.get_tokenizer()
+            return self._llm
+        _SHARED.clear()  # at most one engine alive per process
         from runners.backends.vllm_dropmatch_hook import check_vllm_version
 
         check_vllm_version()
@@ -143,6 +159,7 @@ class VLLMBackend:
             }
             kw["per_request_spec_decode_metrics"] = "detailed"
         self._llm, self._llm_key = LLM(**kw), key
+        _SHARED.update(key=shared_key, llm=self._llm)
         if self.tokenizer is None:
             self.tokenizer = self._llm.get_tokenizer()
         return self._llm

@@ -160,6 +160,12 @@ def resolve_model_dir(spec: Mapping[str, Any], log=print) -> str:
         elif source == "pinned":
             if spec.get("pinned"):
                 return str(prepare_pinned(spec, log=log))
+        elif source == "built":  # built once offline by a named function, e.g. a random EAGLE-3 head
+            if spec.get("built"):
+                import importlib
+
+                mod, fn = str(spec["built"]["builder"]).split(":")
+                return str(getattr(importlib.import_module(mod), fn)(spec, log=log))
         elif source == "hub":
             hub_id = spec.get("hub_id")
             if hub_id and hub_online():
@@ -167,7 +173,7 @@ def resolve_model_dir(spec: Mapping[str, Any], log=print) -> str:
             if hub_id:
                 tried.append(f"hub_id={hub_id!r} skipped (HF_HUB_OFFLINE is set)")
         else:
-            raise ValueError(f"model source order entry {source!r} unknown; allowed: local, hub, pinned")
+            raise ValueError(f"model source order entry {source!r} unknown; allowed: local, hub, pinned, built")
     raise ModelUnavailableError(
         f"model {spec.get('name')!r} is unavailable ({'; '.join(tried) or 'no source configured'}). Provide it by "
         f"(1) a local directory: pair.<target|draft>.local_path=/path/to/model, "

@@ -1,0 +1,61 @@
+"""Helpers for the analysis tests: hand-built traces and run records (imported as ``analysis_fixtures``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from criteria.divergence import agreement_pattern, majority_token
+
+
+def trace_round(heads: list[list[int]], draft: list[int], *, target_probs: list[float] | None = None,
+                js_draft: list[float] | None = None, js_heads_max: list[float] | None = None) -> dict[str, list]:
+    """One traced round (the JSON form the HF loop writes) from per-position head tokens and drafts."""
+    h = torch.tensor(heads)  # [pos, K]
+    maj, cnt = majority_token(h)
+    n = len(heads)
+    rnd: dict[str, list] = {
+        "head_token_ids": heads,
+        "target_token_ids": maj.tolist(),
+        "majority_token_ids": maj.tolist(),
+        "majority_counts": cnt.tolist(),
+        "agreement_pattern": agreement_pattern(h).tolist(),
+        "majority_target_prob": target_probs or [0.5] * n,
+        "accepted_by_naive": [d in row for d, row in zip(draft, heads)],
+        "draft_agrees_majority": [int(d) == int(m) for d, m in zip(draft, maj.tolist())],
+    }
+    if js_draft is not None:
+        rnd["js_draft"] = js_draft
+        rnd["js_heads_max"] = js_heads_max
+        rnd["accepted_by_js"] = [a <= b for a, b in zip(js_draft, js_heads_max)]
+        rnd["accepted_by_majority"] = [ag and not (a <= b) for ag, a, b in
+                                       zip(rnd["draft_agrees_majority"], js_draft, js_heads_max)]
+    return rnd
+
+
+def write_run(root: Path, run_id: str, cfg: dict[str, Any], summary: dict[str, Any], samples: list[dict]) -> Path:
+    """A run record as runners.record writes it: config.json, summary.json, samples.jsonl."""
+    d = root / "runs" / run_id
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "config.json").write_text(json.dumps(cfg))
+    (d / "summary.json").write_text(json.dumps({"run_id": run_id, **summary}))
+    (d / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    return d
+
+
+def run_cfg(method: str, dataset: str, *, p_drop: float | None = None, path: int = 0, K: int = 5, L: int = 0,
+            trace: bool = False, profile: str = "default", pair: str = "qwen25coder_0.5b_1.5b") -> dict[str, Any]:
+    dm = {"unused": True} if p_drop is None else {"p_drop": p_drop, "K": K, "path": path}
+    return {"pair": {"name": pair, "target": {"name": "Qwen/T"}, "draft": {"name": "Qwen/D"}},
+            "dataset": {"name": dataset}, "method": {"name": method}, "backend": {"name": "hf"},
+            "profile": {"name": profile}, "L": L, "dropmatch": dm, "trace": trace, "repeat": 0,
+            "decoding": {"temperature": 0.0, "seed": 0, "max_new_tokens": 64}}
+
+
+def summary(accuracy: float, n: int = 2) -> dict[str, Any]:
+    return {"num_samples": n, "num_expected": n, "complete": True, "quality/accuracy": accuracy,
+            "device": "Test CPU (2 cores)", "date_utc": "2026-11-30T08:00:00+00:00", "git_sha": "abc1234def"}
+

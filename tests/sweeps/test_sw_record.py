@@ -1,0 +1,182 @@
+"""Run identity and crash safety of ``runners/record.py`` (no models; fast)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from runners.paths import REPO_ROOT
+from runners.record import RunLockedError, RunRecord, read_samples, run_id_of
+
+CFG = {"pair": {"name": "tiny", "target": {"local_path": "/a/target"}}, "dataset": {"name": "gsm8k", "limit": 3},
+       "method": {"name": "sd"}, "L": 3, "decoding": {"temperature": 0.0, "seed": 0}}
+
+
+class TestRunId:
+    def test_same_config_same_id(self):
+        assert run_id_of(dict(CFG)) == run_id_of(json.loads(json.dumps(CFG)))
+
+    @pytest.mark.parametrize("extra", [{"logger": {"name": "wandb"}}, {"hydra": {"x": 1}}, {"launcher": "slurm"},
+                                       {"artefact": "table6"}, {"progress": "quiet"}])
+    def test_bookkeeping_fields_do_not_change_id(self, extra):
+        assert run_id_of({**CFG, **extra}) == run_id_of(CFG)
+
+    def test_source_location_does_not_change_id(self):
+        moved = json.loads(json.dumps(CFG))
+        moved["pair"]["target"]["local_path"] = "/scratch/elsewhere/target"
+        assert run_id_of(moved) == run_id_of(CFG)
+
+    @pytest.mark.parametrize("key,value", [("L", 4), ("decoding", {"temperature": 0.0, "seed": 1}),
+                                           ("dataset", {"name": "gsm8k", "limit": 4})])
+    def test_computation_fields_change_id(self, key, value):
+        assert run_id_of({**CFG, key: value}) != run_id_of(CFG)
+
+    def test_resolved_hydra_config_is_plain_json(self, tmp_path, monkeypatch):
+        """A composed DictConfig resolves to plain containers (no stringified sub-configs in config.json)."""
+        from hydra import compose, initialize_config_dir
+
+        from runners.run import resolve_run_config
+
+        monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
+        with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+            cfg = compose("run", overrides=["pair=tiny", "profile=smoke"])
+        c = resolve_run_config(cfg)
+        for key in ("pair", "dataset", "backend", "profile", "method"):
+            assert isinstance(c[key], dict), key
+        assert c["pair"]["target"]["local_path"] == "/x/target"
+        monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/y")
+        with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+            c2 = resolve_run_config(compose("run", overrides=["pair=tiny", "profile=smoke"]))
+        assert run_id_of(c2) == run_id_of(c)
+
+
+class TestRecord:
+    def test_torn_last_line_is_cut_and_appending_continues(self, tmp_path):
+        rec = RunRecord(tmp_path, CFG)
+        with rec:
+            rec.open({})
+            rec.append({"sample_id": "a"})
+        with open(rec.samples_path, "ab") as f:
+            f.write(b'{"sample_id": "b", "output_te')  # a kill in the middle of a write
+        assert [s["sample_id"] for s in read_samples(rec.samples_path)] == ["a"]
+        with RunRecord(tmp_path, CFG) as rec2:
+            rec2.open({})
+            assert rec2.done_ids() == {"a"}
+            rec2.append({"sample_id": "b"})
+        lines = rec.samples_path.read_text().splitlines()
+        assert [json.loads(x)["sample_id"] for x in lines] == ["a", "b"]
+
+    def test_readers_keep_first_line_per_sample(self, tmp_path):
+        p = tmp_path / "samples.jsonl"
+        p.write_text('{"sample_id": "a", "v": 1}\n{"sample_id": "a", "v": 2}\n{"sample_id": "b", "v": 3}\n')
+        assert [(s["sample_id"], s["v"]) for s in read_samples(p)] == [("a", 1), ("b", 3)]
+
+    def test_second_writer_is_refused_until_the_first_closes(self, tmp_path):
+        first = RunRecord(tmp_path, CFG)
+        first.open({})
+        with pytest.raises(RunLockedError, match=f"pid {os.getpid()}"):
+            RunRecord(tmp_path, CFG).open({})
+        first.close()
+        with RunRecord(tmp_path, CFG) as again:
+            again.open({})
+
+    def test_lock_of_a_killed_process_is_released(self, tmp_path):
+        code = textwrap.dedent(f"""
+            import sys, time
+            sys.path.insert(0, {str(REPO_ROOT)!r})
+            from runners.record import RunRecord
+            r = RunRecord({str(tmp_path)!r}, {CFG!r}); r.open({{}}); print("locked", flush=True); time.sleep(60)
+        """)
+        p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        try:
+            assert p.stdout.readline().strip() == "locked"
+            with pytest.raises(RunLockedError):
+                RunRecord(tmp_path, CFG).open({})
+        finally:
+            p.kill()
+            p.wait()
+        with RunRecord(tmp_path, CFG) as r:
+            r.open({})
+
+    def test_meta_keeps_first_session_and_lists_resumes(self, tmp_path):
+        for i in range(2):
+            with RunRecord(tmp_path, CFG) as r:
+                r.open({"date_utc": f"day{i}"})
+                r.append({"sample_id": f"s{i}"})
+        meta = json.loads((r.dir / "meta.json").read_text())
+        assert meta["date_utc"] == "day0"
+        assert [s["num_done_at_start"] for s in meta["sessions"]] == [0, 1]
+
+    def test_finished_summary_is_detected(self, tmp_path):
+        with RunRecord(tmp_path, CFG) as r:
+            r.open({})
+            assert r.existing_summary() is None
+            r.write_summary({"complete": False})
+            assert r.existing_summary() is None
+            r.write_summary({"complete": True, "num_expected": 1})
+        assert RunRecord(tmp_path, CFG).existing_summary()["num_expected"] == 1
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {root!r})
+    from runners.record import RunRecord
+    r = RunRecord({dir!r}, {cfg!r})
+    r.open({{}})
+    done = r.done_ids()
+    for i in range({n}):
+        sid = f"s{{i:03d}}"
+        if sid in done:
+            continue
+        r.append({{"sample_id": sid, "payload": "x" * (i * 9973 % 200000)}})  # lines up to 200 KB
+        print(sid, flush=True)
+    r.close()
+""")
+
+
+def test_sigkill_during_appends_loses_nothing_reported_and_duplicates_nothing(tmp_path):
+    """Kill a writer at random instants many times; every id it reported is on disk exactly once."""
+    n, rng = 60, random.Random(0)
+    code = WRITER.format(root=str(REPO_ROOT), dir=str(tmp_path), cfg=CFG, n=n)
+    reported: set[str] = set()
+    run_dir = RunRecord(tmp_path, CFG).dir
+    for _ in range(25):
+        p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        time.sleep(rng.uniform(0.03, 0.25))
+        p.send_signal(signal.SIGKILL)
+        out, _ = p.communicate()
+        reported |= set(out.split())
+        on_disk = [json.loads(x)["sample_id"] for x in (run_dir / "samples.jsonl").read_text().split("\n")[:-1]] \
+            if (run_dir / "samples.jsonl").exists() else []
+        assert len(on_disk) == len(set(on_disk)), "duplicate sample lines"
+        assert reported <= set(on_disk), "a reported sample is missing"
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    ids = [json.loads(x)["sample_id"] for x in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert ids == sorted(ids) and len(ids) == n == len(set(ids))
+    assert (run_dir / "samples.jsonl").read_bytes().endswith(b"\n")
+
+
+@pytest.mark.parametrize("mode,lines", [("log", 10), ("quiet", 0)])
+def test_progress_lines_carry_rate_tau_and_eta(mode, lines):
+    from runners.counters import SpecDecodeCounters
+    from runners.run import _Progress
+
+    out: list[str] = []
+    p = _Progress(20, "sd L=3 gsm8k n=20", mode, out.append)
+    c = SpecDecodeCounters(num_speculative_tokens=3)
+    c.observe_draft(3, 2)
+    for _ in range(20):
+        p.update(5, c, "[run x]")
+    p.close()
+    assert len(out) == lines
+    if lines:
+        assert out[0].startswith("[run x] 2/20 samples, ") and "tau 3.00" in out[0] and "ETA 0:00:00" in out[-1]

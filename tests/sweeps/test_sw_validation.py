@@ -1,0 +1,91 @@
+"""Bad configs fail before any model loads, naming the field and the allowed values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sweep_helpers import run_main
+
+from runners.paths import REPO_ROOT
+from runners.validate import ConfigError
+
+BASE = ["pair=tiny", "profile=smoke", "dataset=gsm8k"]
+
+BAD = [
+    (["method=sd", "L=0"], r"L=0 is invalid; allowed: an integer >= 1"),
+    (["method=dropmatch", "L=-2"], r"L=-2 is invalid; allowed: an integer >= 1"),
+    (["dropmatch.p_drop=1.0"], r"dropmatch.p_drop=1.0 is invalid; allowed: a number in \[0, 1\)"),
+    (["dropmatch.p_drop=-0.1"], r"dropmatch.p_drop=-0.1 is invalid; allowed: a number in \[0, 1\)"),
+    (["dropmatch.K=0"], r"dropmatch.K=0 is invalid; allowed: an integer >= 1"),
+    (["decoding.temperature=-1"], r"decoding.temperature=-1 is invalid; allowed: a number >= 0"),
+    (["method.criterion=nope"], r"method.criterion='nope' is unknown; allowed: .*dropmatch_js"),
+    (["backend.name=nope"], r"backend='nope' is unknown; allowed: .*hf"),
+    (["dataset.name=nope"], r"dataset='nope' is unknown; allowed: .*gsm8k"),
+    (["profile=paper"], r"profile=paper needs a CUDA GPU and none is visible; allowed here: profile=default"),
+    (["pair=llama31_8b_70b"], r"pair=llama31_8b_70b needs a CUDA GPU"),
+    (["logger=wandb", "logger.mode=sometimes"],
+     r"logger.mode='sometimes' is invalid; allowed: online, offline, disabled"),
+]
+
+
+@pytest.fixture
+def no_model_loads(monkeypatch, tmp_path):
+    """Fail the test if anything loads a model or creates a run record; pretend there is no GPU."""
+    import runners.models.loader as loader
+    import runners.validate as validate
+
+    def forbidden(*a, **k):
+        raise AssertionError("a model was loaded for an invalid config")
+
+    monkeypatch.setattr(loader, "load_pair", forbidden)
+    monkeypatch.setattr(validate, "_gpu_available", lambda: False)
+    monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("DROPMATCH_TINY_PAIR", str(tmp_path / "no_pair"))
+    return tmp_path / "results"
+
+
+def compose(overrides):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+        return hydra_compose("run", overrides=BASE + list(overrides))
+
+
+@pytest.mark.parametrize("overrides,message", BAD, ids=[" ".join(o) for o, _ in BAD])
+def test_invalid_field_fails_before_loading(overrides, message, no_model_loads):
+    from runners.run import run
+
+    with pytest.raises(ConfigError, match=message):
+        run(compose(overrides), log=lambda *_: None)
+    assert not (no_model_loads / "runs").exists(), "a run record was created"
+
+
+def test_vllm_backend_without_vllm_names_the_fix(no_model_loads):
+    from runners.validate import _installed
+
+    if _installed("vllm"):
+        pytest.skip("vllm is installed in this interpreter")
+    from runners.run import run
+
+    with pytest.raises(ConfigError, match=r"backend=vllm needs the 'vllm' package.*allowed here: backend=hf"):
+        run(compose(["backend=vllm"]), log=lambda *_: None)
+
+
+def test_cli_prints_the_error_and_exits_2_without_loading(sweep_env):
+    p = run_main(sweep_env, "method=sd", "L=0")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "config error: L=0 is invalid; allowed: an integer >= 1" in p.stderr
+    assert "Loading weights" not in p.stdout + p.stderr
+    assert not (Path(sweep_env["DROPMATCH_RESULTS"]) / "runs").exists()
+
+
+@pytest.mark.parametrize("group,known", [("pair", "tiny"), ("dataset", "gsm8k"), ("method", "dropmatch"),
+                                         ("backend", "hf"), ("profile", "smoke")])
+def test_unknown_group_option_lists_the_options(sweep_env, group, known):
+    """Hydra's own error for an unknown option lists the available ones (checked, not rewritten)."""
+    p = run_main(sweep_env, f"{group}=nope", timeout=120)
+    assert p.returncode == 1
+    assert f"Could not find '{group}/nope'" in p.stderr
+    assert f"Available options in '{group}':" in p.stderr and f"\t{known}\n" in p.stderr

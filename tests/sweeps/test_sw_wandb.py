@@ -1,0 +1,152 @@
+"""W&B offline runs hold what ``runners/wandb_logger.py`` promises, read back with wandb's own reader.
+
+The reader is ``wandb leet inspect --json <offline run dir>`` (it decodes the ``run-<id>.wandb`` log).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sweep_helpers import run_dirs, run_main
+
+from runners.paths import REPO_ROOT
+
+wandb = pytest.importorskip("wandb")
+
+HISTORY_KEYS = {"sample/index", "sample/tau", "sample/acceptance_rate", "sample/num_output_tokens",
+                "sample/tok_per_s", "sample/wall_s", "sample/num_drafts", "sample/num_accepted_tokens",
+                "run/num_samples", "run/tau", "run/tok_per_s"}
+SUMMARY_KEYS = {"spec/mean_acceptance_length", "spec/acceptance_rate", "speed/tok_per_s", "quality/accuracy",
+                "complete", "num_samples", "run_id", "spec/counters/num_drafts"}
+
+
+def read_offline_run(run_dir: Path) -> dict:
+    """``{"run": run record, "config": merged config, "summary": merged summary, "history": [rows]}``."""
+    exe = Path(sys.executable).with_name("wandb")
+    out = subprocess.run([str(exe), "leet", "inspect", "--json", str(run_dir)], capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    res: dict = {"run": None, "config": {}, "summary": {}, "history": [], "artifacts": []}
+    for line in out.splitlines():
+        rec = json.loads(line)
+        kind = rec.get("type")
+        if kind == "run":
+            res["run"] = rec["run"]
+            res["config"].update(rec["run"].get("config", {}).get("update", {}))
+        elif kind == "config":
+            res["config"].update(rec["config"].get("update", {}))
+        elif kind == "summary":
+            res["summary"].update(rec["summary"].get("update", {}))
+        elif kind == "history":
+            res["history"].append(rec["history"]["item"])
+        elif kind == "artifact":
+            res["artifacts"].append(rec["artifact"])
+    return res
+
+
+def offline_runs(results: Path) -> list[Path]:
+    return sorted((results / "wandb").glob("offline-run-*"))
+
+
+@pytest.mark.slow
+def test_offline_run_holds_config_history_summary_and_curve(sweep_env):
+    results = Path(sweep_env["DROPMATCH_RESULTS"])
+    p = run_main(sweep_env, "method=dropmatch", "L=3", "dataset.limit=2", "artefact=wandb_check",
+                 "logger=wandb", "logger.mode=offline")
+    assert p.returncode == 0, p.stdout + p.stderr
+    (record,) = run_dirs(results)
+    summary = json.loads((record / "summary.json").read_text())
+    (wb_dir,) = offline_runs(results)
+    got = read_offline_run(wb_dir)
+
+    assert got["run"]["run_id"] == record.name  # W&B id = run id (a resumed record continues its W&B run)
+    assert got["run"]["run_group"] == "wandb_check"  # the artefact
+    cfg = got["config"]
+    assert cfg["run_id"] == record.name and cfg["L"] == 3 and cfg["method"]["name"] == "dropmatch"
+    assert cfg["dropmatch"] == {"K": 5, "p_drop": 0.3, "path": 0} or cfg["dropmatch"]["K"] == 5
+    assert cfg["pair"]["name"] == "tiny" and cfg["dataset"]["limit"] == 2
+
+    rows = [r for r in got["history"] if "sample/index" in r]
+    assert [r["sample/index"] for r in rows] == [1, 2]
+    assert HISTORY_KEYS <= set(rows[0])
+    assert SUMMARY_KEYS <= set(got["summary"])
+    assert got["summary"]["spec/mean_acceptance_length"] == pytest.approx(summary["spec/mean_acceptance_length"])
+    assert rows[-1]["run/tau"] == pytest.approx(summary["spec/mean_acceptance_length"])
+
+    (curve,) = [r for r in got["history"] if "spec/per_position_rate_table.path" in r]
+    assert "_wandb.visualize.spec/per_position_rate" in got["config"]  # the line plot panel
+    assert curve["spec/per_position_rate_table._type"] == "table-file"
+    table_file = wb_dir / "files" / curve["spec/per_position_rate_table.path"]
+    table = json.loads(table_file.read_text())
+    assert table["columns"] == ["position", "per_position_rate"]
+    assert [r[1] for r in table["data"]] == pytest.approx(summary["spec/per_position_rate"])
+    assert len(table["data"]) == 3
+
+
+@pytest.mark.slow
+def test_runs_of_one_sweep_share_a_group(sweep_env):
+    results = Path(sweep_env["DROPMATCH_RESULTS"])
+    p = run_main(sweep_env, "method=sd,dropmatch", "L=2", "logger=wandb", "logger.mode=offline", multirun=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    groups = {read_offline_run(d)["run"]["run_group"] for d in offline_runs(results)}
+    (sweep_dir,) = (results / "hydra" / "multirun").iterdir()
+    assert groups == {f"sweep-{sweep_dir.name}"}
+    assert len(offline_runs(results)) == 2
+
+
+def test_log_artefact_offline(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from runners.wandb_logger import log_artefact
+
+    monkeypatch.delenv("DROPMATCH_WANDB", raising=False)
+    df = pd.DataFrame({"Method": ["SD", "SD+DM"], "tau": [2.1, 2.9]})
+    assert log_artefact("table6", df) is None  # no logger configured: a no-op
+
+    fig_path = tmp_path / "fig3.png"
+    plt.plot([1, 2, 3], [0.9, 0.7, 0.5])
+    plt.savefig(fig_path)
+    plt.close("all")
+    run_dir = log_artefact("table6", df, [fig_path], cfg={"mode": "offline", "dir": str(tmp_path)})
+    got = read_offline_run(Path(run_dir))
+    assert got["run"]["run_group"] == "table6" and got["run"]["job_type"] == "analysis"
+    (row,) = [r for r in got["history"] if "table._type" in r]
+    assert row["table._type"] == "table-file" and row["table.nrows"] == 2
+    assert row["figure/fig3._type"] == "image-file"
+    (art,) = [a for a in got["artifacts"] if a["name"] == "table6"]
+    assert art["type"] == "artefact"
+    assert {c["path"] for c in art["manifest"]["contents"]} == {"table.csv", "fig3.png"}
+
+
+def test_resumed_run_continues_history_after_recorded_samples(tmp_path, monkeypatch):
+    """A run killed after 2 samples and resumed logs its next sample at step 3 with whole-run totals."""
+    from runners.record import RunRecord
+    from runners.wandb_logger import WandbLogger
+
+    monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path))
+    cfg = {"method": {"name": "sd"}, "dataset": {"name": "gsm8k"}, "L": 2, "artefact": None}
+    rec = RunRecord(tmp_path / "runs", cfg)
+
+    def sample(i: int) -> dict:
+        return {"sample_id": f"s{i}", "spec": {"num_drafts": 2, "num_accepted_tokens": 2, "num_draft_tokens": 4},
+                "speed": {"num_output_tokens": 6, "wall_s": 1.0}, "quality": {"exact_match": 1.0}}
+
+    with rec:
+        rec.open({})
+        rec.append(sample(0))
+        rec.append(sample(1))
+        logger = WandbLogger({"mode": "offline"}, rec.run_id, cfg)
+        rec.append(sample(2))
+        logger.log_sample(sample(2))
+        logger.finish()
+    (wb_dir,) = offline_runs(tmp_path)
+    (row,) = [r for r in read_offline_run(wb_dir)["history"] if "sample/index" in r]
+    assert row["_step"] == 3 and row["sample/index"] == 3 and row["run/num_samples"] == 3
+    assert row["run/tau"] == pytest.approx(2.0) and row["sample/quality/exact_match"] == 1.0

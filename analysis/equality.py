@@ -89,6 +89,9 @@ def equality_footer(runs: pd.DataFrame, all_runs: pd.DataFrame | None = None) ->
         return []
     checked = [x for x in results if x["ar_run_id"] is not None]
     missing = len(results) - len(checked)
+    if not checked:
+        return [f"equality (greedy SD == greedy AR, vLLM): not checked, no AR run matches the {missing} SD runs "
+                "(same pair, dataset, max_new_tokens, batch size); add method=ar to the sweep"]
     n, eq = sum(x["n"] for x in checked), sum(x["equal"] for x in checked)
     lines = [f"equality (Spec-Bench style; greedy SD output == greedy AR output, vLLM): {eq}/{n} samples identical "
              f"over {len(checked)} SD runs" + (f"; {missing} SD runs without an AR reference run" if missing else "")]

@@ -7,8 +7,8 @@ entailment) under an NLI model (the paper: DeBERTa MNLI, He et al. 2021).
 
 Judges (``make_judge``): ``deberta`` = a sequence-classification NLI model (local path or hub id; label
 "entailment" read from ``config.id2label``); ``llm`` = a causal LM prompted as an entailment judge with
-the prompt of Farquhar et al. 2024 (semantic entropy), P(entailment) read from the next-token logits of
-the three label words, renormalised. ``auto`` takes DeBERTa when its weights are reachable (local path,
+the prompt of Farquhar et al. 2024 (semantic entropy), P(entailment) read from the likelihood of each of
+the three label words as the reply, renormalised. ``auto`` takes DeBERTa when its weights are reachable (local path,
 or the hub when HF_HUB_OFFLINE is unset) and otherwise the LLM judge on the run's own target model.
 Outputs that are the same string are equivalent without asking a judge (Kuhn et al.'s clustering also
 puts identical generations together); each directed judgment is cached per text pair.
@@ -114,10 +114,12 @@ LLM_PROMPT = (
 
 
 class LLMJudge:
-    """A chat causal LM prompted as an entailment judge (Farquhar et al. 2024's prompt), greedy-free.
+    """A chat causal LM prompted as an entailment judge (Farquhar et al. 2024's prompt).
 
-    P(entailment) = p(first token of "entailment") / sum over the three labels' first tokens, read from
-    the next-token distribution after the chat template's assistant prefix. One forward per judgment.
+    P(entailment) is read from the likelihood of the three label words as the reply: for each label,
+    the teacher-forced probability of its whole token sequence (lower-case and capitalised spellings
+    summed), renormalised over the three labels. One prompt forward per judgment (its KV cache is reused
+    for the label continuations, a few tokens each).
 
     Args:
         model: ``transformers`` causal LM (eval mode), e.g. the run's target from ``load_pair``.
@@ -127,15 +129,18 @@ class LLMJudge:
             Spec-Bench's summarisation / RAG questions hold whole articles).
     """
 
+    version = 2  # 1: first-token probabilities of lower-case labels only (biased to one-token "neutral")
+
     def __init__(self, model: Any, tokenizer: Any, name: str, max_chars: int = 2000) -> None:
         self.model, self.tokenizer, self.max_chars = model, tokenizer, max_chars
         self.name = f"LLM judge: {name}"
-        self.label_ids = [self._first_token(w) for w in LLM_LABELS]
-        if len(set(self.label_ids)) != len(LLM_LABELS):
-            raise ValueError(f"label words {LLM_LABELS} share a first token {self.label_ids}; cannot judge")
+        self.label_ids = [[self._ids(v) for v in (w, w.capitalize())] for w in LLM_LABELS]
+        firsts = [ids[0] for variants in self.label_ids for ids in variants]
+        if len(set(firsts)) != len(firsts):
+            raise ValueError(f"label spellings of {LLM_LABELS} share a first token {firsts}; cannot judge")
 
-    def _first_token(self, word: str) -> int:
-        return int(self.tokenizer.encode(word, add_special_tokens=False)[0])
+    def _ids(self, word: str) -> list[int]:
+        return [int(i) for i in self.tokenizer.encode(word, add_special_tokens=False)]
 
     def prompt_ids(self, premise: str, hypothesis: str, question: str) -> list[int]:
         cut = self.max_chars
@@ -147,14 +152,35 @@ class LLMJudge:
             ids = ids["input_ids"]
         return [int(i) for i in ids]
 
-    def entail_prob(self, premise: str, hypothesis: str, question: str = "") -> float:
+    def label_probs(self, premise: str, hypothesis: str, question: str = "") -> list[float]:
+        """P(entailment), P(neutral), P(contradiction) as the reply, renormalised over the three labels."""
         import torch
 
-        x = torch.tensor([self.prompt_ids(premise, hypothesis, question)], device=self.model.device)
+        from runners.backends.kv_state import crop_cache
+
+        prompt = self.prompt_ids(premise, hypothesis, question)
+        dev = self.model.device
         with torch.inference_mode():
-            logits = self.model(input_ids=x, logits_to_keep=1).logits[0, -1].float()
-        p = torch.softmax(logits[self.label_ids], dim=-1)
-        return float(p[0])
+            out = self.model(input_ids=torch.tensor([prompt], device=dev), use_cache=True, logits_to_keep=1)
+            cache, first = out.past_key_values, torch.log_softmax(out.logits[0, -1].float(), dim=-1)  # [V]
+            totals = []
+            for variants in self.label_ids:
+                logps = []
+                for ids in variants:
+                    lp = first[ids[0]]
+                    if len(ids) > 1:
+                        o = self.model(input_ids=torch.tensor([ids[:-1]], device=dev), past_key_values=cache,
+                                       use_cache=True)
+                        steps = torch.log_softmax(o.logits[0].float(), dim=-1)  # [len-1, V]
+                        lp = lp + steps[torch.arange(len(ids) - 1), torch.tensor(ids[1:])].sum()
+                        cache = o.past_key_values
+                        crop_cache(cache, len(prompt))
+                    logps.append(lp)
+                totals.append(torch.logsumexp(torch.stack(logps), dim=0))
+            return torch.softmax(torch.stack(totals), dim=0).tolist()
+
+    def entail_prob(self, premise: str, hypothesis: str, question: str = "") -> float:
+        return float(self.label_probs(premise, hypothesis, question)[0])
 
 
 def nli_available(model: str | None) -> bool:

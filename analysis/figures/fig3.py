@@ -74,7 +74,7 @@ class JudgmentCache:
                 self.mem[rec["key"]] = float(rec["p"])
 
     def _key(self, premise: str, hypothesis: str, question: str) -> str:
-        blob = json.dumps([self.name, question, premise, hypothesis])
+        blob = json.dumps([self.name, getattr(self.judge, "version", 1), question, premise, hypothesis])
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
     def entail_prob(self, premise: str, hypothesis: str, question: str = "") -> float:
@@ -120,8 +120,8 @@ def render_figure(mats: Mapping[float, Mapping[str, np.ndarray]], judge_name: st
     ps = sorted(mats)
     fig, axes = plt.subplots(len(ps), 2, figsize=(9.0, 4.2 * len(ps)), squeeze=False)
     for r, p in enumerate(ps):
-        for c, (key, title) in enumerate((("cosine", "Cosine similarity (SBERT)"),
-                                          (entail_key, f"Entailment ({judge_name})"))):
+        entail_title = "Bidirectional entailment" if entail_key == "entailment" else "Entailment (soft: min of P)"
+        for c, (key, title) in enumerate((("cosine", "Cosine similarity (SBERT)"), (entail_key, entail_title))):
             ax = axes[r][c]
             m = np.asarray(mats[p][key], dtype=float)
             K = m.shape[0]
@@ -137,9 +137,10 @@ def render_figure(mats: Mapping[float, Mapping[str, np.ndarray]], judge_name: st
             ax.set_title(f"({'ab'[r] if r < 2 else r}) p_drop={p:g}: {title}" + (f"\nn={n} prompts" if n else ""),
                          fontsize=9)
             fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    fig.suptitle(f"Semantic similarity across MC-dropout paths; entailment by {judge_name}", fontsize=9)
     if footer_text:
         fig.text(0.5, 0.005, footer_text, ha="center", va="bottom", fontsize=7, wrap=True)
-    fig.tight_layout(rect=(0, 0.04 if footer_text else 0, 1, 1))
+    fig.tight_layout(rect=(0, 0.04 if footer_text else 0, 1, 0.97))
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
     for path in paths:

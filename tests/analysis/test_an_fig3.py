@@ -72,7 +72,8 @@ def test_make_judge_falls_back_to_llm_offline(monkeypatch):
         return object(), FakeTok(), "tiny"
 
     judge = make_judge("auto", "microsoft/deberta-large-mnli", llm=llm)
-    assert called and judge.name == "LLM judge: tiny" and judge.label_ids == [[[1, 7], [4, 7]], [[2], [5]], [[3, 8], [6, 8]]]
+    assert called and judge.name == "LLM judge: tiny"
+    assert judge.label_ids == [[[1, 7], [4, 7]], [[2], [5]], [[3, 8], [6, 8]]]
     with pytest.raises(ValueError, match="judge kind"):
         make_judge("nope")
 

@@ -102,8 +102,9 @@ def test_table3_cells(trace_runs):
 def test_duplicate_cells_keep_largest_complete(results):
     from analysis.traces import load
 
-    write_run(results, "ar-old", run_cfg("ar", "humaneval"), {**summary(0.0, n=1), "date_utc": "2026-11-29T00:00:00"}, [])
+    old, new = "2026-11-29T00:00:00", "2026-12-01T00:00:00"
+    write_run(results, "ar-old", run_cfg("ar", "humaneval"), {**summary(0.0, n=1), "date_utc": old}, [])
     write_run(results, "ar-big", run_cfg("ar", "humaneval"), summary(0.5, n=4), [])
-    write_run(results, "ar-new", run_cfg("ar", "humaneval"), {**summary(1.0, n=2), "date_utc": "2026-12-01T00:00:00"}, [])
+    write_run(results, "ar-new", run_cfg("ar", "humaneval"), {**summary(1.0, n=2), "date_utc": new}, [])
     runs = load("default", "humaneval", None, ("ar",))
     assert list(runs["run_id"]) == ["ar-big"]

@@ -1,63 +1,10 @@
-"""Fixtures for scorer tests: the real benchmark files of ``shared/data`` and config-built datasets."""
+"""Fixtures for scorer tests: lm-eval's own evaluator over fixed outputs (shared data fixtures: tests/conftest.py)."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-import yaml
-
-from runners.paths import REPO_ROOT
-
-DATA_FILES = {
-    "gsm8k": "gsm8k/test.jsonl",
-    "mmlu": "mmlu/mmlu.jsonl",
-    "ifeval": "ifeval/input_data.jsonl",
-    "humaneval": "humaneval/HumanEval.jsonl.gz",
-}
-
-
-@pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """``shared/data`` beside the repository (override: DROPMATCH_TEST_DATA)."""
-    path = Path(os.environ.get("DROPMATCH_TEST_DATA") or REPO_ROOT.parent / "shared" / "data")
-    if not (path / "gsm8k" / "test.jsonl").is_file():
-        pytest.skip(f"benchmark test data not found at {path} (set DROPMATCH_TEST_DATA)")
-    return path
-
-
-def dataset_cfg(name: str) -> dict[str, Any]:
-    with open(REPO_ROOT / "conf" / "dataset" / f"{name}.yaml", encoding="utf-8") as f:
-        return yaml.safe_load(f)
-
-
-@pytest.fixture(scope="session")
-def data_files(shared_data: Path) -> dict[str, Path]:
-    """``{dataset key: its file under shared/data}``."""
-    return {name: shared_data / rel for name, rel in DATA_FILES.items()}
-
-
-@pytest.fixture(scope="session")
-def dataset_config() -> Callable[[str], dict[str, Any]]:
-    """``dataset_config(name)``: a fresh dict of ``conf/dataset/<name>.yaml``."""
-    return dataset_cfg
-
-
-@pytest.fixture(scope="session")
-def make_dataset(shared_data: Path) -> Callable[..., Any]:
-    """``make_dataset(name, **overrides)``: the dataset of ``conf/dataset/<name>.yaml`` reading ``shared/data``."""
-    import runners.datasets  # noqa: F401  (registration)
-    from runners.registry import DATASETS, build
-
-    def make(name: str, **overrides: Any) -> Any:
-        cfg = dataset_cfg(name)
-        cfg["source"] = {**cfg["source"], "local_path": str(shared_data / DATA_FILES[name])}
-        cfg.update(overrides)
-        return build(DATASETS, cfg)
-
-    return make
 
 
 class _FixedLM:

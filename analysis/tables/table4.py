@@ -8,7 +8,8 @@ JS divergence together 1.64% (Llama-3.1-70B-Instruct, GPU).
 No sweep: this module loads the target and times the loop's own functions (analysis.latency).
     python -m analysis.tables.table4 [--pair qwen25coder_0.5b_1.5b] [--repeats 20] [--warmup 3] [--context 256]
 Writes results/table4/table4.{md,csv,tex} and table4_timings.csv (every kept repeat).
-Wall time on the shared 2-core CPU (embedded pair): ~1-3 min (model load + 23 repeats).
+Wall time (embedded pair, DROPMATCH_THREADS=1): measured 1.6 min on the 2-core CPU (model load + 23 repeats);
+15 min while other jobs evicted the weights from the page cache (those timings were discarded).
 """
 
 from __future__ import annotations

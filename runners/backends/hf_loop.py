@@ -172,7 +172,7 @@ class HFLoopBackend:
                 heads = dropout_head_logits(hidden, target.lm_head_weight, target.lm_head_bias,
                                             num_heads=K, p_drop=p_drop, generator=gen)  # [L+1, 1+K, V]
                 target_logits, head_logits = heads[:, 0].float(), heads[:, 1:].float()
-            else:
+            elif path_gen is None:  # (a single dropout path computes its own head below)
                 target_logits = target.logits(hidden)  # [L+1, V]
             timing["verify"] += time.perf_counter() - t
 

@@ -69,6 +69,30 @@ def metrics_delta(before: Mapping[str, Any], after: Mapping[str, Any], L: int) -
     )
 
 
+def request_counters(completion: Any, L: int) -> tuple[SpecDecodeCounters, list[int]]:
+    """One request's counters from vLLM's per-request spec-decode metrics.
+
+    Args:
+        completion: a ``vllm.CompletionOutput`` of an engine built with
+            ``per_request_spec_decode_metrics="detailed"`` (``spec_decode_metrics.per_step_drafted`` /
+            ``per_step_accepted``: one entry per engine step, in tokens).
+        L: draft length (``num_speculative_tokens``).
+
+    Returns:
+        (counters, accepted tokens per round); steps with no draft (the prefill step) are not rounds of the
+        counters but keep their 0 in the per-round list, as the HF backend's ``accepted_per_round``.
+    """
+    counters = SpecDecodeCounters(num_speculative_tokens=L)
+    per_round: list[int] = []
+    sdm = getattr(completion, "spec_decode_metrics", None)
+    if L > 0 and sdm is not None:
+        for n, a in zip(sdm.per_step_drafted, sdm.per_step_accepted):
+            if n > 0:
+                counters.observe_draft(int(n), int(a))
+            per_round.append(int(a))
+    return counters, per_round
+
+
 def _release_shared() -> None:
     """Shut down and drop the process's shared engine (a sweep moving to another pair or L), then collect.
 
@@ -251,14 +275,7 @@ class VLLMBackend:
         results, total = [], SpecDecodeCounters(num_speculative_tokens=L)
         for sample, out in zip(batch, outputs):
             comp = out.outputs[0]
-            counters = SpecDecodeCounters(num_speculative_tokens=L)
-            per_round: list[int] = []
-            sdm = getattr(comp, "spec_decode_metrics", None)
-            if L > 0 and sdm is not None:
-                for n, a in zip(sdm.per_step_drafted, sdm.per_step_accepted):
-                    if n > 0:
-                        counters.observe_draft(int(n), int(a))
-                    per_round.append(int(a))
+            counters, per_round = request_counters(comp, L)
             total = total + counters
             m = getattr(out, "metrics", None)
             results.append(SampleResult(
@@ -272,6 +289,9 @@ class VLLMBackend:
         if L > 0:
             delta = metrics_delta(before, after, L)
             if delta.to_dict() != total.to_dict():
+                hint = ("; the get_metrics() counters did not move: vLLM keeps only the newest engine's metrics in "
+                        "its process-wide Prometheus registry, so was another vllm.LLM created in this process after "
+                        "this one?") if delta.num_drafts == 0 and total.num_drafts > 0 else ""
                 raise RuntimeError(f"per-request spec-decode counters {total.to_dict()} do not add up to the "
-                                   f"get_metrics() delta {delta.to_dict()}")
+                                   f"get_metrics() delta {delta.to_dict()}{hint}")
         yield from results

@@ -1,6 +1,14 @@
 """Fixtures for the vLLM backend tests: a tiny random Qwen2 pair and one shared engine (L = 3).
 
 Run with the vLLM venv: ``.venv-vllm/bin/python -m pytest tests/vllm -q -m vllm``.
+
+Engine order. Every ``vllm.LLM`` built in a process unregisters the previous engines' collectors from
+prometheus_client's global registry (``vllm.v1.metrics.prometheus.unregister_vllm_metrics``), so
+``llm.get_metrics()`` then reads the newest engine's counters whatever engine it is called on. Engines are
+never torn down mid-session (that destroys vLLM's process-wide parallel groups), so
+:func:`pytest_collection_modifyitems` runs the tests on the shared ``llm`` engine (the only ones that read
+``get_metrics()``: the metrics-API test and ``VLLMBackend``'s counter cross-check) before any test that builds
+another engine.
 """
 
 from __future__ import annotations
@@ -19,6 +27,18 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from vllm_testlib import L  # noqa: E402
+
+OTHER_ENGINE_FIXTURES = {"ar_llm", "ar_ids", "eagle3_llm", "eagle3_aux_llm"}
+
+
+def _builds_other_engine(item) -> bool:
+    names = set(getattr(item, "fixturenames", ()))
+    return bool(names & OTHER_ENGINE_FIXTURES) or item.get_closest_marker("own_engine") is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Shared-engine tests first, then the ones that build their own engine (stable within each group)."""
+    items[:] = [i for i in items if not _builds_other_engine(i)] + [i for i in items if _builds_other_engine(i)]
 
 
 @pytest.fixture(scope="session")

@@ -34,8 +34,17 @@ def test_dm_runs_and_changes_acceptance(llm):
 
 
 def test_metrics_api_matches_per_request_counts(llm):
-    _, delta, rounds, outs = _run(llm, "dropmatch_js", {"K": 5, "p_drop": 0.3})
-    c = delta
+    """vLLM's metrics API (``llm.get_metrics()``) reads back what the hook decided.
+
+    Runs before any other engine exists in the session (conftest orders the tests): the Prometheus
+    registry holds only the newest engine's counters.
+    """
+    from runners.backends.vllm_engine import metrics_delta, read_spec_metrics
+
+    before = read_spec_metrics(llm)
+    _, per_request, rounds, outs = _run(llm, "dropmatch_js", {"K": 5, "p_drop": 0.3})
+    c = metrics_delta(before, read_spec_metrics(llm), L)
+    assert c.num_drafts > 0 and c.to_dict() == per_request.to_dict()
     assert sum(c.num_accepted_tokens_per_pos) == c.num_accepted_tokens
     assert all(a >= b for a, b in zip(c.num_accepted_tokens_per_pos, c.num_accepted_tokens_per_pos[1:]))
     assert c.num_accepted_tokens <= c.num_draft_tokens <= L * c.num_drafts

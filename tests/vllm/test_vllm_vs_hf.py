@@ -10,10 +10,6 @@ pytestmark = pytest.mark.vllm
 pytest.importorskip("vllm.entrypoints.llm")  # not "vllm": tests/vllm would satisfy it
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "passed (XPASS of the old round-offset mark) at commit 540e547; since vllm_engine.py shares one engine "
-    "per process, this test's injected engine (vb._llm) is not the one whose get_metrics() the backend reads, "
-    "so its counter cross-check raises in a full tests/vllm session. Test wiring to fix, open in issue 5."))
 @pytest.mark.parametrize("rule", ["dropmatch_naive", "dropmatch_js"])
 def test_vllm_hook_matches_hf_loop(tiny_pair, llm, rule):
     import torch

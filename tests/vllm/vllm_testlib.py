@@ -7,19 +7,26 @@ PROMPTS = ["def add(a, b):", "The quick brown"]
 
 
 def _run(llm, rule=None, kwargs=None, *, max_tokens=24, seed=7, record_inputs=False, record_trace=False):
-    """Generate PROMPTS greedily; return (token ids, counters delta, recorded rounds, outputs)."""
+    """Generate PROMPTS greedily; return (token ids, counters, recorded rounds, outputs).
+
+    The counters are the sum of vLLM's per-request spec-decode metrics, which belong to ``llm`` itself.
+    ``llm.get_metrics()`` is not used here: vLLM's Prometheus registry is process-wide and keeps only the
+    newest engine's counters, and a test session holds several engines (see ``conftest.py``).
+    """
     if rule is None:
         llm.collective_rpc("dropmatch_uninstall")
     else:
         llm.collective_rpc("dropmatch_install", args=(rule, kwargs or {}, 0, record_inputs, record_trace))
     import vllm
 
-    from runners.backends.vllm_engine import metrics_delta, read_spec_metrics
+    from runners.backends.vllm_engine import request_counters
+    from runners.counters import SpecDecodeCounters
 
     sp = [vllm.SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True, seed=seed + i)
           for i in range(len(PROMPTS))]
-    before = read_spec_metrics(llm)
     outs = llm.generate(PROMPTS, sp, use_tqdm=False)
-    delta = metrics_delta(before, read_spec_metrics(llm), L)
+    counters = SpecDecodeCounters(num_speculative_tokens=L)
+    for o in outs:
+        counters = counters + request_counters(o.outputs[0], L)[0]
     rounds = llm.collective_rpc("dropmatch_take_rounds")[0]
-    return [list(o.outputs[0].token_ids) for o in outs], delta, rounds, outs
+    return [list(o.outputs[0].token_ids) for o in outs], counters, rounds, outs

@@ -33,6 +33,11 @@ IDENTITY_EXCLUDE = ("hydra", "logger", "paths", "launcher", "progress", "artefac
 # Keys excluded at any depth: where a source was found on this machine, not what it is (the pair/dataset
 # name, hub id and pinned sha256 stay in the id).
 IDENTITY_EXCLUDE_ANYWHERE = ("local_path",)
+# Top-level fields of which only these keys count. A profile's caps (``limit``, ``max_new_tokens``,
+# ``repeats``, ``artefacts``) are already copied into ``dataset`` / ``decoding`` / ``repeats`` by
+# ``runners.run.resolve_run_config``, so editing the cap of one benchmark changes only that benchmark's runs;
+# the name stays because tables select runs by profile.
+IDENTITY_ONLY = {"profile": ("name",)}
 
 
 class RunLockedError(RuntimeError):
@@ -49,7 +54,14 @@ def _strip(node: Any) -> Any:
 
 def identity_of(cfg: Mapping[str, Any]) -> dict:
     """The part of a resolved config that the run id hashes."""
-    return _strip({k: v for k, v in cfg.items() if k not in IDENTITY_EXCLUDE})
+    out = {}
+    for k, v in cfg.items():
+        if k in IDENTITY_EXCLUDE:
+            continue
+        if k in IDENTITY_ONLY and isinstance(v, Mapping):
+            v = {kk: v[kk] for kk in IDENTITY_ONLY[k] if kk in v}
+        out[k] = v
+    return _strip(out)
 
 
 def run_id_of(cfg: Mapping[str, Any]) -> str:

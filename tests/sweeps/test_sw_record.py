@@ -40,6 +40,24 @@ class TestRunId:
     def test_computation_fields_change_id(self, key, value):
         assert run_id_of({**CFG, key: value}) != run_id_of(CFG)
 
+    def test_profile_cap_of_one_benchmark_changes_only_its_runs(self, monkeypatch):
+        """Raising HumanEval's cap in a profile must not invalidate the finished GSM8K runs of a sweep."""
+        from hydra import compose, initialize_config_dir
+
+        from runners.run import resolve_run_config
+
+        monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
+
+        def rid(dataset, *extra):
+            with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+                return run_id_of(resolve_run_config(compose("run", overrides=[
+                    "pair=tiny", "profile=default", f"dataset={dataset}", "method=sd", *extra])))
+
+        bumped = "profile.max_new_tokens.humaneval=999"
+        assert rid("gsm8k", bumped) == rid("gsm8k")
+        assert rid("humaneval", bumped) != rid("humaneval")
+        assert rid("gsm8k", "profile=smoke") != rid("gsm8k")   # the profile's name stays in the id
+
     def test_resolved_hydra_config_is_plain_json(self, tmp_path, monkeypatch):
         """A composed DictConfig resolves to plain containers (no stringified sub-configs in config.json)."""
         from hydra import compose, initialize_config_dir

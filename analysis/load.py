@@ -1,7 +1,7 @@
 """Read every run record into one pandas DataFrame (one row per run). Analysis never parses file names.
 
 Columns: run_id, pair, dataset, method, backend, spec_method (draft_model | eagle3), eagle3_random_head, profile, L, p_drop, K, path, temperature, seed, repeats, tok_per_s_repeat_std,
-n (samples done), n_expected, complete, accuracy, accuracy_stderr, tau, acceptance_rate,
+n (samples done), n_expected, offset, trace (criterion trace recorded), complete, accuracy, accuracy_stderr, tau, acceptance_rate,
 per_position_rate (list), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, device, date_utc,
 git_sha, run_dir, plus every ``quality/*`` metric as ``q_<name>``.
 """
@@ -40,6 +40,8 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "n_expected": int(summary.get("num_expected", 0)),
         "complete": bool(summary.get("complete", False)),
         "max_new_tokens": cfg["decoding"].get("max_new_tokens"),
+        "offset": int(cfg["dataset"].get("offset") or 0),
+        "trace": bool(cfg.get("trace", False)),
         "accuracy": summary.get("quality/accuracy"),
         "accuracy_stderr": summary.get("quality/accuracy_stderr"),
         "tau": summary.get("spec/mean_acceptance_length"),

@@ -24,22 +24,31 @@ SMALL_N = 30
 
 
 def select_runs(runs: pd.DataFrame, profile: str | None, backend: str, p_drop: float, K: int) -> pd.DataFrame:
-    """Runs that belong in the table: greedy, this profile/backend, DM at (p_drop, K), complete.
+    """Runs that belong in the table: greedy, this profile/backend, DM at (p_drop, K), complete, no trace.
 
-    When several runs fill one cell (e.g. different n), the largest n wins, then the latest date.
+    Speedups compare cells of one benchmark, so all cells of a (pair, benchmark) come from one *setting*:
+    the same items (``n_expected``, ``offset``) and the same ``max_new_tokens``. When runs of several settings
+    exist (e.g. a profile's cap was changed, or another artefact ran the benchmark at other sizes), the
+    setting with the most filled cells wins, then the larger n, then the most recent; within a cell, the most
+    recent run. Trace runs (Tables 2-3) are left out: recording the trace costs time.
     """
     if runs.empty:
         return runs
     r = runs[(runs["temperature"] == 0.0) & (runs["backend"] == backend) & runs["method"].isin(METHOD_LABEL)
              & (runs["batch_size"] == 1) & runs["complete"]]
+    if "trace" in r:
+        r = r[~r["trace"].astype(bool)]
     if profile is not None:
         r = r[r["profile"] == profile]
     dm = r["method"] == "dropmatch"
     r = r[~dm | ((r["p_drop"].astype(float) == p_drop) & (r["K"] == K))]
-    r = r.sort_values(["n", "date_utc"], ascending=[False, False])
-    best = r.drop_duplicates(["pair", "dataset", "method", "L"])
-    top_n = best.groupby(["pair", "dataset", "method", "L"])["n"].transform("max")
-    return best[best["n"] == top_n]
+    if r.empty:
+        return r
+    setting = ["pair", "dataset", "n_expected", "offset", "max_new_tokens"]
+    r = r.sort_values("date_utc", ascending=False).drop_duplicates(setting + ["method", "L"])
+    score = r.groupby(setting).agg(cells=("run_id", "size"), n=("n", "max"), date=("date_utc", "max")).reset_index()
+    best = score.sort_values(["cells", "n", "date"], ascending=False).drop_duplicates(["pair", "dataset"])
+    return r.merge(best[setting], on=setting)
 
 
 def cell_stats(cell: pd.DataFrame) -> dict:

@@ -108,3 +108,23 @@ def test_duplicate_cells_keep_largest_complete(results):
     write_run(results, "ar-new", run_cfg("ar", "humaneval"), {**summary(1.0, n=2), "date_utc": new}, [])
     runs = load("default", "humaneval", None, ("ar",))
     assert list(runs["run_id"]) == ["ar-big"]
+
+
+def test_table6_cells_of_one_benchmark_share_one_setting(results):
+    """A DM trace run (Tables 2-3) and runs at an older cap must not land in the Table 6 cells of a sweep."""
+    from analysis.load import load_runs
+    from analysis.tables.table6 import select_runs
+
+    def cfg(method, L, max_new, trace=False):
+        c = run_cfg(method, "humaneval", p_drop=0.3 if method == "dropmatch" else None, L=L, trace=trace)
+        c["decoding"]["max_new_tokens"] = max_new
+        return c
+
+    old, new = "2026-11-29T00:00:00", "2026-12-01T00:00:00"
+    for m, L in [("ar", 0), ("sd", 5), ("dropmatch", 5)]:      # the sweep at the current cap: 3 cells
+        write_run(results, f"{m}-200", cfg(m, L, 200), {**summary(1.0, n=1), "date_utc": new}, [])
+    for m, L in [("ar", 0), ("sd", 5)]:                        # an older cap: 2 cells
+        write_run(results, f"{m}-96", cfg(m, L, 96), {**summary(0.0, n=1), "date_utc": old}, [])
+    write_run(results, "dm-trace", cfg("dropmatch", 5, 128, trace=True), summary(0.0, n=2), [])  # larger n
+    sel = select_runs(load_runs(), "default", "hf", 0.3, 5)
+    assert sorted(sel["run_id"]) == ["ar-200", "dropmatch-200", "sd-200"]

@@ -37,7 +37,7 @@ def eagle3_llm(tiny_pair, tmp_path_factory):
         eos_token_id=cfg.get("eos_token_id"), bos_token_id=cfg.get("bos_token_id"),
         eagle_config={"use_aux_hidden_state": False})))
     llm = vllm.LLM(model=str(target), enforce_eager=True, dtype="float32", max_model_len=512, seed=0,
-                   load_format="dummy", disable_log_stats=False,
+                   load_format="dummy", disable_log_stats=False, per_request_spec_decode_metrics="detailed",
                    worker_extension_cls="runners.backends.vllm_dropmatch_hook.DropMatchWorkerExtension",
                    speculative_config={"method": "eagle3", "model": str(head), "num_speculative_tokens": 3})
     # session scope: tearing an engine down mid-session destroys vLLM's process-wide parallel groups,

@@ -68,3 +68,32 @@ def load_runs(root: str | Path | None = None) -> pd.DataFrame:
     root = Path(root) if root is not None else results_dir() / "runs"
     rows = [run_row(c, s, d) for c, s, d in iter_runs(root)]
     return pd.DataFrame(rows)
+
+
+SETTING = ("pair", "dataset", "n_expected", "offset", "max_new_tokens")
+
+
+def one_setting(runs: pd.DataFrame, cell: tuple[str, ...], group: tuple[str, ...] = ("pair", "dataset")) -> pd.DataFrame:
+    """Keep, per ``group``, the runs of one *setting* (same items and ``max_new_tokens``), one run per cell.
+
+    Cells of a table that are compared with each other (speedups, lines of a plot) must come from the same
+    items and output cap. When runs of several settings exist (a profile cap was changed, another artefact ran
+    the benchmark at other sizes), the setting with the most filled ``cell`` s wins, then the larger n, then the
+    most recent; within a cell the most recent run. Trace runs (criterion trace recorded, which costs time) are
+    dropped first.
+
+    Args:
+        runs: :func:`load_runs` rows.
+        cell: the columns that name one cell, e.g. ``("method", "L")``.
+        group: the columns within which all cells share a setting.
+    """
+    if runs.empty:
+        return runs
+    r = runs[~runs["trace"].astype(bool)] if "trace" in runs else runs
+    setting = list(dict.fromkeys([*group, *SETTING]))
+    r = r.sort_values("date_utc", ascending=False).drop_duplicates(setting + list(cell))
+    if r.empty:
+        return r
+    score = r.groupby(setting).agg(cells=("run_id", "size"), n=("n", "max"), date=("date_utc", "max")).reset_index()
+    best = score.sort_values(["cells", "n", "date"], ascending=False).drop_duplicates(list(group))
+    return r.merge(best[setting], on=setting)

@@ -16,17 +16,17 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from analysis.load import load_runs  # noqa: E402
+from analysis.load import load_runs, one_setting  # noqa: E402
 from analysis.render import artefact_dir, provenance_lines, write_table  # noqa: E402
 
 
 def sensitivity_frame(runs: pd.DataFrame, dataset: str, L: int, method: str = "dropmatch") -> pd.DataFrame:
-    """One row per (K, p_drop): tau, accuracy (%), tok/s, n; the largest-n run per cell."""
+    """One row per (K, p_drop): tau, accuracy (%), tok/s, n; all from one setting (:func:`one_setting`)."""
     r = runs[(runs["dataset"] == dataset) & (runs["L"] == L) & (runs["method"] == method) & runs["complete"]
              & (runs["temperature"] == 0.0)]
     if r.empty:
         return pd.DataFrame(columns=["K", "p_drop", "tau", "accuracy", "tok_per_s", "n", "run_id"])
-    r = r.sort_values("n", ascending=False).drop_duplicates(["K", "p_drop"])
+    r = one_setting(r, cell=("K", "p_drop"))
     out = pd.DataFrame({
         "K": r["K"].astype(int), "p_drop": r["p_drop"].astype(float), "tau": r["tau"].astype(float),
         "accuracy": 100.0 * r["accuracy"].astype(float), "tok_per_s": r["tok_per_s"].astype(float), "n": r["n"],
@@ -69,7 +69,11 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         print(f"[sensitivity] no DropMatch runs for dataset={a.dataset} L={a.L} profile={a.profile}")
         return frame
     sd_runs = runs[(runs["dataset"] == a.dataset) & (runs["L"] == a.L) & (runs["method"] == "sd") & runs["complete"]]
-    sd = sd_runs.sort_values("n", ascending=False).iloc[0] if not sd_runs.empty else None
+    if not frame.empty and not sd_runs.empty:   # SD of the same items and cap as the DropMatch lines
+        ref = runs[runs["run_id"].isin(frame["run_id"])].iloc[0]
+        sd_runs = sd_runs[(sd_runs["n_expected"] == ref["n_expected"]) & (sd_runs["offset"] == ref["offset"])
+                          & (sd_runs["max_new_tokens"] == ref["max_new_tokens"])]
+    sd = sd_runs.sort_values("date_utc", ascending=False).iloc[0] if not sd_runs.empty else None
     used = runs[runs["run_id"].isin(set(frame["run_id"]) | ({sd["run_id"]} if sd is not None else set()))]
     out = artefact_dir("sensitivity")
     title = f"DropMatch sensitivity, {a.dataset}, L={a.L}, n={int(frame['n'].max())}"

@@ -14,7 +14,7 @@ import argparse
 
 import pandas as pd
 
-from analysis.load import load_runs
+from analysis.load import load_runs, one_setting
 from analysis.render import provenance_lines, write_table
 
 BENCHMARKS = ("gsm8k", "mmlu", "ifeval", "humaneval")
@@ -36,19 +36,11 @@ def select_runs(runs: pd.DataFrame, profile: str | None, backend: str, p_drop: f
         return runs
     r = runs[(runs["temperature"] == 0.0) & (runs["backend"] == backend) & runs["method"].isin(METHOD_LABEL)
              & (runs["batch_size"] == 1) & runs["complete"]]
-    if "trace" in r:
-        r = r[~r["trace"].astype(bool)]
     if profile is not None:
         r = r[r["profile"] == profile]
     dm = r["method"] == "dropmatch"
     r = r[~dm | ((r["p_drop"].astype(float) == p_drop) & (r["K"] == K))]
-    if r.empty:
-        return r
-    setting = ["pair", "dataset", "n_expected", "offset", "max_new_tokens"]
-    r = r.sort_values("date_utc", ascending=False).drop_duplicates(setting + ["method", "L"])
-    score = r.groupby(setting).agg(cells=("run_id", "size"), n=("n", "max"), date=("date_utc", "max")).reset_index()
-    best = score.sort_values(["cells", "n", "date"], ascending=False).drop_duplicates(["pair", "dataset"])
-    return r.merge(best[setting], on=setting)
+    return one_setting(r, cell=("method", "L"))
 
 
 def cell_stats(cell: pd.DataFrame) -> dict:

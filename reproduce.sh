@@ -99,7 +99,13 @@ run_artefact() {
     "$runpy" -m runners.main --multirun "experiment=$name" "${overrides[@]+"${overrides[@]}"}"
   fi
   if [ -n "$mod" ]; then
-    "$PY" -m "$mod" --profile "$profile"
+    local extra=() a
+    if [ "$name" = table6 ]; then  # a sweep over p_drop / K gets one table per value
+      for a in "${overrides[@]+"${overrides[@]}"}"; do
+        case $a in dropmatch.p_drop=*) extra+=(--p-drop "${a#*=}");; dropmatch.K=*) extra+=(--K "${a#*=}");; esac
+      done
+    fi
+    "$PY" -m "$mod" --profile "$profile" "${extra[@]+"${extra[@]}"}"
   fi
   echo "[reproduce] $name done in $((SECONDS - t0)) s" >&2
 }

@@ -21,6 +21,7 @@ BENCHMARKS = ("gsm8k", "mmlu", "ifeval", "humaneval")
 BENCH_LABEL = {"gsm8k": "GSM8K", "mmlu": "MMLU", "ifeval": "IFEval", "humaneval": "HumanEval"}
 METHOD_LABEL = {"ar": "AR", "sd": "SD", "dropmatch": "SD+DM"}
 SMALL_N = 30
+PAPER_SETTING = (0.3, 5)  # (p_drop, K) of the paper's Table 6
 
 
 def select_runs(runs: pd.DataFrame, profile: str | None, backend: str, p_drop: float, K: int) -> pd.DataFrame:
@@ -96,22 +97,21 @@ def build_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     return pd.DataFrame(rows), {"n": ns, "repeats": sorted(reps)}
 
 
-def main(argv: list[str] | None = None) -> pd.DataFrame:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default="default", help="profile whose runs to tabulate ('any' for all)")
-    ap.add_argument("--backend", default="hf")
-    ap.add_argument("--p-drop", type=float, default=0.3)
-    ap.add_argument("--K", type=int, default=5)
-    a = ap.parse_args(argv)
-    runs = select_runs(load_runs(), None if a.profile == "any" else a.profile, a.backend, a.p_drop, a.K)
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in str(text).split(",") if x.strip()]
+
+
+def render(profile: str, backend: str, p_drop: float, K: int, stem: str = "table6") -> pd.DataFrame:
+    """Select, build and write one Table 6 (DropMatch at ``p_drop``, ``K``) as ``results/table6/<stem>.*``."""
+    runs = select_runs(load_runs(), None if profile == "any" else profile, backend, p_drop, K)
     table, notes = build_table(runs)
     if table.empty:
-        print(f"[table6] no complete runs for profile={a.profile} backend={a.backend}; run ./reproduce.sh table6 first")
+        print(f"[table6] no complete runs for profile={profile} backend={backend}; run ./reproduce.sh table6 first")
         return table
     n_text = ", ".join(f"{BENCH_LABEL[b]} n={n}" for b, n in notes["n"].items())
     footer = [
-        f"SD = speculative decoding (greedy; exact match), SD+DM = DropMatch JS rule (Eq. 5-7), p_drop={a.p_drop}, "
-        f"K={a.K}; batch size 1; τ = 1 + accepted/rounds (bonus/correction token included).",
+        f"SD = speculative decoding (greedy; exact match), SD+DM = DropMatch JS rule (Eq. 5-7), p_drop={p_drop}, "
+        f"K={K}; batch size 1; τ = 1 + accepted/rounds (bonus/correction token included).",
         f"samples: {n_text}; max_new_tokens: "
         + ", ".join(f"{BENCH_LABEL.get(d, d)}={int(m)}" for d, m in runs.groupby("dataset")["max_new_tokens"].max().items()),
         "throughput: mean of per-sample output tokens/s (prefill excluded)"
@@ -126,8 +126,29 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     pending = [BENCH_LABEL[b] for b in BENCHMARKS if b not in notes["n"]]
     if pending:
         footer.append(f"pending (no runs yet): {', '.join(pending)}")
-    write_table(table, "table6", title="Table 6: SD vs SD + DropMatch", footer=footer)
+    write_table(table, "table6", title=f"Table 6: SD vs SD + DropMatch (p_drop={p_drop}, K={K})", footer=footer,
+                stem=stem)
     return table
+
+
+def main(argv: list[str] | None = None) -> pd.DataFrame:
+    """Write ``table6.*`` for the paper's (p_drop, K) and ``table6_p<p>_K<K>.*`` for every other pair asked for.
+
+    ``--p-drop`` and ``--K`` take comma lists (what a sweep's ``dropmatch.p_drop=0.1,0.2,0.3`` ran); returns
+    the paper-setting table, or the first one asked for when the paper's setting is not among them.
+    """
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", default="default", help="profile whose runs to tabulate ('any' for all)")
+    ap.add_argument("--backend", default="hf")
+    ap.add_argument("--p-drop", default="0.3", help="DropMatch p_drop, or a comma list (one table each)")
+    ap.add_argument("--K", default="5", help="number of dropout heads, or a comma list (one table each)")
+    a = ap.parse_args(argv)
+    tables = {}
+    for p in _floats(a.p_drop):
+        for K in (int(k) for k in _floats(a.K)):
+            stem = "table6" if (p, K) == PAPER_SETTING else f"table6_p{p:g}_K{K}"
+            tables[(p, K)] = render(a.profile, a.backend, p, K, stem)
+    return tables.get(PAPER_SETTING, next(iter(tables.values())))
 
 
 if __name__ == "__main__":

@@ -128,3 +128,22 @@ def test_table6_cells_of_one_benchmark_share_one_setting(results):
     write_run(results, "dm-trace", cfg("dropmatch", 5, 128, trace=True), summary(0.0, n=2), [])  # larger n
     sel = select_runs(load_runs(), "default", "hf", 0.3, 5)
     assert sorted(sel["run_id"]) == ["ar-200", "dropmatch-200", "sd-200"]
+
+
+def test_table6_one_table_per_swept_p_drop(results):
+    """`./reproduce.sh table6 -m ... dropmatch.p_drop=0.1,0.3` renders the paper's table plus one per other value."""
+    from analysis.tables.table6 import main
+
+    def cfg(method, L, p=None):
+        return run_cfg(method, "gsm8k", p_drop=p, L=L)
+
+    write_run(results, "sd", cfg("sd", 5), {**summary(1.0, n=1), "spec/mean_acceptance_length": 4.0,
+                                             "speed/tok_per_s": 2.0}, [])
+    for p, tau in [(0.1, 4.5), (0.3, 5.0)]:
+        write_run(results, f"dm{p}", cfg("dropmatch", 5, p), {**summary(1.0, n=1), "spec/mean_acceptance_length": tau,
+                                                               "speed/tok_per_s": 2.5}, [])
+    t = main(["--profile", "default", "--p-drop", "0.1,0.3", "--K", "5"])
+    assert list(t.loc[t["Method"] == "SD+DM", "GSM8K τ"]) == ["5.00"]
+    other = pd.read_csv(results / "table6" / "table6_p0.1_K5.csv")
+    assert list(other.loc[other["Method"] == "SD+DM", "GSM8K τ"]) == [4.5]
+    assert list(other.loc[other["Method"] == "SD+DM", "GSM8K speedup"]) == ["1.25× SD"]

@@ -45,7 +45,7 @@ def plot(frame: pd.DataFrame, sd: pd.Series | None, title: str, out_stem) -> Non
         if pd.notna(sd["accuracy"]):
             axes[1].axhline(100.0 * float(sd["accuracy"]), ls="--", c="gray", label="SD")
     axes[0].set(xlabel="$p_{drop}$", ylabel=r"mean acceptance length $\tau$")
-    axes[1].set(xlabel="$p_{drop}$", ylabel="accuracy (%)")
+    axes[1].set(xlabel="$p_{drop}$", ylabel="accuracy (%)", ylim=(-5, 105))
     for ax in axes:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)

@@ -16,7 +16,7 @@ import argparse
 import pandas as pd
 
 from analysis.equality import equality_footer
-from analysis.load import load_runs
+from analysis.load import load_runs, one_setting
 from analysis.render import provenance_lines, write_table
 
 METHOD_LABEL = {"sd": "SD", "dropmatch": "SD+DM"}
@@ -25,7 +25,10 @@ DATASET_LABEL = {"gsm8k": "GSM8K 8-shot CoT", "eagle_gsm8k": "GSM8K zero-shot (E
 
 def select_runs(runs: pd.DataFrame, profile: str | None, L: int, p_drop: float, K: int,
                 datasets: tuple[str, ...] = ("gsm8k", "eagle_gsm8k")) -> pd.DataFrame:
-    """Complete greedy vLLM runs of SD / DM (at p_drop, K) on a GSM8K set at draft length ``L``; latest per cell."""
+    """Complete greedy vLLM runs of SD / DM (at p_drop, K) on a GSM8K set at draft length ``L``.
+
+    All cells of a (pair, dataset) come from one setting (same items and cap; :func:`analysis.load.one_setting`).
+    """
     if runs.empty:
         return runs
     r = runs[(runs["temperature"] == 0.0) & (runs["backend"] == "vllm") & runs["dataset"].isin(list(datasets))
@@ -36,8 +39,7 @@ def select_runs(runs: pd.DataFrame, profile: str | None, L: int, p_drop: float, 
         r = r[r["profile"] == profile]
     dm = r["method"] == "dropmatch"
     r = r[~dm | ((r["p_drop"].astype(float) == p_drop) & (r["K"] == K))]
-    r = r.sort_values(["n", "date_utc"], ascending=[False, False])
-    return r.drop_duplicates(["pair", "dataset", "method", "batch_size"])
+    return one_setting(r, cell=("method", "batch_size"))
 
 
 def throughput(row: pd.Series) -> float:

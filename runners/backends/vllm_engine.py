@@ -203,7 +203,20 @@ class VLLMBackend:
         _SHARED.update(key=shared_key, llm=self._llm)
         if self.tokenizer is None:
             self.tokenizer = self._llm.get_tokenizer()
+        self._warm_up(L)
         return self._llm
+
+    def _warm_up(self, L: int) -> None:
+        """One short greedy request on a new engine (vLLM's lazy initialisation), so the first timed sample
+        of a run does not pay for it (Spec-Bench warms up the same way). No rule is installed yet: it runs
+        vLLM's own verify, and its counters fall outside every batch's ``get_metrics()`` snapshots."""
+        from vllm import SamplingParams, TokensPrompt
+
+        ids = self.tokenizer("Warm-up: count from one to ten.")["input_ids"]
+        self._llm.generate([TokensPrompt(prompt_token_ids=list(ids))],
+                           SamplingParams(temperature=0.0, max_tokens=2 * max(L, 1) + 2, ignore_eos=True),
+                           use_tqdm=False)
+        self._llm.reset_prefix_cache()
 
     def install_rule(self, criterion: Any, *, record_inputs: bool = False, record_trace: bool = False) -> str:
         """Install ``criterion`` (a rule object from ``CRITERIA``) in the engine's verify step."""

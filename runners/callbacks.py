@@ -8,6 +8,8 @@
   which are one run; that process completes it) or ``failed`` (the run raised);
 - in-process launchers also print, after each job,
   ``[sweep] 3/12 runs ended (2 done, 1 skipped, 0 concurrent, 0 failed), elapsed 0:02:05, ETA 0:04:10``;
+- before launching, every sweep point is composed and validated (:func:`invalid_sweep_points`); any invalid
+  point refuses the whole sweep (exit 2, each error printed), so nothing runs;
 - the launching process prints one line when the sweep ends (also when it stops on a failure or
   Ctrl-C, from an ``atexit`` hook), read back from those status files, e.g.
   ``[sweep] ended after 0:10:02: 12 runs: 9 done, 3 skipped, 0 concurrent, 0 failed, 0 unreported (...)``.
@@ -53,6 +55,12 @@ def _hms(seconds: float) -> str:
 
 def count_jobs(config: DictConfig) -> int | None:
     """Number of jobs the basic sweeper makes of this multirun (None if it cannot tell)."""
+    jobs = sweep_job_overrides(config)
+    return None if jobs is None else len(jobs)
+
+
+def sweep_job_overrides(config: DictConfig) -> list[list[str]] | None:
+    """The override list of every job the basic sweeper makes of this multirun (None if it cannot tell)."""
     try:
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
         from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -60,9 +68,37 @@ def count_jobs(config: DictConfig) -> int | None:
         params = [f"{k}={v}" for k, v in (OmegaConf.select(config, "hydra.sweeper.params") or {}).items()]
         params += list(OmegaConf.to_container(config.hydra.overrides.task, resolve=False))
         overrides = OverridesParser.create().parse_overrides(params)
-        return sum(len(batch) for batch in BasicSweeper.split_arguments(overrides, None))
+        return [list(job) for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
     except Exception:  # glob(), custom sweepers ...
         return None
+
+
+def invalid_sweep_points(config: DictConfig) -> list[str]:
+    """``"<overrides>: <error>"`` for every sweep point whose config :func:`runners.validate.validate` refuses.
+
+    Composes each point as the launcher will (``hydra.compose`` inside the running app) and validates it
+    before any job starts, so a bad value late in a sweep does not stop it after hours of earlier runs.
+    Points that cannot be composed here (e.g. interpolations of Hydra's runtime config) are left to the job.
+    """
+    jobs = sweep_job_overrides(config)
+    if not jobs:
+        return []
+    from hydra import compose
+
+    from runners.run import resolve_run_config
+    from runners.validate import ConfigError
+
+    bad, seen = [], set()
+    for job in jobs:
+        try:
+            resolve_run_config(compose(config_name=str(config.hydra.job.config_name), overrides=job))
+        except ConfigError as e:
+            if str(e) not in seen:
+                seen.add(str(e))
+                bad.append(f"{' '.join(job)}: {e}")
+        except Exception:  # noqa: BLE001  (left to the job, which reports it in full)
+            continue
+    return bad
 
 
 def read_statuses(sweep_dir: Path) -> dict[str, int]:
@@ -124,6 +160,12 @@ class SweepSummary(Callback):
 
     # -- launching process --------------------------------------------------------------------
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        bad = invalid_sweep_points(config)
+        if bad:
+            for line in bad:
+                self._print(f"[sweep] config error: {line}")
+            self._print(f"[sweep] refused before launching: {len(bad)} invalid sweep point(s); nothing ran")
+            sys.exit(2)
         self.sweep_dir = str(config.hydra.sweep.dir)
         self.total = count_jobs(config)
         self.t0 = time.time()

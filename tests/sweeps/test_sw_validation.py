@@ -81,6 +81,16 @@ def test_cli_prints_the_error_and_exits_2_without_loading(sweep_env):
     assert not (Path(sweep_env["DROPMATCH_RESULTS"]) / "runs").exists()
 
 
+def test_sweep_with_an_invalid_point_refuses_before_any_run(sweep_env):
+    """`L=3,-1`: the bad point is last, but the sweep is refused before the first (valid) point runs."""
+    p = run_main(sweep_env, "pair=tiny", "profile=smoke", "dataset=gsm8k", "method=sd", "L=3,-1", multirun=True)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "[sweep] config error: " in p.stderr and "L=-1 is invalid; allowed: an integer >= 1" in p.stderr
+    assert "refused before launching: 1 invalid sweep point(s); nothing ran" in p.stderr
+    assert "Launching" not in p.stdout + p.stderr and "Loading weights" not in p.stdout + p.stderr
+    assert not (Path(sweep_env["DROPMATCH_RESULTS"]) / "runs").exists()
+
+
 @pytest.mark.parametrize("group,known", [("pair", "tiny"), ("dataset", "gsm8k"), ("method", "dropmatch"),
                                          ("backend", "hf"), ("profile", "smoke")])
 def test_unknown_group_option_lists_the_options(sweep_env, group, known):

@@ -74,13 +74,17 @@ IDENTITY = ("method", "p_drop", "K", "path", "L", "trace", "temperature", "seed"
 
 def dedupe(runs: pd.DataFrame, keys: Iterable[str] = IDENTITY) -> pd.DataFrame:
     """One run per table cell: among runs equal on ``keys`` (e.g. made with other limits or code versions),
-    keep the complete one with the most samples, then the newest."""
+    keep the complete one whose setting (items and ``max_new_tokens``) the most runs of the table share, so the
+    cells are comparable (e.g. Table 1's no-dropout row at the paths' cap, not at Table 6's), then the one with
+    the most samples, then the newest."""
     if runs.empty:
         return runs
     keys = [k for k in keys if k in runs]
-    order = runs.assign(_date=runs["date_utc"].fillna("")).sort_values(["complete", "n", "_date"])
+    setting = [c for c in ("n_expected", "offset", "max_new_tokens") if c in runs]
+    pop = runs.groupby(setting, dropna=False)["run_id"].transform("size") if setting else 1
+    order = runs.assign(_date=runs["date_utc"].fillna(""), _pop=pop).sort_values(["complete", "_pop", "n", "_date"])
     key_frame = order[keys].astype(str)
-    return order[~key_frame.duplicated(keep="last")].drop(columns="_date").sort_index()
+    return order[~key_frame.duplicated(keep="last")].drop(columns=["_date", "_pop"]).sort_index()
 
 
 def trace_positions(runs: pd.DataFrame) -> pd.DataFrame:

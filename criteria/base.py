@@ -63,7 +63,7 @@ class Criterion(Protocol):
     """An acceptance rule. Pure: no I/O, no global RNG, inputs are not mutated.
 
     Attributes:
-        name: registry key (equals the YAML stem in ``conf/criterion/``).
+        name: registry key (the value of ``method.criterion`` in ``conf/method/*.yaml``).
         num_heads: K, the number of MC-dropout heads the backend must compute (0: none).
         p_drop: dropout probability for those heads (ignored when ``num_heads == 0``).
         needs_draft_probs: whether ``VerifyInputs.draft_probs`` must be filled.

@@ -26,7 +26,7 @@ class Registry(Generic[T]):
 
     Args:
         kind: what the registry holds, used in error messages (e.g. ``"criterion"``) and equal
-            to the Hydra config group / record field that selects an entry.
+            to the config field that selects an entry (e.g. ``method.criterion``, ``backend.name``).
     """
 
     def __init__(self, kind: str) -> None:

@@ -27,7 +27,7 @@ vLLM class is modified; four attributes of the live worker objects are replaced 
 
 RNG: one CPU ``torch.Generator`` per request, seeded with ``SamplingParams.seed`` (the backend passes
 ``runners.backends.hf_loop.sample_seed(seed, sample_id)``) and used, per round, first by
-``dropout_head_logits`` on ``N = L + 1`` positions, then by the rule; the HF backend consumes its
+``dropout_head_logits`` on ``N = n + 1`` positions (n <= L drafts this round), then by the rule; the HF backend consumes its
 per-sample generator in the same order, so at T = 0 both backends decide identically given the same
 hidden states. (At T > 0 the draft tokens themselves are sampled by vLLM's RNG, so runs differ.)
 
@@ -101,7 +101,21 @@ class RoundRecord:
 
 @dataclass
 class HookState:
-    """Per-worker state of the installed hook."""
+    """Per-worker state of the installed hook.
+
+    Attributes:
+        criterion: the rule object (``CRITERIA``), e.g. ``DropMatchJS(K=5, p_drop=0.3)``.
+        default_seed: generator seed for requests without ``SamplingParams.seed``.
+        record_inputs / record_trace: keep each round's inputs (hidden states, drafts, generator state) / the
+            rule's per-position trace in :class:`RoundRecord` (tests, Tables 2-3).
+        generators: one CPU ``torch.Generator`` per live request id.
+        rounds: rounds decided since the last ``dropmatch_take_rounds``.
+        target_hidden: the target's final hidden states ``[num_logits, d]`` captured from ``compute_logits``
+            in the current verify step.
+        draft_logits: the draft's logits per proposal step, each ``[B, V]`` (captured only when needed).
+        capturing_draft: True while the drafter proposes and the rule (or the trace) needs draft probabilities.
+        criterion_s: seconds spent deciding rounds (heads + rule), summed over the hook's life.
+    """
 
     criterion: Any
     default_seed: int = 0
@@ -168,7 +182,24 @@ class DropMatchSampler(RejectionSampler):
         logits: torch.Tensor,  # [num_tokens + B, V]
         sampling_metadata: Any,
     ) -> SamplerOutput:
-        """Decide each request's round with the rule; vLLM layout out: ``[B, max_spec_len + 1]`` int32."""
+        """Decide each request's round with the rule (Algorithm 1 for ``dropmatch_js``, Eq. 4 for naive).
+
+        Args:
+            metadata: vLLM's ``SpecDecodeMetadata`` (draft token ids ``[num_tokens]`` int, per-request draft
+                counts, target / bonus logits indices).
+            draft_probs: the draft's probabilities ``[num_tokens, V]`` float (captured by the hook), or None.
+            logits: the target's logits ``[num_tokens + B, V]`` float (B = requests in the batch).
+            sampling_metadata: vLLM's ``SamplingMetadata`` (temperature per request; penalties must be off).
+
+        Returns:
+            ``SamplerOutput`` with ``sampled_token_ids`` ``[B, max_spec_len + 1]`` int32: accepted drafts, then the
+            correction / bonus token, then ``PLACEHOLDER_TOKEN_ID`` (vLLM's layout).
+
+        Raises:
+            NotImplementedError: logprobs, penalties or bad words requested.
+            RuntimeError: the captured hidden states do not match the logits, or the rule needs ``draft_probs``
+                and none were captured.
+        """
         st, crit = self.state, self.state.criterion
         if sampling_metadata.max_num_logprobs is not None:
             raise NotImplementedError("logprobs are not supported with the DropMatch verify hook")
@@ -274,7 +305,24 @@ def _trace_json(trace: dict[str, torch.Tensor], upto: int) -> dict[str, list]:
 
 def install(runner: Any, criterion_name: str, criterion_kwargs: dict, *, default_seed: int = 0,
             record_inputs: bool = False, record_trace: bool = False) -> HookState:
-    """Install the hook on a live model runner (see the module docstring). Idempotent per runner."""
+    """Install the hook on a live model runner (see the module docstring). Idempotent per runner.
+
+    Args:
+        runner: vLLM's GPU/CPU model runner of a worker (``worker.model_runner``).
+        criterion_name: a ``CRITERIA`` key (``greedy_match``, ``rejection``, ``dropmatch_naive``, ``dropmatch_js``).
+        criterion_kwargs: the rule's arguments, e.g. ``{"K": 5, "p_drop": 0.3}``.
+        default_seed: generator seed for requests without ``SamplingParams.seed``.
+        record_inputs / record_trace: see :class:`HookState`.
+
+    Returns:
+        The new :class:`HookState` (also at ``runner._dropmatch_state``).
+
+    Raises:
+        UnsupportedVLLMError: the installed vLLM is not 0.32.x (:func:`check_vllm_version`).
+        NotImplementedError: no speculative config or a method outside ``SUPPORTED_METHODS``; a DropMatch rule on
+            a target whose LM head is quantised, has no plain weight, or scales / soft-caps its logits.
+        criteria.registry.UnknownNameError: an unknown ``criterion_name`` (the message lists the allowed ones).
+    """
     check_vllm_version()
     spec = runner.speculative_config
     if spec is None or spec.method not in SUPPORTED_METHODS:
@@ -372,11 +420,13 @@ class DropMatchWorkerExtension:
 
     def dropmatch_install(self, criterion_name: str, criterion_kwargs: dict, default_seed: int = 0,
                           record_inputs: bool = False, record_trace: bool = False) -> str:
+        """:func:`install` the rule on this worker; returns the rule's repr."""
         install(self.model_runner, criterion_name, criterion_kwargs, default_seed=default_seed,
                 record_inputs=record_inputs, record_trace=record_trace)
         return repr(self.model_runner._dropmatch_state.criterion)
 
     def dropmatch_uninstall(self) -> None:
+        """Put vLLM's own rejection sampler back (the wrappers stay, inactive)."""
         uninstall(self.model_runner)
 
     def dropmatch_take_rounds(self) -> list[RoundRecord]:
@@ -397,5 +447,6 @@ class DropMatchWorkerExtension:
         return w.detach().clone(), None if b is None else b.detach().clone(), self.model_runner.model_config.get_vocab_size()
 
     def dropmatch_criterion_s(self) -> float:
+        """Seconds this worker has spent deciding rounds (heads + rule) since the hook was installed."""
         st = getattr(self.model_runner, "_dropmatch_state", None)
         return 0.0 if st is None else st.criterion_s

@@ -14,7 +14,8 @@ def describe(cfg: DictConfig) -> str:
     """A few lines saying what this run would do (shown when it is refused)."""
     pair = cfg.pair
     return (
-        f"run: method={cfg.method.name} L={cfg.L} dataset={cfg.dataset.name} backend={cfg.backend.name} "
+        f"run: method={cfg.method.name} L={0 if cfg.method.get('autoregressive') else cfg.L} "
+        f"dataset={cfg.dataset.name} backend={cfg.backend.name} "
         f"profile={cfg.profile.name}\n"
         f"pair={pair.name}: target={pair.target.name} draft={pair.draft.name} dtype={pair.dtype} "
         f"tensor_parallel_size={pair.get('tensor_parallel_size', 1)} requires_gpu={pair.get('requires_gpu', False)}\n"

@@ -79,8 +79,10 @@ def test_job_cancelled_by_slurm_resumes_on_rerun_without_duplicates(slurm_cluste
         pytest.skip("needs Slurm accounting (sacct) so submitit sees the cancelled job: install slurmdbd mariadb-server")
     env = {**sweep_env, **slurm_cluster["env"]}
     results = Path(env["DROPMATCH_RESULTS"])
-    n = 24  # more than fits in Slurm's KillWait (5 s from SIGTERM, which submitit ignores, to SIGKILL)
-    sweep = ["method=dropmatch", "L=2", f"dataset.limit={n}", "decoding.max_new_tokens=48", *LAUNCHER]
+    # far more than fits in Slurm's KillWait (5 s from SIGTERM, which submitit ignores, to SIGKILL): with 24
+    # samples of 48 tokens an idle machine finished the job inside KillWait once and the sweep exited 0
+    n = 80
+    sweep = ["method=dropmatch", "L=2", f"dataset.limit={n}", "decoding.max_new_tokens=64", *LAUNCHER]
     p = subprocess.Popen(main_cmd(*sweep, multirun=True), cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from analysis.head_stats import position_frame
-from analysis.load import load_runs
+from analysis.load import SETTING, load_runs
 from runners.record import read_samples
 
 
@@ -58,7 +58,8 @@ def select_runs(runs: pd.DataFrame, *, dataset: str | None, profile: str | None,
     if sel.empty:
         return sel.copy()
     sel = sel.copy()
-    sel["trace"] = [bool(run_config(d).get("trace")) for d in sel["run_dir"]]
+    if "trace" not in sel:  # frames not from load_runs (which reads config.trace once)
+        sel["trace"] = [bool(run_config(d).get("trace")) for d in sel["run_dir"]]
     if trace is not None:
         sel = sel[sel["trace"] == trace]
     if K is not None:
@@ -80,7 +81,7 @@ def dedupe(runs: pd.DataFrame, keys: Iterable[str] = IDENTITY) -> pd.DataFrame:
     if runs.empty:
         return runs
     keys = [k for k in keys if k in runs]
-    setting = [c for c in ("n_expected", "offset", "max_new_tokens") if c in runs]
+    setting = [c for c in SETTING if c in runs and c not in ("pair", "dataset")]
     pop = runs.groupby(setting, dropna=False)["run_id"].transform("size") if setting else 1
     order = runs.assign(_date=runs["date_utc"].fillna(""), _pop=pop).sort_values(["complete", "_pop", "n", "_date"])
     key_frame = order[keys].astype(str)

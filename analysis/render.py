@@ -78,6 +78,9 @@ def render(name: str, profile_name: str | None = "default", *, runs_root: Path |
     mod = module(name)
     selected = mod.select(runs, profile) if not runs.empty else runs
     art = mod.build(selected) if not selected.empty else Artefact(name)
+    if art.empty and not selected.empty:
+        raise NoRuns(f"[render] {name}: nothing to tabulate from the {len(selected)} selected runs of profile="
+                     f"{profile.name or 'any'}" + (f" ({'; '.join(art.notes)})" if art.notes else ""))
     if art.empty:
         raise NoRuns(no_runs_message(name, profile, len(runs)))
     out = Path(out_root if out_root is not None else results_dir()) / name

@@ -39,7 +39,11 @@ def figure(runs: pd.DataFrame, stem: str, benchmarks: tuple[str, ...], labels: d
     if data.empty:
         return None
     present = [b for b in benchmarks if b in set(data["dataset"])] + sorted(set(data["dataset"]) - set(benchmarks))
-    fig, axes = style.subplots(1, len(present), width="double" if len(present) > 1 else "single")
+    ncols = len(present) if len(present) <= 3 else 2
+    nrows = -(-len(present) // ncols)
+    fig, axes = style.subplots(nrows, ncols, width="double" if len(present) > 1 else "single", aspect=0.55)
+    for ax in axes[len(present):]:
+        ax.set_visible(False)
     Ls = sorted(set(data["L"]))
     pairs = sorted(set(data["pair"]))
     for ax, b in zip(axes, present):
@@ -51,8 +55,11 @@ def figure(runs: pd.DataFrame, stem: str, benchmarks: tuple[str, ...], labels: d
                     linestyle=style.LINESTYLES[Ls.index(L) % len(style.LINESTYLES)], label=label)
         ax.set(xlabel="draft position $i$", title=labels.get(b, b), ylim=(-0.03, 1.03))
         ax.set_xticks(range(1, max(Ls) + 1, 1 if max(Ls) <= 6 else 2))
-    axes[0].set_ylabel("acceptance rate at $i$")
-    axes[0].legend(loc="lower left")
+    for ax in axes[::ncols]:
+        ax.set_ylabel("acceptance rate at $i$")
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="outside lower center", ncol=min(len(names), 4))
+    axes = axes[:len(present)]
     panels = style.panel_labels(axes)
     caption = ("Per-position acceptance rate (rounds whose accepted prefix reaches draft position i / rounds), "
                "SD vs SD+DM; " + ", ".join(f"{p} {labels.get(b, b)}" for p, b in zip(panels, present)))

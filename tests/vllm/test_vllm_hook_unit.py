@@ -94,6 +94,28 @@ def test_sampler_decides_as_verify_round(name, T):
     assert all(g.device == hidden.device for g in state.generators.values())
 
 
+def test_native_sampler_decides_and_rounds_are_logged():
+    """rule None (backend.native_verify): vLLM's own sampler's output is returned untouched and each request's
+    round is logged (vLLM returns no per-request metrics for a request a stop string ended)."""
+    from criteria.dropout_heads import HeadSpec
+    from vllm.v1.outputs import SamplerOutput
+
+    meta, rows = _metadata([[3, 7, 7], [], [1, 2]])
+    sampled = torch.tensor([[3, 7, 9, -1], [4, -1, -1, -1], [1, 2, 5, -1]], dtype=torch.int32)
+    calls = []
+
+    def native(*args):
+        calls.append(args)
+        return SamplerOutput(sampled_token_ids=sampled, logprobs_tensors=None)
+
+    sampler, state = _sampler(None, HeadSpec(), _runner(_head(), {"a": 1, "b": 2, "c": 3}), torch.zeros((rows, D)))
+    sampler.native = native
+    out = sampler.forward(meta, None, torch.zeros((rows, V)), SAMPLING)
+    assert out.sampled_token_ids is sampled and len(calls) == 1
+    assert [(r.req_id, r.num_draft_tokens, r.num_accepted, r.next_token_id) for r in state.rounds] == \
+        [("a", 3, 2, 9), ("c", 2, 2, 5)]
+
+
 def test_generator_is_made_on_the_hidden_states_device(monkeypatch):
     """Issue 10 item 3: a CPU generator with hidden states on another device. The hook asks make_generator for
     the hidden states' device (``meta`` here: the spy stops the round there, as no meta generator exists)."""

@@ -64,7 +64,8 @@ def _inner_stops(tokenizer, r) -> list[str]:
 
 def test_stop_strings_cut_sd_ids_as_ar_ids(backends):
     """Issue 10 item 2. Stops taken from the greedy text: vLLM SD ids == HF AR ids == HF SD ids (and text, stop
-    reason); the ids end at the token that completes the stop, the counters count only what is in the output."""
+    reason), through the hook's rule and through vLLM's own sampler; the ids end at the token that completes the
+    stop, the counters count only what is in the output (vLLM returns no per-request metrics for these requests)."""
     from runners.backends.base import DecodingConfig
 
     hf, vb = backends
@@ -78,8 +79,12 @@ def test_stop_strings_cut_sd_ids_as_ar_ids(backends):
         sd_dec = DecodingConfig(num_speculative_tokens=L, max_new_tokens=CAP, stop=[stop])
         want = list(hf.generate([sample], ar_dec, ar, no_heads))[0]
         assert want.stop_reason == "stop" and stop not in want.output_text, stop
-        for got in (list(vb.generate([sample], sd_dec, gm, no_heads))[0],
-                    list(hf.generate([sample], sd_dec, gm, no_heads))[0]):
+        got_all = [list(hf.generate([sample], sd_dec, gm, no_heads))[0]]
+        for native in (False, True):  # the hook's rule, and vLLM's own sampler (its rounds logged by the hook)
+            vb.native_verify = native
+            got_all.append(list(vb.generate([sample], sd_dec, gm, no_heads))[0])
+        vb.native_verify = False
+        for got in got_all:
             assert (got.output_token_ids, got.output_text, got.stop_reason) == \
                    (want.output_token_ids, want.output_text, want.stop_reason), stop
             assert _identity(got), stop
@@ -91,6 +96,7 @@ def test_eos_inside_a_round_is_cut_and_counted_as_hf(backends):
     from runners.backends.base import DecodingConfig
 
     hf, vb = backends
+    assert vb.eos_ids == set(hf.eos_ids) and vb.eos_ids  # one end-of-sequence set for both backends
     _, gm, no_heads = _rules()
     dec = DecodingConfig(num_speculative_tokens=L, max_new_tokens=CAP)
     base = list(hf.generate(_samples()[:1], dec, gm, no_heads))[0]

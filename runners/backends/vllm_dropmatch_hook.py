@@ -15,7 +15,7 @@ vLLM class is modified; four attributes of the live worker objects are replaced 
    into the target vocabulary (-inf elsewhere), so ``draft_probs`` are in target-vocab space.
 3. ``runner.drafter.take_last_draft_probs``: returns ``softmax(draft_logits / T')`` ``[batch, L, V]``
    (T' = T, or 1 when greedy, as in the HF backend), only when the rule needs ``draft_probs`` or a trace
-   is recorded. vLLM itself stores it keyed by request id and passes the rows of the verified drafts to
+   is recorded; with no rule (hook idle, or vLLM's own sampler) vLLM's own method answers. vLLM itself stores it keyed by request id and passes the rows of the verified drafts to
    the sampler as ``draft_probs`` ``[num_tokens, V]`` (``GPUModelRunner._get_spec_decode_draft_probs``).
 4. ``runner.rejection_sampler``: replaced by :class:`DropMatchSampler`, a ``RejectionSampler`` subclass
    whose ``forward(metadata, draft_probs, logits, sampling_metadata)`` decides each request's round with
@@ -23,6 +23,8 @@ vLLM class is modified; four attributes of the live worker objects are replaced 
    backend calls too) and returns vLLM's output layout ``[B, max_spec_len + 1]`` int32 padded with
    ``PLACEHOLDER_TOKEN_ID``. vLLM derives everything else from that tensor (accepted counts, KV-cache
    slots, the drafter's next input, the scheduler's per-step metrics), so those follow without more hooks.
+   Installed with no rule (``backend.native_verify``), it lets vLLM's own sampler decide and only logs the
+   rounds (:class:`RoundRecord`), which the backend's per-request counters are made from.
 
 RNG: one ``torch.Generator`` per request on the hidden states' device
 (:func:`runners.backends.seeding.make_generator`), seeded with ``SamplingParams.seed`` (the backend passes

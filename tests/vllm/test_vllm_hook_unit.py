@@ -116,6 +116,35 @@ def test_native_sampler_decides_and_rounds_are_logged():
         [("a", 3, 2, 9), ("c", 2, 2, 5)]
 
 
+def test_vllm_own_draft_probs_reach_vllm_own_sampler():
+    """With no rule (uninstalled, or native_verify) the wrapped ``take_last_draft_probs`` gives vLLM's own draft
+    probabilities: vLLM's rejection sampling at T > 0 needs them (the wrapper used to return None)."""
+    from criteria.dropout_heads import HeadSpec
+    from runners.backends.vllm_dropmatch_hook import _wrap_captures
+    from runners.backends.vllm_verify_step import HookState
+
+    own = torch.full((1, 3, V), 1.0 / V)
+    drafter = SimpleNamespace(model=SimpleNamespace(compute_logits=lambda h: h), propose=lambda: None,
+                              take_last_draft_probs=lambda: own)
+    runner = SimpleNamespace(model=SimpleNamespace(compute_logits=lambda h: h), drafter=drafter,
+                             _dropmatch_state=None, input_batch=SimpleNamespace(req_ids=["a"]),
+                             requests={"a": SimpleNamespace(sampling_params=SimpleNamespace(temperature=0.7))})
+    _wrap_captures(runner)
+    assert drafter.take_last_draft_probs() is own  # hook idle
+    runner._dropmatch_state = HookState(rule=None, heads=HeadSpec())
+    assert drafter.take_last_draft_probs() is own  # vLLM's own sampler, rounds logged
+    import criteria.rules  # noqa: F401
+    from criteria.registry import CRITERIA
+
+    runner._dropmatch_state = HookState(rule=CRITERIA.get("dropmatch_js")(), heads=HeadSpec(K=2, p_drop=0.1))
+    drafter.propose()  # the rule needs draft probabilities: captured from the draft's logits, softmax at T
+    runner._dropmatch_state.capturing_draft = True
+    logits = torch.randn((1, V))
+    drafter.model.compute_logits(logits)
+    got = drafter.take_last_draft_probs()
+    assert got.shape == (1, 1, V) and torch.allclose(got[0, 0], torch.softmax(logits[0] / 0.7, -1))
+
+
 def test_generator_is_made_on_the_hidden_states_device(monkeypatch):
     """Issue 10 item 3: a CPU generator with hidden states on another device. The hook asks make_generator for
     the hidden states' device (``meta`` here: the spy stops the round there, as no meta generator exists)."""

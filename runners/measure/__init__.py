@@ -4,6 +4,6 @@ Importing this package registers them in :data:`runners.measure.base.MEASUREMENT
 """
 
 from runners.measure.base import MEASUREMENTS, MissingRecordsError, check, run_measurement
-from runners.measure import latency  # noqa: F401,E402  (registration)
+from runners.measure import bench, latency, similarity  # noqa: F401,E402  (registration)
 
 __all__ = ["MEASUREMENTS", "MissingRecordsError", "check", "run_measurement"]

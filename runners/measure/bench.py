@@ -9,13 +9,15 @@ caching (every arm prefills the whole prompt; see :mod:`runners.measure.bench_ar
 Units: ``<sample_id>#<repeat>`` -- every arm on that prompt, back to back, in an order rotated per prompt and
 repeat (machine noise spreads over the arms), then ``latency/<k>`` -- :class:`runners.measure.latency.VerifyTimer`
 on the loaded target at this L, K, p_drop (verify(L+1)/decode, DM decision overhead share of the verify
-pass). Models load once per process; each session starts with an untimed warm-up of every arm.
+pass). Models load once per process; each session starts with an untimed warm-up of every arm (on the first
+prompt's last turn alone, ``method.warmup_tokens`` tokens).
 The summary (``bench/*``) is computed from the lines by :mod:`runners.measure.bench_summary`.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
@@ -102,9 +104,12 @@ class BenchMeasurement:
         model = {"dtype": str(pair.target.dtype).removeprefix("torch."), "threads": torch.get_num_threads()}
         by_id = {s.sample_id: s for s in self.samples()}
         index = {s.sample_id: i for i, s in enumerate(self.samples())}
+        # untimed warm-up once per session (kernel selection, allocator), on the first prompt's last turn alone
+        # (the full prompt's prefill would cost every arm a minute on a CPU)
         first = self.samples()[0]
-        for arm in arms:  # untimed warm-up (kernel selection, allocator) once per session
-            run_arm(arm, first, int(m["warmup_tokens"]))
+        warm = replace(first, sample_id=f"{first.sample_id}/warmup", messages=first.messages[-1:])
+        for arm in arms:
+            run_arm(arm, warm, int(m["warmup_tokens"]))
         log(f"[bench] warm-up done; arms {', '.join(arms)}; L={L}, {cap} new tokens, dtype {model['dtype']}")
         timer = None
         for uid in todo:

@@ -59,8 +59,8 @@ def build(summary: Mapping) -> pd.DataFrame:
                "first_mismatch": "; ".join(f"{m['prompt_id']}#{m['repeat']}@{m['position']}" for m in mism[:3])
                + (f" (+{len(mism) - 3})" if len(mism) > 3 else "")}
         for ref in REFS:
-            row[f"x_{ref}"] = 1.0 if ref == arm else g.get(f"x_{ref}", float("nan"))
-            row[f"x_{ref}_decode"] = 1.0 if ref == arm else g.get(f"x_{ref}_decode", float("nan"))
+            for suffix in ("", "_decode", "_median"):
+                row[f"x_{ref}{suffix}"] = 1.0 if ref == arm else g.get(f"x_{ref}{suffix}", float("nan"))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -84,6 +84,8 @@ def format_table(t: pd.DataFrame) -> pd.DataFrame:
     for ref, name in (("ar", "× our AR"), ("hf_ar", "× HF AR"), ("hf_assisted", "× HF assisted")):
         if f"x_{ref}" in t:
             f[name] = t[f"x_{ref}"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
+    f["× our AR, median per prompt"] = t["x_ar_median"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
+    f["× HF assisted, median per prompt"] = t["x_hf_assisted_median"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
     f["tok/s (prefill excl.)"] = t["decode_tok_per_s"].map(lambda v: f"{v:.2f}")
     f["× our AR (excl.)"] = t["x_ar_decode"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
     f["× HF assisted (excl.)"] = t["x_hf_assisted_decode"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
@@ -109,7 +111,8 @@ def main(argv: Iterable[str] | None = None) -> int:
             "tok/s = output tokens / wall seconds, summed over prompts and repeats; prefill incl. = the whole call per "
             "prompt (tokenised prompt in, ids out; every arm prefills the full prompt, no prefix caching); prefill "
             "excl. = after the first committed chunk (ours: after the prefill's token; transformers: after its "
-            "first streamed chunk); ± = std over repeats; × = ratio of the rates; arms interleaved per prompt",
+            "first streamed chunk); ± = std over repeats; × = ratio of the rates; median per prompt = median over "
+            "prompt x repeat of the ratio on that line (robust to bursts of load); arms interleaved per prompt",
             "τ = 1 + accepted / rounds (ours: rounds up to where the output ends; transformers: committed tokens per "
             "target forward, its first forward = prefill + first verify); greedy, EOS or the cap ends every arm, "
             "no stop strings; = AR tokens: lines whose output ids equal our AR's (SD+DM is lossy by design)",

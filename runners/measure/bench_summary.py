@@ -6,6 +6,7 @@ Keys (``bench/`` namespace; units in the suffix):
     ``.../tok_per_s_repeat_std``: std over repeats of the per-repeat rate;
   - ``bench/<arm>/x_<ref>`` (and ``x_<ref>_decode``): rate ratio to arm ``ref`` (``ar``, ``hf_ar``,
     ``hf_assisted``); ``x_<ref>_repeat_std``: std over repeats of the per-repeat (paired) ratio;
+    ``x_<ref>_median``: median over lines (prompt x repeat) of the per-line rate ratio (robust to bursts of load);
   - ``bench/<arm>/tau``: 1 + accepted / rounds (speculative arms);
   - ``bench/<arm>/identical_to_ar``: lines whose output token ids equal ``ar``'s on the same prompt and repeat,
     of ``bench/num_lines``; ``.../first_mismatches``: ``{prompt_id, repeat, position, ar_token, arm_token}``
@@ -81,6 +82,10 @@ def summarize_bench(lines: Sequence[Mapping[str, Any]], arms: Sequence[str], L: 
             paired = [_rate(results(arm, r), "tokens", "seconds") / _rate(results(ref, r), "tokens", "seconds")
                       for r in reps]
             out[f"bench/{arm}/x_{ref}_repeat_std"] = _std(paired)
+            per_line = [p["arms"][arm]["tokens"] / p["arms"][arm]["seconds"] * p["arms"][ref]["seconds"]
+                        / p["arms"][ref]["tokens"] for p in prompts if arm in p["arms"] and ref in p["arms"]
+                        and p["arms"][ref]["tokens"] and p["arms"][arm]["seconds"] > 0]
+            out[f"bench/{arm}/x_{ref}_median"] = statistics.median(per_line) if per_line else float("nan")
         if arm != "ar":
             same, mism = 0, []
             for p in prompts:

@@ -78,6 +78,7 @@ def test_summarize_bench_by_hand():
     s = summarize_bench(lines, ["ar", "sd", "sd_dm"], L=5, context=64)
     assert s["bench/ar/tok_per_s"] == pytest.approx(5.0) and s["bench/sd/tok_per_s"] == pytest.approx(10.0)
     assert s["bench/sd/x_ar"] == pytest.approx(2.0) and s["bench/sd/x_ar_repeat_std"] == pytest.approx(0.0)
+    assert s["bench/sd/x_ar_median"] == pytest.approx(2.0) and s["bench/sd_dm/x_ar_median"] == pytest.approx(4.0)
     assert s["bench/sd/tau"] == pytest.approx(1 + 6 / 3) and s["bench/sd_dm/tau"] == pytest.approx(1 + 7 / 2)
     assert s["bench/sd/identical_to_ar"] == 4 and s["bench/sd_dm/identical_to_ar"] == 0
     assert s["bench/sd_dm/first_mismatches"][0] == {"prompt_id": "a", "repeat": 0, "position": 4, "ar_token": 4,

@@ -12,14 +12,13 @@ Writes results/bench/bench.{md,csv,tex} (the CSV holds numbers only).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Iterable, Mapping
 
 import pandas as pd
 
 from analysis.load import load_runs
+from analysis.measure_runs import newest_complete
 from analysis.render import artefact_dir, provenance_lines, write_table
 
 ARM_LABELS = {"ar": "our AR (L=0)", "hf_ar": "transformers generate (AR)", "sd": "our SD",
@@ -28,20 +27,9 @@ REFS = ("ar", "hf_ar", "hf_assisted")
 
 
 def select(runs: pd.DataFrame, profile: str | None, pair: str | None) -> list[dict]:
-    """Summaries of the complete bench runs of one pair (given, else most frequent), newest per (dtype, L)."""
-    if runs.empty:
-        return []
-    sel = runs[(runs["method"] == "bench") & runs["complete"]]
-    if profile is not None:
-        sel = sel[sel["profile"] == profile]
-    if sel.empty:
-        return []
-    sel = sel[sel["pair"] == (pair or sel["pair"].value_counts().index[0])].sort_values("date_utc", ascending=False)
-    chosen: dict[tuple, dict] = {}
-    for row in sel.itertuples(index=False):
-        summ = json.loads((Path(row.run_dir) / "summary.json").read_text())
-        chosen.setdefault((summ.get("model/dtype"), row.L), {**summ, "_row": row._asdict()})
-    return [chosen[k] for k in sorted(chosen, key=lambda k: (str(k[0]), k[1]))]
+    """Summaries (plus ``_row``) of the complete bench runs of one pair, the newest per (dtype, L)."""
+    return [{**s, "_row": dict(r)} for r, s in newest_complete(runs, "bench", profile, pair,
+                                                                lambda r, s: (s.get("model/dtype"), r["L"]))]
 
 
 def build(summary: Mapping) -> pd.DataFrame:

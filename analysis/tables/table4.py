@@ -16,7 +16,6 @@ Writes results/table4/table4.{md,csv,tex}, table4_targets.{md,csv,tex} and table
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -25,6 +24,7 @@ import pandas as pd
 
 from analysis.latency import LLAMA31_70B, analytic_costs
 from analysis.load import load_runs
+from analysis.measure_runs import newest_complete
 from analysis.render import artefact_dir, provenance_lines, write_table
 from runners.record import read_samples
 
@@ -46,27 +46,10 @@ PARTS = {"verify_pass": ["full_forward"], "lm_head": ["lm_head"], "mc_dropout_he
 TARGETS = {"verify_over_decode": 1.1, "dm_overhead_pct": 3.0}  # issue 13, at L = 5
 
 
-def select(runs: pd.DataFrame, profile: str | None, pair: str | None) -> list[tuple[pd.Series, dict, dict]]:
-    """Complete latency runs of one pair (the given one, else the most frequent), newest per (dtype, L, K, p_drop, context).
-
-    Returns:
-        ``[(load_runs row, config, summary)]`` sorted by dtype then L.
-    """
-    if runs.empty:
-        return []
-    sel = runs[(runs["method"] == "latency") & runs["complete"]]
-    if profile is not None:
-        sel = sel[sel["profile"] == profile]
-    if sel.empty:
-        return []
-    sel = sel[sel["pair"] == (pair or sel["pair"].value_counts().index[0])].sort_values("date_utc", ascending=False)
-    chosen: dict[tuple, tuple] = {}
-    for row in sel.itertuples(index=False):
-        d = Path(row.run_dir)
-        cfg, summ = json.loads((d / "config.json").read_text()), json.loads((d / "summary.json").read_text())
-        key = (summ.get("model/dtype"), row.L, row.K, row.p_drop, summ.get("latency/context"))
-        chosen.setdefault(key, (pd.Series(row._asdict()), cfg, summ))
-    return [chosen[k] for k in sorted(chosen, key=lambda k: (str(k[0]), k[1]))]
+def select(runs: pd.DataFrame, profile: str | None, pair: str | None) -> list[tuple[pd.Series, dict]]:
+    """Complete latency runs of one pair, the newest per (dtype, L, K, p_drop, context): ``[(row, summary)]``."""
+    return newest_complete(runs, "latency", profile, pair, lambda r, s: (s.get("model/dtype"), r["L"], r["K"], r["p_drop"],
+                                                                        s.get("latency/context")))
 
 
 def build(summary: Mapping, paper_config: Mapping = LLAMA31_70B) -> pd.DataFrame:
@@ -135,15 +118,15 @@ def main(argv: Iterable[str] | None = None) -> int:
         print(f"no complete method=latency runs (profile={args.profile}); run: python -m runners.main -m "
               "experiment=table4", file=sys.stderr)
         return 1
-    rows = pd.concat([build(s) for _, _, s in chosen], ignore_index=True)
-    tgt = pd.DataFrame([targets(s) for _, _, s in chosen])
-    used = pd.DataFrame([r for r, _, _ in chosen])
+    rows = pd.concat([build(s) for _, s in chosen], ignore_index=True)
+    tgt = pd.DataFrame([targets(s) for _, s in chosen])
+    used = pd.DataFrame([r for r, _ in chosen])
     out = artefact_dir("table4")
-    pd.concat([timings(r["run_dir"], s) for r, _, s in chosen], ignore_index=True).to_csv(
+    pd.concat([timings(r["run_dir"], s) for r, s in chosen], ignore_index=True).to_csv(
         out / "table4_timings.csv", index=False)
-    s0 = chosen[0][2]
-    threads = sorted({t for _, _, s in chosen for t in s.get("model/threads", [])})
-    notes = [f"n (timed repeats per run): {', '.join(str(int(s['num_samples'])) for _, _, s in chosen)}; batch 1, "
+    s0 = chosen[0][1]
+    threads = sorted({t for _, s in chosen for t in s.get("model/threads", [])})
+    notes = [f"n (timed repeats per run): {', '.join(str(int(s['num_samples'])) for _, s in chosen)}; batch 1, "
              f"n_input = L+1, K={s0['latency/K']}, p_drop={s0['latency/p_drop']}, KV context "
              f"{s0['latency/context']} tokens; torch threads {threads}",
              *provenance_lines(used),

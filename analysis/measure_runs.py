@@ -18,7 +18,7 @@ def newest_complete(runs: pd.DataFrame, method: str, profile: str | None, pair: 
         key: ``key(row, summary)`` -> the cell a run fills (e.g. its dtype and L).
 
     Returns:
-        ``[(row, summary)]`` sorted by key (``str`` of each part).
+        ``[(row, summary)]`` sorted by key (numbers numerically, other parts as text).
     """
     if runs.empty:
         return []
@@ -32,4 +32,10 @@ def newest_complete(runs: pd.DataFrame, method: str, profile: str | None, pair: 
     for _, row in sel.iterrows():
         summ = json.loads((Path(row["run_dir"]) / "summary.json").read_text())
         chosen.setdefault(key(row, summ), (row, summ))
-    return [chosen[k] for k in sorted(chosen, key=lambda k: tuple(str(x) for x in k))]
+    return [chosen[k] for k in sorted(chosen, key=_order)]
+
+
+def _order(key: tuple) -> tuple:
+    """Numbers in numeric order, anything else (dtype names, None) as text after them."""
+    return tuple((0, float(x), "") if isinstance(x, (int, float)) and not isinstance(x, bool) else (1, 0.0, str(x))
+                 for x in key)

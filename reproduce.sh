@@ -8,7 +8,7 @@ ROOT=$PWD
 VENV=${DROPMATCH_VENV:-$ROOT/.venv}
 PY=$VENV/bin/python
 
-ARTEFACTS="table1 table2 table3 table4 table5 table6 table7 table8 table9 table10 fig1 fig3 fig5 fig6 sensitivity"
+ARTEFACTS="table1 table2 table3 table4 table5 table6 table7 table8 table9 table10 fig1 fig3 fig5 fig6 sensitivity bench"
 
 usage() {
   cat >&2 <<USAGE
@@ -103,10 +103,13 @@ run_artefact() {
     setup_vllm
     runpy=$VLLM_PY
   fi
-  if [ -f "conf/experiment/$name.yaml" ] && grep -q "sweeper" "conf/experiment/$name.yaml"; then
-    echo "[reproduce] $name: sweep (profile=$profile)" >&2
-    "$runpy" -m runners.main --multirun "experiment=$name" "${overrides[@]+"${overrides[@]}"}"
-  fi
+  local exp
+  for exp in "$name" "${name}_measure"; do  # <name>_measure: measurement runs that read the sweep's records (fig3)
+    if [ -f "conf/experiment/$exp.yaml" ] && grep -q "sweeper" "conf/experiment/$exp.yaml"; then
+      echo "[reproduce] $name: sweep $exp (profile=$profile)" >&2
+      "$runpy" -m runners.main --multirun "experiment=$exp" "${overrides[@]+"${overrides[@]}"}"
+    fi
+  done
   if [ -n "$mod" ]; then
     # every (p_drop, K), L and the backend come from the records and the profile: only the profile is passed
     if on_contract "$mod"; then "$PY" -m analysis.render "$name" --profile "$profile"

@@ -8,7 +8,7 @@ For the artefact's module (:data:`ARTEFACTS`; the contract is in :mod:`analysis.
 run record (:func:`analysis.load.load_runs`), calls ``select(runs, profile)`` and ``build(selected)``, writes
 Markdown, numeric CSV, booktabs LaTeX and PNG/PDF figures plus ``manifest.json`` (:mod:`analysis.write`),
 prints the tables, and, with ``DROPMATCH_WANDB=online|offline``, logs each table and figure to W&B
-(:func:`runners.wandb_logger.log_artefact`). The backend and every (p_drop, K) / L setting come from the
+(:func:`analysis.wandb_artefact.log_artefact`). The backend and every (p_drop, K) / L setting come from the
 records and the profile (``conf/profile/<P>.yaml``), never from flags.
 
 Exit status: 0 written; 1 no runs to tabulate (message on stderr names the artefact, profile and the command
@@ -100,7 +100,7 @@ def log_wandb(art: Artefact, out: Path) -> list[str]:
     """With ``DROPMATCH_WANDB=online|offline``: one W&B analysis run per table and figure; returns their dirs."""
     if os.environ.get("DROPMATCH_WANDB", "") not in ("online", "offline"):
         return []
-    from runners.wandb_logger import log_artefact
+    from analysis.wandb_artefact import log_artefact
 
     dirs = [log_artefact(t.stem, t.data) for t in art.tables]
     dirs += [log_artefact(f.stem, f.data, [out / f"{f.stem}.png", out / f"{f.stem}.pdf"]) for f in art.figures]

@@ -38,6 +38,10 @@ def resolve_run_config(cfg: Any) -> dict:
     if method.get("autoregressive"):
         c["L"] = 0
     validate(c)
+    if method.get("measure"):  # a measurement run (runners/measure/): its own fields are checked before loading
+        from runners.measure import check
+
+        check(c)
     spec_method = (c.get("pair") or {}).get("spec_method")  # the pair says what its draft is (eagle3 head)
     if spec_method and dict(c["backend"]).get("name") == "vllm":
         c["backend"] = {**dict(c["backend"]), "spec_method": str(spec_method)}
@@ -51,7 +55,7 @@ def resolve_run_config(cfg: Any) -> dict:
     if c.get("repeats") is None:
         c["repeats"] = int(profile.get("repeats") or 1)
     dm = c["dropmatch"]
-    if method.get("uses_dropmatch"):
+    if method.get("uses_dropmatch") or method.get("measure"):
         dm["path"] = 0
     elif method.get("ar_dropout_path"):  # one path: K = 1; the rule's settings do not apply
         c["dropmatch"] = {"K": 1, "p_drop": dm["p_drop"], "path": dm.get("path", 0)}
@@ -158,6 +162,10 @@ def run(cfg: Any, log=print) -> dict:
     from runners.summary import summarize
 
     c = resolve_run_config(cfg)
+    if c["method"].get("measure"):  # Table 4 timings, Fig. 3 similarity, the benchmark: records of measurements
+        from runners.measure import run_measurement
+
+        return run_measurement(c, log)
     record = RunRecord(results_dir() / "runs", c)
     dataset = build(DATASETS, c["dataset"])
     samples = dataset.load()

@@ -20,15 +20,14 @@ One run record = one W&B run:
 ``logger.mode=offline`` writes ``<dir>/wandb/offline-run-*/`` (``dir`` defaults to the results directory);
 upload later with ``wandb sync <dir>/wandb/offline-run-*``.
 
-:func:`log_artefact` logs an artefact's table and figures (for ``analysis/``).
+:func:`analysis.wandb_artefact.log_artefact` logs an artefact's tables and figures.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 MODES = ("online", "offline", "disabled")
 DEFAULTS = {"mode": "online", "project": "dropmatch-bench", "entity": None, "group": None, "tags": [],
@@ -163,46 +162,3 @@ class WandbLogger:
         if self.run is not None:
             self.run.finish()
             self.run = None
-
-
-def log_artefact(name: str, table_df: Any, image_paths: Iterable[str | os.PathLike] = (),
-                 cfg: Mapping[str, Any] | None = None) -> str | None:
-    """Log an artefact's table and figures to W&B as one ``job_type="analysis"`` run; return its local dir.
-
-    Args:
-        name: the artefact (``table6``, ``fig3`` ...): run name, group and W&B artifact name.
-        table_df: the table as a pandas DataFrame (logged as ``wandb.Table`` ``table`` and ``table.csv``).
-        image_paths: figure files (png/pdf/svg); images are logged as ``figure/<stem>``, all go in the artifact.
-        cfg: logger settings as in ``conf/logger/wandb.yaml``; None: ``mode`` from env ``DROPMATCH_WANDB``
-            (``online`` / ``offline``; unset or anything else: do nothing and return None).
-
-    Analysis modules can call this unconditionally: without ``cfg`` and ``DROPMATCH_WANDB`` it is a no-op.
-    """
-    if cfg is None:
-        mode = os.environ.get("DROPMATCH_WANDB", "")
-        if mode not in ("online", "offline"):
-            return None
-        cfg = {"mode": mode, "project": os.environ.get("WANDB_PROJECT") or DEFAULTS["project"],
-               "entity": os.environ.get("WANDB_ENTITY")}
-    import wandb
-
-    s = _settings(cfg)
-    run = wandb.init(project=s["project"], entity=s["entity"], group=s["group"] or name, name=name,
-                     job_type="analysis", mode=s["mode"], dir=s["dir"], tags=list(s["tags"] or []),
-                     reinit="finish_previous", settings=wandb.Settings(silent=True))
-    try:
-        art = wandb.Artifact(name, type="artefact")
-        with tempfile.TemporaryDirectory() as tmp:
-            csv = Path(tmp) / "table.csv"
-            table_df.to_csv(csv, index=False)
-            art.add_file(str(csv))
-            payload: dict[str, Any] = {"table": wandb.Table(dataframe=table_df.reset_index(drop=True))}
-            for p in map(Path, image_paths):
-                art.add_file(str(p))
-                if p.suffix.lower() in (".png", ".jpg", ".jpeg"):
-                    payload[f"figure/{p.stem}"] = wandb.Image(str(p))
-            run.log(payload)
-            run.log_artifact(art)
-        return str(Path(run.dir).parent)
-    finally:
-        run.finish()

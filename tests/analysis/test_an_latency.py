@@ -1,31 +1,11 @@
-"""Table 4: the latency measurement on a tiny random model, the analytic cost model, the table rows."""
+"""Table 4's analysis side: the analytic cost model and the table rows built from a latency run's summary."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from analysis.latency import COMPONENTS, LLAMA31_70B, LatencySamples, analytic_costs, measure
-
-
-@pytest.fixture(scope="module")
-def tiny_target(tiny_pair_dir):
-    from runners.models.loader import load_pair
-
-    spec = {"name": "t", "local_path": str(tiny_pair_dir / "target"), "order": ["local"]}
-    return load_pair({"name": "tiny", "target": spec, "draft": spec}, need_draft=False).target
-
-
-def test_measure_tiny(tiny_target):
-    s = measure(tiny_target, n_input=5, K=5, p_drop=0.3, context=16, warmup=1, repeats=3, log=lambda m: None)
-    assert set(s.seconds) == set(COMPONENTS)
-    assert all(len(v) == 3 and all(t > 0 for t in v) for v in s.seconds.values())
-    assert s.quantile("lm_head", 0.25) <= s.median("lm_head") <= s.quantile("lm_head", 0.75)
-
-
-def test_measure_rejects_n_input_1(tiny_target):
-    with pytest.raises(ValueError, match="n_input"):
-        measure(tiny_target, n_input=1, warmup=0, repeats=1)
+from analysis.latency import LLAMA31_70B, analytic_costs
 
 
 def test_analytic_llama70b():
@@ -37,17 +17,37 @@ def test_analytic_llama70b():
     assert c["mc_dropout_heads"]["bytes"] < 0.01 * c["lm_head"]["bytes"]  # W is read once for all heads
 
 
-def test_table4_rows():
-    from analysis.tables.table4 import build
+def _summary(**ms: float) -> dict:
+    out = {"model/dtype": "bfloat16", "model/bytes_per_param": 2, "model/dims": {**LLAMA31_70B},
+           "latency/L": 4, "latency/n_input": 5, "latency/K": 5, "latency/context": 256}
+    for comp, v in ms.items():
+        out.update({f"latency/{comp}/median_ms": v, f"latency/{comp}/q25_ms": 0.9 * v, f"latency/{comp}/q75_ms": 1.1 * v})
+    return out
 
-    secs = {"full_forward": [1.0, 1.0, 1.0], "lm_head": [0.1] * 3, "mc_dropout_heads": [0.15] * 3,
-            "js_divergence": [0.02] * 3, "dropmatch_criterion": [0.03] * 3}
-    t = build(LatencySamples(secs, 5, 5, 0.3, 256, "cpu"), LLAMA31_70B, bytes_per_param=2)
-    assert isinstance(t, pd.DataFrame) and len(t) == 7
-    assert t.loc[0, "pct_of_full_measured"] == 100.0
-    assert t.loc[1, "pct_of_full_measured"] == pytest.approx(10.0)
-    assert t.loc[3, "pct_of_full_measured"] == pytest.approx(5.0)  # MC extra = 0.15 - 0.10
-    assert t.loc[5, "pct_of_full_measured"] == pytest.approx(7.0)  # + JS 0.02
-    assert t.loc[1, "paper_pct"] == 0.05 and t.loc[5, "paper_pct"] == 1.64
-    assert t.loc[0, "pct_bytes_analytic"] == 100.0
-    assert 1.0 < t.loc[1, "pct_bytes_analytic"] < 2.0  # LM head share of the bytes of a 70B forward
+
+def test_table4_rows_from_summary():
+    from analysis.tables.table4 import LABELS, build
+
+    t = build(_summary(decode_step=400.0, verify_pass=1000.0, lm_head=100.0, mc_dropout_heads=150.0,
+                       js_divergence=20.0, dropmatch_criterion=30.0)).set_index("component")
+    assert isinstance(t, pd.DataFrame) and len(t) == len(LABELS)
+    pct = t["pct_of_verify_measured"]
+    assert pct[LABELS["verify_pass"]] == 100.0 and pct[LABELS["decode_step"]] == pytest.approx(40.0)
+    assert pct[LABELS["lm_head"]] == pytest.approx(10.0)
+    assert pct[LABELS["mc_extra"]] == pytest.approx(5.0)  # MC extra = 150 - 100
+    assert pct[LABELS["dropmatch_overhead"]] == pytest.approx(7.0)  # + JS 20
+    assert t.loc[LABELS["lm_head"], "paper_pct"] == 0.05 and t.loc[LABELS["dropmatch_overhead"], "paper_pct"] == 1.64
+    assert t.loc[LABELS["verify_pass"], "pct_bytes_analytic"] == 100.0
+    assert 1.0 < t.loc[LABELS["lm_head"], "pct_bytes_analytic"] < 2.0  # LM head share of the bytes of a 70B forward
+    # a 70B decode step reads the same weights as a 5-token verify pass: ~100% of its bytes
+    assert 95.0 < t.loc[LABELS["decode_step"], "pct_bytes_analytic"] <= 100.0
+
+
+def test_table4_targets_row():
+    from analysis.tables.table4 import targets
+
+    s = {**_summary(decode_step=200.0, verify_pass=210.0), "latency/verify_over_decode": 1.05,
+         "latency/dm_overhead_ms": 6.0, "latency/dm_overhead_share": 0.03, "latency/dm_rule_share": 0.04}
+    row = targets(s)
+    assert row["verify_over_decode"] == 1.05 and row["dm_overhead_pct"] == pytest.approx(3.0)
+    assert row["dm_rule_pct"] == pytest.approx(4.0) and row["dtype"] == "bfloat16"

@@ -104,7 +104,7 @@ def test_log_artefact_offline(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from runners.wandb_logger import log_artefact
+    from analysis.wandb_artefact import log_artefact
 
     monkeypatch.delenv("DROPMATCH_WANDB", raising=False)
     df = pd.DataFrame({"Method": ["SD", "SD+DM"], "tau": [2.1, 2.9]})
@@ -114,7 +114,9 @@ def test_log_artefact_offline(tmp_path, monkeypatch):
     plt.plot([1, 2, 3], [0.9, 0.7, 0.5])
     plt.savefig(fig_path)
     plt.close("all")
-    run_dir = log_artefact("table6", df, [fig_path], cfg={"mode": "offline", "dir": str(tmp_path)})
+    monkeypatch.setenv("DROPMATCH_WANDB", "offline")
+    monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path))
+    run_dir = log_artefact("table6", df, [fig_path])
     got = read_offline_run(Path(run_dir))
     assert got["run"]["run_group"] == "table6" and got["run"]["job_type"] == "analysis"
     (row,) = [r for r in got["history"] if "table._type" in r]

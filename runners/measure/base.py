@@ -1,0 +1,106 @@
+"""The measurement seam: a run whose record holds measurements (timings, judge scores) instead of decodes.
+
+A measurement is selected by ``method.measure`` (``conf/method/<name>.yaml``) and runs through the same
+entry point, run id and record as every run (``python -m runners.main method=latency ...``): its
+``samples.jsonl`` has one line per *unit* (a timing repeat, a prompt's similarity matrices, a prompt x
+repeat of the benchmark), appended as each unit finishes, so an interrupted run resumes at the first unit
+without a line; ``summary.json`` aggregates the lines. ``analysis/`` reads only these records.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+
+from criteria.registry import Registry, UnknownNameError
+from runners.validate import ConfigError
+
+MEASUREMENTS: Registry = Registry("method.measure")
+
+
+class MissingRecordsError(ConfigError):
+    """A measurement's input records (e.g. Fig. 3's single-path decodes) are absent or unfinished."""
+
+
+def check(c: Mapping[str, Any]) -> None:
+    """Validate a measurement config before anything loads (called by ``resolve_run_config``).
+
+    Raises:
+        ConfigError: unknown ``method.measure`` or a field the measurement refuses.
+    """
+    try:
+        job = MEASUREMENTS.get(str(c["method"]["measure"]))
+    except UnknownNameError as e:
+        raise ConfigError(str(e)) from None
+    job.check(c)
+
+
+def positive_int(c: Mapping[str, Any], field: str, minimum: int = 1) -> int:
+    """``c["method"][field]`` as an int >= ``minimum``, else ConfigError naming ``method.<field>``."""
+    v = c["method"].get(field)
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise ConfigError(f"method.{field}={v!r} is invalid; allowed: an integer >= {minimum}")
+    return v
+
+
+@runtime_checkable
+class Measurement(Protocol):
+    """One kind of measurement. Constructed from the resolved run config ``c`` (cheap: nothing loads).
+
+    ``check(c)`` (a staticmethod) raises :class:`runners.validate.ConfigError` naming the field and its
+    allowed values; it runs in ``resolve_run_config``, so a sweep with a bad point is refused up front.
+    """
+
+    def unit_ids(self) -> list[str]:
+        """Every unit id the finished run has, in the order they are measured (may read other records)."""
+        ...
+
+    def measure(self, todo: Sequence[str], log: Callable[[str], None]) -> Iterator[dict]:
+        """Load what is needed and yield one JSON-serialisable line (with ``sample_id``) per unit of ``todo``."""
+        ...
+
+    def summarize(self, lines: Sequence[Mapping[str, Any]]) -> dict:
+        """The run's summary from its lines (pure)."""
+        ...
+
+
+def run_measurement(c: Mapping[str, Any], log: Callable[[str], None] = print) -> dict:
+    """Execute one measurement run (resumable) and return its summary.
+
+    Same contract as :func:`runners.run.run`: a finished run returns its stored summary without loading
+    anything; a run another live process writes is left to it (``{"complete": False, "running_elsewhere": True}``).
+
+    Raises:
+        runners.validate.ConfigError: invalid field, or (``MissingRecordsError``) input records absent.
+    """
+    from runners.paths import results_dir
+    from runners.provenance import provenance
+    from runners.record import RunLockedError, RunRecord
+
+    job = MEASUREMENTS.get(c["method"]["measure"])(c)
+    record = RunRecord(results_dir() / "runs", c)
+    units = job.unit_ids()
+    tag = f"{c['method']['name']} pair={c['pair']['name']} dtype={c['pair'].get('dtype')} n={len(units)}"
+    finished = record.existing_summary()
+    if finished is not None and finished.get("num_expected") == len(units):
+        log(f"[run {record.run_id}] {tag}: finished earlier, skipped ({record.dir})")
+        return finished
+    with record:
+        try:
+            record.open({**provenance(), "run_id": record.run_id})
+        except RunLockedError as e:
+            log(f"[run {record.run_id}] {tag}: skipped here, {e}; that process finishes it")
+            return {"run_id": record.run_id, "complete": False, "running_elsewhere": True}
+        done = record.done_ids()
+        todo = [u for u in units if u not in done]
+        log(f"[run {record.run_id}] {tag}: {len(units) - len(todo)} done, {len(todo)} to go")
+        if todo:
+            for line in job.measure(todo, log):
+                record.append(line)
+        wanted = set(units)
+        lines = [s for s in record.samples() if s["sample_id"] in wanted]
+        summary = job.summarize(lines)
+        summary.update({"run_id": record.run_id, "num_samples": len(lines), "num_expected": len(units),
+                        "complete": len(lines) == len(units), **provenance()})
+        record.write_summary(summary)
+    log(f"[run {record.run_id}] done: {len(lines)}/{len(units)} units ({record.dir})")
+    return summary

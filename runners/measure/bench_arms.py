@@ -1,0 +1,131 @@
+"""The arms of the side-by-side benchmark: our HF loop (AR, SD, SD+DM) and transformers' own ``generate``
+(AR, and assisted generation with the draft as assistant -- the anchor a user would pick instead).
+
+Every arm decodes one prompt greedily to ``max_new_tokens`` or the first end-of-sequence token (no stop
+strings), and returns the same fields, timed the same way: ``seconds`` = wall time of the whole call
+(tokenised prompt in, token ids out; prefill included), ``decode_s`` / ``decode_tokens`` = the part after
+the first committed chunk (ours: the rounds after the prefill's first token; transformers: after the
+streamer's first put of new tokens, i.e. prefill + for assisted generation its first round), so rates can be
+read with and without prefill. ``rounds`` = target forward passes after the prefill (ours) or all target
+forward passes (transformers, counted by a forward pre-hook); ``accepted`` = committed tokens - rounds; ours
+count rounds and accepted tokens only up to where the output ends (``SpecDecodeCounters``), transformers' over
+everything it generated; ``verify_passes`` = target passes actually run after the prefill (ours) or in all.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, Sequence
+
+import torch
+
+
+def our_generate(backend: Any, sample: Any, *, L: int, rule: tuple[Any, Any], max_new_tokens: int, seed: int) -> dict:
+    """One prompt through the project's backend (``runners.registry.BACKENDS``), the only call into it here.
+
+    Args:
+        backend: built as ``runners.run`` builds it (``build(BACKENDS, c["backend"], pair=pair)``).
+        sample: a ``runners.datasets.base.Sample``.
+        L: draft length (0 = autoregressive through the same loop).
+        rule: ``(rule, heads)``: the built acceptance rule and its ``criteria.dropout_heads.HeadSpec``.
+
+    Returns:
+        The arm fields (see the module docstring); ``verify_s`` / ``draft_s`` / ``criterion_s`` split ``decode_s``.
+    """
+    from runners.backends.base import DecodingConfig
+
+    decoding = DecodingConfig(num_speculative_tokens=L, temperature=0.0, max_new_tokens=max_new_tokens, stop=[],
+                              seed=seed)
+    t0 = time.perf_counter()
+    res = next(iter(backend.generate([sample], decoding, *rule)))
+    seconds = time.perf_counter() - t0
+    ids = [int(i) for i in res.output_token_ids]
+    rounds = res.counters.num_drafts if L > 0 else max(len(ids) - 1, 0)
+    return {"output_token_ids": ids, "tokens": len(ids), "seconds": seconds, "prefill_s": res.prefill_s,
+            "decode_s": res.wall_s, "decode_tokens": max(len(ids) - 1, 0), "rounds": rounds,
+            "accepted": res.counters.num_accepted_tokens if L > 0 else 0,
+            "verify_passes": len(res.accepted_per_round),
+            "draft_s": res.draft_s, "verify_s": res.verify_s, "criterion_s": res.criterion_s}
+
+
+class _ChunkClock:
+    """A transformers streamer that notes when the first chunk of new tokens arrives (the first put is the prompt)."""
+
+    def __init__(self) -> None:
+        self.puts = 0
+        self.first_at: float | None = None
+        self.first_tokens = 0
+
+    def put(self, value: torch.Tensor) -> None:
+        self.puts += 1
+        if self.puts == 2:
+            self.first_at = time.perf_counter()
+            self.first_tokens = int(value.numel())
+
+    def end(self) -> None:
+        pass
+
+
+class _CallCounter:
+    """Counts forward calls of a module while active (a forward pre-hook)."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.module, self.calls, self.handle = module, 0, None
+
+    def __enter__(self) -> "_CallCounter":
+        self.handle = self.module.register_forward_pre_hook(self._hook)
+        return self
+
+    def _hook(self, *_: Any) -> None:
+        self.calls += 1
+
+    def __exit__(self, *_: Any) -> None:
+        self.handle.remove()
+
+
+@torch.inference_mode()
+def hf_generate(target: Any, prompt_ids: Sequence[int], *, eos_ids: Sequence[int], pad_id: int, max_new_tokens: int,
+                draft: Any = None, L: int = 0) -> dict:
+    """transformers ``generate`` on one prompt: greedy AR, or assisted generation with ``draft`` proposing L tokens.
+
+    The assistant's settings are read from ``draft.generation_config`` by transformers
+    (``AssistedCandidateGenerator``), not from ``generate`` keyword arguments, so they are set there for the
+    call and restored after: ``num_assistant_tokens = L``, schedule ``constant``, ``assistant_confidence_threshold
+    = 0`` (no early stop of the draft on low confidence: exactly L candidates per round, as our loop).
+
+    Returns:
+        The arm fields; ``draft_forwards`` counts the assistant's forward calls (L per full round).
+    """
+    from transformers import GenerationConfig
+
+    gen_cfg = GenerationConfig(do_sample=False, max_new_tokens=max_new_tokens, min_new_tokens=0,
+                               eos_token_id=list(eos_ids), pad_token_id=pad_id)
+    x = torch.tensor([list(prompt_ids)], dtype=torch.long, device=target.device)
+    clock = _ChunkClock()
+    kwargs: dict[str, Any] = {"generation_config": gen_cfg, "attention_mask": torch.ones_like(x), "streamer": clock}
+    saved = None
+    if draft is not None:
+        saved = copy.deepcopy(draft.generation_config)
+        draft.generation_config.num_assistant_tokens = int(L)
+        draft.generation_config.num_assistant_tokens_schedule = "constant"
+        draft.generation_config.assistant_confidence_threshold = 0.0
+        kwargs["assistant_model"] = draft
+    try:
+        with _CallCounter(target) as t_calls, _CallCounter(draft if draft is not None else target) as d_calls:
+            t0 = time.perf_counter()
+            out = target.generate(x, **kwargs)
+            end = time.perf_counter()
+    finally:
+        if saved is not None:
+            draft.generation_config = saved
+    new = [int(i) for i in out[0, x.shape[1]:].tolist()]
+    cut = next((i for i, tok in enumerate(new) if tok in set(eos_ids)), None)
+    ids = new if cut is None else new[:cut]
+    first_at = clock.first_at if clock.first_at is not None else end
+    first = min(clock.first_tokens, len(ids))
+    rounds = t_calls.calls
+    return {"output_token_ids": ids, "tokens": len(ids), "seconds": end - t0, "prefill_s": None,
+            "decode_s": end - first_at, "decode_tokens": len(ids) - first, "rounds": rounds,
+            "accepted": max(len(new) - rounds, 0) if draft is not None else 0, "verify_passes": rounds,
+            "draft_forwards": d_calls.calls if draft is not None else 0}

@@ -1,0 +1,121 @@
+"""Summary of a benchmark run from its record lines (pure): rates, ratios, τ, token equality, cost ratios.
+
+Keys (``bench/`` namespace; units in the suffix):
+  - ``bench/<arm>/tok_per_s``: total output tokens / total wall seconds over every prompt and repeat, prefill
+    included (the same for every arm); ``.../decode_tok_per_s``: after the first committed chunk (prefill excluded);
+    ``.../tok_per_s_repeat_std``: std over repeats of the per-repeat rate;
+  - ``bench/<arm>/x_<ref>`` (and ``x_<ref>_decode``): rate ratio to arm ``ref`` (``ar``, ``hf_ar``,
+    ``hf_assisted``); ``x_<ref>_repeat_std``: std over repeats of the per-repeat (paired) ratio;
+    ``x_<ref>_median``: median over lines (prompt x repeat) of the per-line rate ratio (robust to bursts of load);
+  - ``bench/<arm>/tau``: 1 + accepted / rounds (speculative arms);
+  - ``bench/<arm>/identical_to_ar``: lines whose output token ids equal ``ar``'s on the same prompt and repeat,
+    of ``bench/num_lines``; ``.../first_mismatches``: ``{prompt_id, repeat, position, ar_token, arm_token}``
+    (position = index of the first differing output token; a token of -1 = the output ended there);
+  - ``bench/in_situ/verify_over_decode``: our SD's mean verify seconds per pass / our AR's per step, inside
+    the loop; ``bench/in_situ/dm_overhead_share``: SD+DM's extra verify + criterion seconds per pass over SD's,
+    as a share of SD's verify pass;
+  - ``bench/latency/*``: :func:`runners.measure.latency.summarize_timings` of the ``latency/<k>`` lines.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Mapping, Sequence
+
+from runners.measure.latency import summarize_timings
+
+REFS = ("ar", "hf_ar", "hf_assisted")
+SPEC_ARMS = ("sd", "hf_assisted", "sd_dm")
+
+
+def first_mismatch(a: Sequence[int], b: Sequence[int]) -> tuple[int, int, int] | None:
+    """``(position, a_token, b_token)`` of the first difference of two id lists (-1 past an end), None if equal."""
+    for i in range(max(len(a), len(b))):
+        x = a[i] if i < len(a) else -1
+        y = b[i] if i < len(b) else -1
+        if x != y:
+            return i, x, y
+    return None
+
+
+def _rate(results: Sequence[Mapping[str, Any]], tokens: str, seconds: str) -> float:
+    s = sum(r[seconds] for r in results)
+    return sum(r[tokens] for r in results) / s if s > 0 else float("nan")
+
+
+def _std(xs: Sequence[float]) -> float:
+    return statistics.stdev(xs) if len(xs) > 1 else 0.0
+
+
+def summarize_bench(lines: Sequence[Mapping[str, Any]], arms: Sequence[str], L: int, context: int) -> dict:
+    """The ``bench/*`` summary of a run's lines (see the module docstring)."""
+    prompts = [ln for ln in lines if ln.get("kind") == "prompt"]
+    reps = sorted({int(p["repeat"]) for p in prompts})
+    out: dict[str, Any] = {"bench/L": L, "bench/arms": list(arms), "bench/num_lines": len(prompts),
+                           "bench/num_prompts": len({p["prompt_id"] for p in prompts}), "bench/repeats": len(reps)}
+    if prompts:
+        out["model/dtype"] = prompts[-1]["model"]["dtype"]
+        out["model/threads"] = sorted({p["model"]["threads"] for p in prompts})
+        out["bench/prompt_tokens_mean"] = statistics.fmean(p["prompt_tokens"] for p in prompts)
+        out["bench/loadavg_1min_max"] = max(p.get("loadavg_1min") or 0.0 for p in prompts)
+
+    def results(arm: str, rep: int | None = None) -> list[Mapping[str, Any]]:
+        return [p["arms"][arm] for p in prompts if arm in p["arms"] and (rep is None or p["repeat"] == rep)]
+
+    rate = {a: _rate(results(a), "tokens", "seconds") for a in arms}
+    for arm in arms:
+        res = results(arm)
+        per_rep = [_rate(results(arm, r), "tokens", "seconds") for r in reps]
+        out.update({f"bench/{arm}/tok_per_s": rate[arm], f"bench/{arm}/tok_per_s_repeat_std": _std(per_rep),
+                    f"bench/{arm}/decode_tok_per_s": _rate(res, "decode_tokens", "decode_s"),
+                    f"bench/{arm}/num_output_tokens": sum(r["tokens"] for r in res),
+                    f"bench/{arm}/wall_s": sum(r["seconds"] for r in res)})
+        if arm in SPEC_ARMS:
+            rounds = sum(r["rounds"] for r in res)
+            out[f"bench/{arm}/tau"] = 1 + sum(r["accepted"] for r in res) / rounds if rounds else float("nan")
+        for ref in REFS:
+            if ref not in arms or ref == arm:
+                continue
+            out[f"bench/{arm}/x_{ref}"] = rate[arm] / rate[ref]
+            out[f"bench/{arm}/x_{ref}_decode"] = (out[f"bench/{arm}/decode_tok_per_s"]
+                                                 / _rate(results(ref), "decode_tokens", "decode_s"))
+            paired = [_rate(results(arm, r), "tokens", "seconds") / _rate(results(ref, r), "tokens", "seconds")
+                      for r in reps]
+            out[f"bench/{arm}/x_{ref}_repeat_std"] = _std(paired)
+            per_line = [p["arms"][arm]["tokens"] / p["arms"][arm]["seconds"] * p["arms"][ref]["seconds"]
+                        / p["arms"][ref]["tokens"] for p in prompts if arm in p["arms"] and ref in p["arms"]
+                        and p["arms"][ref]["tokens"] and p["arms"][arm]["seconds"] > 0]
+            out[f"bench/{arm}/x_{ref}_median"] = statistics.median(per_line) if per_line else float("nan")
+        if arm != "ar":
+            same, mism = 0, []
+            for p in prompts:
+                if arm not in p["arms"]:
+                    continue
+                d = first_mismatch(p["arms"]["ar"]["output_token_ids"], p["arms"][arm]["output_token_ids"])
+                if d is None:
+                    same += 1
+                else:
+                    mism.append({"prompt_id": p["prompt_id"], "repeat": p["repeat"], "position": d[0],
+                                 "ar_token": d[1], "arm_token": d[2]})
+            out[f"bench/{arm}/identical_to_ar"] = same
+            out[f"bench/{arm}/first_mismatches"] = mism
+    ar_runs = {}
+    for p in prompts:  # greedy AR must repeat itself exactly
+        ar_runs.setdefault(p["prompt_id"], set()).add(tuple(p["arms"]["ar"]["output_token_ids"]))
+    out["bench/ar/deterministic"] = all(len(v) == 1 for v in ar_runs.values())
+
+    def per_pass(arm: str, *parts: str) -> float:
+        res = results(arm)
+        n = sum(r["verify_passes"] for r in res)
+        return sum(r[p] for r in res for p in parts) / n if n else float("nan")
+
+    if "sd" in arms:
+        sd_verify = per_pass("sd", "verify_s")
+        out["bench/in_situ/verify_over_decode"] = sd_verify / per_pass("ar", "verify_s")
+        if "sd_dm" in arms:
+            extra = per_pass("sd_dm", "verify_s", "criterion_s") - per_pass("sd", "verify_s", "criterion_s")
+            out["bench/in_situ/dm_overhead_share"] = extra / sd_verify
+    lat = [ln for ln in lines if ln.get("kind") == "latency"]
+    out.update({k.replace("latency/", "bench/latency/", 1): v for k, v in summarize_timings(lat).items()})
+    out["bench/latency/context"] = context
+    return out

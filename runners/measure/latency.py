@@ -1,0 +1,212 @@
+"""Table 4 measurement: the cost of one verify step of the target, split into its parts, as a run record.
+
+Paper: DropMatch (arXiv 2603.03333) Sec. 4.1, Table 4 (Llama-3.1-70B-Instruct, batch 1, n_input = 5,
+p_drop = 0.3: LM head 0.05% of the full forward; MC dropout + JS divergence 1.64% in total).
+
+Timed with the functions the HF loop calls, on the target whose KV cache holds ``method.context`` random
+tokens, batch 1, n_input = L + 1 (the pending token and L drafts), the pair's dtype (``pair.dtype=...``):
+  - ``decode_step``: ``KVState.forward`` over 1 token + the plain LM head, cache cropped back (one AR step);
+  - ``verify_pass``: the same over L + 1 tokens (one SD verify pass);
+  - ``lm_head``: ``KVState.logits`` on the L + 1 final hidden states ``[L+1, d] -> [L+1, V]``;
+  - ``mc_dropout_heads``: ``criteria.dropout_heads.dropout_head_logits`` with K heads (one matmul, plain row +
+    K dropout rows ``[L+1, 1+K, V]``) and the loop's float32 copies of both parts;
+  - ``js_divergence``: ``criteria.dropmatch_base.js_statistics`` over the L draft positions (Eq. 5-6);
+  - ``dropmatch_criterion``: the whole ``dropmatch_js`` rule call (head tokens, JS, majority, Algorithm 1).
+Each repeat runs the components back to back (round-robin), so load from other processes hits them alike;
+``method.warmup`` untimed repeats start every session. One record line per timed repeat (seconds per
+component); the summary holds medians, quartiles and the per-repeat (paired) ratios:
+``latency/verify_over_decode`` = verify_pass / decode_step and ``latency/dm_overhead_share`` =
+(mc_dropout_heads - lm_head + js_divergence) / verify_pass, medians over repeats.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import torch
+
+from runners.measure.base import MEASUREMENTS, positive_int
+from runners.validate import ConfigError
+
+COMPONENTS = ("decode_step", "verify_pass", "lm_head", "mc_dropout_heads", "js_divergence", "dropmatch_criterion")
+DTYPES = ("float32", "bfloat16", "float16", "auto")
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# Architecture fields stored with the timings (analysis.latency.model_dims reads them for the analytic model).
+DIM_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+            "head_dim", "vocab_size", "tie_word_embeddings")
+
+
+def model_dims(model: Any) -> dict:
+    """The raw :data:`DIM_KEYS` of a transformers model's config (None where the config lacks one)."""
+    return {k: getattr(model.config, k, None) for k in DIM_KEYS}
+
+
+class VerifyTimer:
+    """The components of one verify step of ``model`` at batch 1, ready to time.
+
+    Args:
+        model: the target, a transformers causal LM (``model.model`` gives final hidden states).
+        L: draft length; the verify pass feeds L + 1 tokens.
+        K, p_drop: MC-dropout heads and their dropout probability.
+        context: tokens already in the KV cache (random ids from ``seed``).
+
+    Raises:
+        ValueError: ``L < 1``.
+    """
+
+    def __init__(self, model: Any, *, L: int, K: int, p_drop: float, context: int, seed: int = 0) -> None:
+        import criteria.rules  # noqa: F401
+        from criteria.base import VerifyInputs
+        from criteria.dropmatch_base import js_statistics
+        from criteria.dropout_heads import dropout_head_logits
+        from criteria.registry import CRITERIA
+        from runners.backends.kv_state import KVState
+
+        if L < 1:
+            raise ValueError(f"L={L} is invalid; allowed: an integer >= 1")
+        state = KVState(model)
+        W, b = state.lm_head_weight, state.lm_head_bias
+        self.device = W.device
+        V = W.shape[0]
+        g = torch.Generator().manual_seed(seed)
+        vocab = int(getattr(model.config, "vocab_size", V))
+        with torch.inference_mode():
+            state.forward(torch.randint(0, vocab, (context,), generator=g).tolist())
+            new_ids = torch.randint(0, vocab, (L + 1,), generator=g).tolist()
+            hidden = state.forward(new_ids)  # [L+1, d]
+            state.rollback(context)
+            plain = state.logits(hidden)  # [L+1, V] float32
+            draft_probs = torch.softmax(plain[:L] + 0.5 * torch.randn(L, V, generator=g).to(self.device), dim=-1)  # [L, V]
+            gen = torch.Generator(device=self.device).manual_seed(seed)
+            heads = dropout_head_logits(hidden, W, b, num_heads=K, p_drop=p_drop, generator=gen).float()  # [L+1, 1+K, V]
+        head_logits = heads[None, :, 1:]  # [1, L+1, K, V]
+        rule = CRITERIA.get("dropmatch_js")()
+        inputs = VerifyInputs(draft_token_ids=draft_probs.argmax(dim=-1)[None], target_logits=heads[None, :, 0],
+                              draft_probs=draft_probs[None], head_logits=head_logits, temperature=0.0, generator=gen)
+
+        def step(ids: list[int]) -> Callable[[], None]:
+            def fn() -> None:
+                state.logits(state.forward(ids))
+                state.rollback(context)
+            return fn
+
+        def mc_heads() -> None:
+            out = dropout_head_logits(hidden, W, b, num_heads=K, p_drop=p_drop, generator=gen)  # [L+1, 1+K, V]
+            out[:, 0].float(), out[:, 1:].float()
+
+        self.fns: dict[str, Callable[[], None]] = {
+            "decode_step": step(new_ids[:1]),
+            "verify_pass": step(new_ids),
+            "lm_head": lambda: state.logits(hidden),
+            "mc_dropout_heads": mc_heads,
+            "js_divergence": lambda: js_statistics(head_logits[:, :L], draft_probs[None], 0.0),
+            "dropmatch_criterion": lambda: rule(inputs),
+        }
+
+    @torch.inference_mode()
+    def time_once(self) -> dict[str, float]:
+        """One round-robin repeat: seconds per component in :data:`COMPONENTS`."""
+        out = {}
+        for name, fn in self.fns.items():
+            _sync(self.device)
+            t0 = time.perf_counter()
+            fn()
+            _sync(self.device)
+            out[name] = time.perf_counter() - t0
+        return out
+
+
+def paired_ratios(seconds: Mapping[str, float]) -> dict[str, float]:
+    """Per-repeat ratios: verify / decode, DM decision overhead (K extra rows + JS) and whole-rule share of verify."""
+    verify = seconds["verify_pass"]
+    extra = seconds["mc_dropout_heads"] - seconds["lm_head"]
+    return {"verify_over_decode": verify / seconds["decode_step"],
+            "dm_overhead_share": (extra + seconds["js_divergence"]) / verify,
+            "dm_rule_share": (extra + seconds["dropmatch_criterion"]) / verify}
+
+
+def summarize_timings(lines: Sequence[Mapping[str, Any]], key: str = "seconds") -> dict:
+    """``latency/<component>/{median,q25,q75}_ms`` and the medians of :func:`paired_ratios` over ``lines``."""
+    if not lines:
+        return {}
+    out: dict[str, Any] = {}
+    for comp in COMPONENTS:
+        xs = [1e3 * ln[key][comp] for ln in lines]
+        q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else [xs[0]] * 3
+        out.update({f"latency/{comp}/median_ms": statistics.median(xs), f"latency/{comp}/q25_ms": q[0],
+                    f"latency/{comp}/q75_ms": q[2]})
+    ratios = [paired_ratios(ln[key]) for ln in lines]
+    for r in ratios[0]:
+        out[f"latency/{r}"] = statistics.median(x[r] for x in ratios)
+    med = {c: out[f"latency/{c}/median_ms"] for c in COMPONENTS}
+    out["latency/dm_overhead_ms"] = med["mc_dropout_heads"] - med["lm_head"] + med["js_divergence"]
+    loads = [ln["loadavg_1min"] for ln in lines if ln.get("loadavg_1min") is not None]
+    if loads:  # other processes on the machine while timing (> cores: contended)
+        out["latency/loadavg_1min_max"] = max(loads)
+    return out
+
+
+def check_common(c: Mapping[str, Any]) -> None:
+    """Fields every timing measurement reads: pair.dtype, method.context."""
+    dtype = str(c["pair"].get("dtype"))
+    if dtype not in DTYPES:
+        raise ConfigError(f"pair.dtype={dtype!r} is invalid; allowed: {', '.join(DTYPES)}")
+    positive_int(c, "context")
+
+
+@MEASUREMENTS.register("latency")
+class LatencyMeasurement:
+    """Table 4's timing run: ``method.timing_repeats`` lines ``{"sample_id": "repeat/0003", "seconds": {...}}``.
+
+    Config: ``L`` (n_input = L + 1), ``dropmatch.K`` / ``p_drop``, ``pair`` (+ ``pair.dtype``),
+    ``method.context`` / ``warmup`` / ``timing_repeats``.
+    """
+
+    def __init__(self, c: Mapping[str, Any]) -> None:
+        self.c = c
+
+    @staticmethod
+    def check(c: Mapping[str, Any]) -> None:
+        check_common(c)
+        positive_int(c, "warmup", minimum=0)
+        positive_int(c, "timing_repeats")
+
+    def unit_ids(self) -> list[str]:
+        return [f"repeat/{i:04d}" for i in range(int(self.c["method"]["timing_repeats"]))]
+
+    def measure(self, todo: Sequence[str], log: Callable[[str], None]) -> Iterator[dict]:
+        from runners.models.loader import load_pair
+
+        c, m = self.c, self.c["method"]
+        pair = load_pair(c["pair"], need_draft=False, log=log)
+        timer = VerifyTimer(pair.target, L=int(c["L"]), K=int(c["dropmatch"]["K"]),
+                            p_drop=float(c["dropmatch"]["p_drop"]), context=int(m["context"]),
+                            seed=int(c["decoding"]["seed"]))
+        for _ in range(int(m["warmup"])):
+            timer.time_once()
+        model = {"dtype": str(pair.target.dtype).removeprefix("torch."), "threads": torch.get_num_threads(),
+                 "bytes_per_param": pair.target.get_output_embeddings().weight.element_size(),
+                 "dims": model_dims(pair.target), "device": str(timer.device)}
+        log(f"[latency] warm-up done ({m['warmup']} repeats); timing {len(todo)} repeats")
+        for uid in todo:
+            yield {"sample_id": uid, "seconds": timer.time_once(), "model": model, "loadavg_1min": os.getloadavg()[0]}
+
+    def summarize(self, lines: Sequence[Mapping[str, Any]]) -> dict:
+        c = self.c
+        out = {"latency/L": int(c["L"]), "latency/n_input": int(c["L"]) + 1, "latency/K": int(c["dropmatch"]["K"]),
+               "latency/p_drop": float(c["dropmatch"]["p_drop"]), "latency/context": int(c["method"]["context"]),
+               **summarize_timings(lines)}
+        if lines:
+            model = lines[-1]["model"]
+            out.update({"model/dtype": model["dtype"], "model/bytes_per_param": model["bytes_per_param"],
+                        "model/dims": model["dims"], "model/threads": sorted({ln["model"]["threads"] for ln in lines})})
+        return out

@@ -1,0 +1,94 @@
+"""Table 4's measurement run (method=latency): the timer on the tiny target, records, resume, the table from records."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from runners.measure.latency import COMPONENTS, VerifyTimer, paired_ratios, summarize_timings
+from runners.record import read_samples
+
+
+@pytest.fixture(scope="module")
+def tiny_target(tiny_pair_dir):
+    from runners.models.loader import load_pair
+
+    spec = {"name": "t", "local_path": str(tiny_pair_dir / "target"), "order": ["local"]}
+    return load_pair({"name": "tiny", "target": spec, "draft": spec}, need_draft=False).target
+
+
+def test_verify_timer_tiny(tiny_target):
+    timer = VerifyTimer(tiny_target, L=5, K=5, p_drop=0.3, context=16)
+    lines = [{"seconds": timer.time_once()} for _ in range(4)]
+    assert all(set(ln["seconds"]) == set(COMPONENTS) for ln in lines)
+    assert all(0 < t < 10 and math.isfinite(t) for ln in lines for t in ln["seconds"].values())
+    s = summarize_timings(lines)
+    for comp in COMPONENTS:
+        assert s[f"latency/{comp}/q25_ms"] <= s[f"latency/{comp}/median_ms"] <= s[f"latency/{comp}/q75_ms"]
+    assert s["latency/verify_over_decode"] > 0 and s["latency/dm_overhead_share"] > 0
+
+
+def test_verify_timer_rejects_L0(tiny_target):
+    with pytest.raises(ValueError, match="L=0"):
+        VerifyTimer(tiny_target, L=0, K=5, p_drop=0.3, context=8)
+
+
+def test_paired_ratios_by_hand():
+    r = paired_ratios({"decode_step": 0.2, "verify_pass": 0.5, "lm_head": 0.01, "mc_dropout_heads": 0.03,
+                       "js_divergence": 0.02, "dropmatch_criterion": 0.025})
+    assert r["verify_over_decode"] == pytest.approx(2.5)
+    assert r["dm_overhead_share"] == pytest.approx((0.02 + 0.02) / 0.5)
+    assert r["dm_rule_share"] == pytest.approx((0.02 + 0.025) / 0.5)
+
+
+def test_latency_sweep_records_resume_and_table(run_main, runs_root, main_env, monkeypatch):
+    """experiment=table4 on the tiny pair: 4 runs (L 5/10 x fp32/bf16) with 3 lines each; a rerun skips them;
+    a run cut back to 1 line resumes with 2; Table 4 is built from the records alone."""
+    args = ["experiment=table4", "method.timing_repeats=3", "method.context=16", "method.warmup=1"]
+    p = run_main(*args)
+    assert p.returncode == 0, p.stderr[-3000:]
+    dirs = sorted(runs_root.iterdir())
+    assert len(dirs) == 4
+    for d in dirs:
+        assert {f.name for f in d.iterdir()} >= {"config.json", "meta.json", "samples.jsonl", "summary.json"}
+        s = json.loads((d / "summary.json").read_text())
+        assert s["complete"] and s["num_samples"] == 3 and s["model/dtype"] in ("float32", "bfloat16")
+        assert s["latency/n_input"] == s["latency/L"] + 1 and s["latency/verify_pass/median_ms"] > 0
+    assert {json.loads((d / "summary.json").read_text())["model/dtype"] for d in dirs} == {"float32", "bfloat16"}
+
+    again = run_main(*args)
+    assert "4 runs: 0 done, 4 skipped" in again.stderr, again.stderr[-2000:]
+
+    victim = dirs[0]
+    first = (victim / "samples.jsonl").read_text().splitlines(keepends=True)[0]
+    (victim / "samples.jsonl").write_text(first)
+    (victim / "summary.json").unlink()
+    resumed = run_main(*args)
+    assert resumed.returncode == 0 and "1 done, 2 to go" in resumed.stdout + resumed.stderr
+    ids = [ln["sample_id"] for ln in read_samples(victim / "samples.jsonl")]
+    assert ids == ["repeat/0000", "repeat/0001", "repeat/0002"]
+    assert len((victim / "samples.jsonl").read_text().splitlines()) == 3  # no duplicate lines
+
+    monkeypatch.setenv("DROPMATCH_RESULTS", main_env["DROPMATCH_RESULTS"])
+    from analysis.tables import table4
+
+    assert table4.main(["--profile", "smoke"]) == 0
+    out = runs_root.parent / "table4"
+    t = pd.read_csv(out / "table4.csv")
+    assert len(t) == 4 * len(table4.LABELS) and set(t["L"]) == {5, 10}
+    assert (t.loc[t["component"] == table4.LABELS["verify_pass"], "pct_of_verify_measured"] == 100.0).all()
+    tgt = pd.read_csv(out / "table4_targets.csv")
+    assert len(tgt) == 4 and (tgt[["verify_over_decode", "dm_overhead_pct"]] > 0).all().all()
+    assert len(pd.read_csv(out / "table4_timings.csv")) == 4 * 3
+    assert "dm_overhead_pct" in (out / "table4_targets.md").read_text()
+
+
+@pytest.mark.parametrize("override, field", [("method.timing_repeats=0", "method.timing_repeats"),
+                                             ("pair.dtype=int8", "pair.dtype")])
+def test_latency_bad_config_exit_2(run_main, runs_root, override, field):
+    p = run_main("method=latency", override, multirun=False)
+    assert p.returncode == 2 and field in p.stderr, p.stderr[-2000:]
+    assert not runs_root.exists() or not any(runs_root.iterdir())

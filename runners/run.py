@@ -137,6 +137,7 @@ def run(cfg: Any, log=print) -> dict:
     import runners.datasets  # noqa: F401
     import runners.scorers  # noqa: F401
     from runners.backends.base import DecodingConfig
+    from runners.datasets.base import prompt_record
     from runners.logger import make_logger
     from runners.provenance import provenance
     from runners.registry import BACKENDS, DATASETS, SCORERS, build
@@ -173,8 +174,9 @@ def run(cfg: Any, log=print) -> dict:
             backend = build(BACKENDS, c["backend"], pair=pair)
             decoding = DecodingConfig(
                 num_speculative_tokens=L, temperature=float(c["decoding"]["temperature"]),
-                top_p=float(c["decoding"].get("top_p", 1.0)), max_new_tokens=int(c["decoding"]["max_new_tokens"]),
-                stop=list(c["dataset"].get("stop") or []), seed=int(c["decoding"]["seed"]), trace=bool(c.get("trace")),
+                top_p=float(c["decoding"].get("top_p", 1.0)),
+                max_new_tokens=int(c["decoding"]["max_new_tokens"] or dataset.max_new_tokens),  # null: lm-eval's cap
+                stop=list(dataset.stop or []), seed=int(c["decoding"]["seed"]), trace=bool(c.get("trace")),
                 ar_model=str(c["method"].get("ar_model", "target")),
                 ar_dropout_p=float(c["dropmatch"]["p_drop"]) if c["method"].get("ar_dropout_path") else None,
                 ar_path=int(c["dropmatch"].get("path") or 0),
@@ -187,6 +189,7 @@ def run(cfg: Any, log=print) -> dict:
                 quality = scorer.score([sample], [res.output_text])[0]
                 rec = {
                     "sample_id": res.sample_id,
+                    "prompt": prompt_record(pair.tokenizer, sample.messages),
                     "output_text": res.output_text,
                     "output_token_ids": res.output_token_ids,
                     "reference": sample.reference,

@@ -25,7 +25,7 @@ from criteria.base import VerifyInputs
 from runners.backends.base import DecodingConfig, SampleResult
 from runners.backends.kv_state import KVState, PrefixCache
 from runners.counters import SpecDecodeCounters
-from runners.datasets.base import Sample
+from runners.datasets.base import Sample, prompt_token_ids
 from runners.registry import BACKENDS
 
 _PREFIX_CACHES: dict[int, PrefixCache] = {}
@@ -87,11 +87,9 @@ class HFLoopBackend:
         self.eos_ids = eos_token_ids(pair.tokenizer, pair.target)
 
     def encode(self, sample: Sample) -> list[int]:
-        """Prompt token ids: the target's chat template with the generation prompt."""
-        ids = self.tokenizer.apply_chat_template(sample.messages, add_generation_prompt=True, tokenize=True)
-        if isinstance(ids, dict) or hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        return [int(i) for i in ids]
+        """Prompt token ids: the target's chat template with the generation prompt (a final assistant message
+        is continued), as lm-eval's HFLM builds them (:func:`runners.datasets.base.prompt_token_ids`)."""
+        return prompt_token_ids(self.tokenizer, sample.messages)
 
     def generate(self, samples: Iterable[Sample], decoding: DecodingConfig, criterion: Any) -> Iterator[SampleResult]:
         if decoding.top_p != 1.0:

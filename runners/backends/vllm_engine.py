@@ -29,7 +29,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from runners.backends.base import DecodingConfig, SampleResult
 from runners.counters import SpecDecodeCounters
-from runners.datasets.base import Sample
+from runners.datasets.base import Sample, prompt_token_ids
 
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>")
 SPEC_METRICS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "num_accepted_tokens_per_pos")
@@ -238,11 +238,8 @@ class VLLMBackend:
 
     # -- Backend protocol ---------------------------------------------------------------------------
     def encode(self, sample: Sample) -> list[int]:
-        """Prompt token ids: the target's chat template with the generation prompt (as the HF backend)."""
-        ids = self.tokenizer.apply_chat_template(sample.messages, add_generation_prompt=True, tokenize=True)
-        if isinstance(ids, dict) or hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        return [int(i) for i in ids]
+        """Prompt token ids (:func:`runners.datasets.base.prompt_token_ids`, as the HF backend)."""
+        return prompt_token_ids(self.tokenizer, sample.messages)
 
     def stop_token_ids(self) -> list[int]:
         vocab = self.tokenizer.get_vocab()

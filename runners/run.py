@@ -124,6 +124,16 @@ def _repeat(backend: Any, sample: Any, decoding: Any, criterion: Any, first: Any
     return again.wall_s
 
 
+def _write_exports(run_dir: Any, samples: list, tokenizer: Any, log) -> None:
+    """lm-eval / Spec-Bench / EvalPlus files beside the record (derived: ``runners.rescore`` rewrites them)."""
+    from runners.exports import write_exports
+
+    try:
+        write_exports(run_dir, samples, tokenizer)
+    except Exception as e:  # the record is complete; a failed export is reported, not fatal
+        log(f"[run {run_dir.name}] exports failed: {type(e).__name__}: {e} (retry: ./reproduce.sh rescore {run_dir.name})")
+
+
 def run(cfg: Any, log=print) -> dict:
     """Execute one run (resumable) and return its summary.
 
@@ -216,6 +226,7 @@ def run(cfg: Any, log=print) -> dict:
         summary.update({"run_id": record.run_id, "complete": len(all_samples) == len(samples),
                         "num_expected": len(samples), **provenance()})
         record.write_summary(summary)
+        _write_exports(record.dir, samples, pair.tokenizer if todo else None, log)
     logger.log_summary(summary)
     logger.finish()
     log(f"[run {record.run_id}] done: tau={summary['spec/mean_acceptance_length']:.3f} "

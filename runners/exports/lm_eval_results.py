@@ -90,14 +90,12 @@ def _parent_group(task_names: Sequence[str]) -> dict[str, Any] | None:
     metadata), else None."""
     if len(task_names) < 2:
         return None
-    from lm_eval.tasks._yaml_loader import load_yaml
-
     from runners.datasets.lm_eval_tasks import task_manager
 
     for prefix, parent in PARENT_GROUPS.items():
         if all(t.startswith(prefix) for t in task_names):
             entry = task_manager().task_index.get(parent)
-            cfg = load_yaml(entry.yaml_path, resolve_func=False) if entry and entry.yaml_path else {}
+            cfg = dict(entry.cfg or {}) if entry else {}
             return {"group": parent, "aggregate_metric_list": cfg.get("aggregate_metric_list") or [
                 {"metric": "exact_match", "aggregation": "mean", "weight_by_size": True}],
                 "metadata": cfg.get("metadata") or {}}

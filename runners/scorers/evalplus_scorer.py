@@ -114,7 +114,10 @@ class EvalplusScorer:
         by_id = {r["id"]: r for r in report["results"]}
         results = []
         for job in jobs:
-            r = by_id.get(job["id"], {"error": "no result from worker", "solution": ""})
+            r = by_id.get(job["id"])
+            if r is None:  # the sandbox lost this job: a scoring error, counted, not a wrong answer
+                logger.warning("scoring error (%s): no result from the EvalPlus worker", job["task_id"])
+                r = {"error": "no result from the EvalPlus worker", "solution": "", "scoring_error": 1}
             res: dict[str, Any] = {"solution": r.get("solution", "")}
             for part in ("base", "plus", "check"):
                 if f"status_{part}" in r:
@@ -126,19 +129,22 @@ class EvalplusScorer:
                 res["pass@1,check"] = float(res.get("status,check") == "pass")
             if r.get("error"):
                 res["error"] = r["error"]
+            if r.get("scoring_error"):
+                res["scoring_error"] = 1
             res["correct"] = int(res.get(self.metric, 0.0) > 0)
             results.append(res)
         return results
 
     def aggregate(self, per_sample: list[dict[str, Any]]) -> dict[str, Any]:
         """pass@1 of each part with EvalPlus's ``estimate_pass_at_k`` (one sample per problem), its stderr
-        (lm-eval's ``mean_stderr``), timeouts, and whether EvalPlus's evaluator ran."""
+        (lm-eval's ``mean_stderr``), timeouts, scoring errors, and whether EvalPlus's evaluator ran."""
         import numpy as np
         from evalplus.eval import estimate_pass_at_k
         from lm_eval.api.metrics import mean_stderr
 
         metric = "pass@1,base" if any("pass@1,base" in r for r in per_sample) else self.metric
         agg = summary(metric, self.higher_is_better, per_sample)
+        agg["scoring_errors"] = sum(int(r.get("scoring_error", 0)) for r in per_sample)
         for part in ("base", "plus", "check"):
             key = f"pass@1,{part}"
             values = [float(r[key]) for r in per_sample if key in r]

@@ -46,8 +46,9 @@ BOOTSTRAP_ITERS = 100000  # lm-eval's default (simple_evaluate / --bootstrap_ite
 def metric_aggregations(task_name: str) -> dict[str, tuple[Callable[[list], float], bool]]:
     """``{metric: (aggregation function, higher_is_better)}`` of a registered task's ``metric_list``.
 
-    Read from the task's YAML through lm-eval's own loader, resolved as ``ConfigurableTask`` resolves it
-    (named aggregation from lm-eval's registry, ``!function`` callables, else the metric's default).
+    Read from the task's YAML through lm-eval's own loader (``lm_eval.tasks._yaml_loader.load_yaml``, what
+    ``TaskManager`` uses; the index's copy leaves ``!function`` unresolved), resolved as ``ConfigurableTask``
+    resolves it (named aggregation from lm-eval's registry, ``!function`` callables, else the metric's default).
     """
     from lm_eval.api.registry import get_aggregation, get_metric_aggregation, is_higher_better
     from lm_eval.tasks._yaml_loader import load_yaml

@@ -57,16 +57,18 @@ class TestLoading:
     @pytest.mark.parametrize("name", NAMES)
     def test_full_size_unique_ids_json(self, name: str, make_dataset) -> None:
         ds = make_dataset(name)
-        samples = ds.load()
-        assert len(samples) == FULL_SIZES[name]
+        docs = ds.selected_docs()  # the whole canonical order (ids and docs; prompts are built per window)
+        assert len(docs) == FULL_SIZES[name]
         assert ds.provenance.startswith("local:")
-        ids = [s.sample_id for s in samples]
+        ids = [i for i, _ in docs]
         assert len(set(ids)) == len(ids) and all(i.startswith(f"{name}/{ds.split}/") for i in ids)
-        for s in samples[:50]:
+        samples = make_dataset(name, limit=50).load()
+        assert [s.sample_id for s in samples] == ids[:50]
+        for s in samples:
             assert isinstance(s, Sample)
             json.dumps({"m": s.messages, "r": s.reference, "meta": s.meta})  # JSON-serialisable
-            # MMLU (mmlu_llama) ends with the pre-filled assistant turn "The best answer is"
-            assert s.messages[-1]["role"] == ("assistant" if name == "mmlu" else "user")
+            # MMLU (mmlu_llama) and HumanEval (EvalPlus) end with a pre-filled assistant turn
+            assert s.messages[-1]["role"] == ("assistant" if name in ("mmlu", "humaneval") else "user")
 
     @pytest.mark.parametrize("name", NAMES)
     def test_offset_limit_window_is_stable(self, name: str, make_dataset) -> None:
@@ -170,10 +172,10 @@ class TestMmlu:
         assert samples[57].sample_id == "mmlu/test/abstract_algebra/1"
 
     def test_ids_independent_of_order(self, make_dataset) -> None:
-        inter = {s.sample_id: s.reference for s in make_dataset("mmlu").load()}
-        by_subject = make_dataset("mmlu", order="subject").load()
-        assert {s.sample_id: s.reference for s in by_subject} == inter
-        assert [s.meta["subject"] for s in by_subject[:100]] == ["abstract_algebra"] * 100
+        inter = dict(make_dataset("mmlu").selected_docs())
+        by_subject = make_dataset("mmlu", order="subject").selected_docs()
+        assert dict(by_subject) == inter
+        assert [d["subject"] for _, d in by_subject[:100]] == ["abstract_algebra"] * 100
 
     def test_subject_filter(self, make_dataset) -> None:
         samples = make_dataset("mmlu", subjects=["virology", "anatomy"], limit=4).load()
@@ -228,20 +230,19 @@ class TestIfevalAndHumaneval:
         for ours, theirs in zip(s.reference["kwargs"], first["kwargs"]):  # lm-eval's doc: unused args are None
             assert {k: v for k, v in ours.items() if v is not None} == theirs
 
-    def test_humaneval_prompt_is_evalplus_instruct(self, make_dataset) -> None:
+    def test_humaneval_prompt_is_evalplus_instruct(self, make_dataset, tiny_pair_dir: Path) -> None:
+        """The rendered prompt (user turn + pre-filled assistant start) equals EvalPlus's make_raw_chat_prompt."""
         from evalplus.provider.utility import make_raw_chat_prompt
+        from transformers import AutoTokenizer
 
-        from runners.datasets.humaneval import INSTRUCTION_PREFIX
+        from runners.datasets.base import prompt_text
+        from runners.datasets.humaneval import INSTRUCTION_PREFIX, RESPONSE_PREFIX
 
-        class Tok:  # renders [user, assistant] so the user turn can be read back
-            chat_template = "x"
-
-            def apply_chat_template(self, messages, tokenize=False):
-                return messages[0]["content"] + "\x00" + messages[1]["content"]
-
+        tok = AutoTokenizer.from_pretrained(tiny_pair_dir / "target")  # ChatML, as Qwen's
         for s in make_dataset("humaneval", offset=30, limit=3).load():
-            raw = make_raw_chat_prompt(s.reference["prompt"].strip() + "\n", INSTRUCTION_PREFIX, "Below", Tok())
-            assert s.messages == [{"role": "user", "content": raw.split("\x00")[0]}]
+            theirs = make_raw_chat_prompt(s.reference["prompt"].strip() + "\n", INSTRUCTION_PREFIX, RESPONSE_PREFIX, tok)
+            assert prompt_text(tok, s.messages) == theirs and theirs.endswith("tests:\n```python\n")
+            assert [m["role"] for m in s.messages] == ["user", "assistant"]
             assert s.meta["task_id"] == s.reference["task_id"] == f"HumanEval/{s.sample_id.split('/')[-1]}"
 
 

@@ -77,3 +77,20 @@ def test_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "vllm", None)
     with pytest.raises(MissingExtraError, match=r"backend=vllm.*install_vllm.sh"):
         require("vllm", "backend=vllm")
+
+
+def test_slurm_launcher_without_extra_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    import importlib.util
+
+    from runners.extras import MissingExtraError, check_launcher
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name.startswith("hydra_plugins") else real(name, *a))
+    check_launcher(["pair=tiny", "-m"])  # not chosen: nothing to check
+    with pytest.raises(MissingExtraError, match=r"extra \[slurm\]"):
+        check_launcher(["hydra/launcher=slurm"])
+    local = tmp_path / "default.yaml"
+    local.write_text("# @package _global_\ndefaults:\n  - override /hydra/launcher: slurm\n")
+    with pytest.raises(MissingExtraError):
+        check_launcher([], str(local))

@@ -82,6 +82,11 @@ analysis_module() {
   fi
 }
 
+on_contract() {  # the module implements analysis/artefact.py's contract: rendered by analysis.render
+  local f="${1//.//}.py"
+  grep -q "^def select(" "$f" && grep -q "^def build(" "$f"
+}
+
 run_artefact() {
   local name=$1; shift
   local mod
@@ -105,13 +110,9 @@ run_artefact() {
     "$runpy" -m runners.main --multirun "experiment=$name" "${overrides[@]+"${overrides[@]}"}"
   fi
   if [ -n "$mod" ]; then
-    local extra=() a
-    if [ "$name" = table6 ]; then  # a sweep over p_drop / K gets one table per value
-      for a in "${overrides[@]+"${overrides[@]}"}"; do
-        case $a in dropmatch.p_drop=*) extra+=(--p-drop "${a#*=}");; dropmatch.K=*) extra+=(--K "${a#*=}");; esac
-      done
-    fi
-    "$PY" -m "$mod" --profile "$profile" "${extra[@]+"${extra[@]}"}"
+    # every (p_drop, K), L and the backend come from the records and the profile: only the profile is passed
+    if on_contract "$mod"; then "$PY" -m analysis.render "$name" --profile "$profile"
+    else "$PY" -m "$mod" --profile "$profile"; fi
   fi
   echo "[reproduce] $name done in $((SECONDS - t0)) s" >&2
 }

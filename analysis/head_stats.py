@@ -132,3 +132,32 @@ def js_table(positions: pd.DataFrame) -> pd.DataFrame:
             "mean_js_heads_max": _mean(sel["js_heads_max"].tolist()) if len(sel) else math.nan,
         })
     return pd.DataFrame(out)
+
+
+def _item_keys(positions: pd.DataFrame) -> list[str]:
+    return [k for k in ("run_id", "sample_id") if k in positions]
+
+
+def share_ci(positions: pd.DataFrame, mask: pd.Series, **kw: Any):
+    """Share (fraction) of ``positions`` where ``mask`` holds, with a bootstrap interval over items (samples):
+    Σ_items positions with mask / Σ_items positions (:func:`analysis.stats.ratio_ci`)."""
+    from analysis.stats import NAN, ratio_ci
+
+    if len(positions) == 0:
+        return NAN
+    g = pd.DataFrame({"num": mask.astype(float).to_numpy(), "den": 1.0}, index=positions.index)
+    g = g.groupby([positions[k] for k in _item_keys(positions)]).sum()
+    return ratio_ci(g["num"], g["den"], **kw)
+
+
+def mean_over_positions_ci(positions: pd.DataFrame, mask: pd.Series, column: str, **kw: Any):
+    """Mean of ``column`` over the positions where ``mask`` holds (pooled), with a bootstrap interval over
+    items: Σ_items values / Σ_items positions (:func:`analysis.stats.ratio_ci`)."""
+    from analysis.stats import NAN, ratio_ci
+
+    sel = positions[mask.astype(bool)].dropna(subset=[column])
+    if len(sel) == 0:
+        return NAN
+    g = pd.DataFrame({"num": sel[column].astype(float), "den": 1.0}, index=sel.index)
+    g = g.groupby([sel[k] for k in _item_keys(sel)]).sum()
+    return ratio_ci(g["num"], g["den"], **kw)

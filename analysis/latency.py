@@ -100,7 +100,7 @@ def measure(model: Any, *, n_input: int = 5, K: int = 5, p_drop: float = 0.3, co
     state.forward(ctx_ids)
     L = n_input - 1
     gen = torch.Generator(device=device).manual_seed(seed)
-    rule = CRITERIA.get("dropmatch_js")(K=K, p_drop=p_drop)
+    rule = CRITERIA.get("dropmatch_js")()
 
     hidden = state.forward(new_ids)  # [n, d]
     state.rollback(context)

@@ -3,21 +3,83 @@
 Columns: run_id, pair, dataset, method, backend, spec_method (draft_model | eagle3), eagle3_random_head, profile, L, p_drop, K, path, temperature, seed, repeats, tok_per_s_repeat_std,
 n (samples done), n_expected, offset, trace (criterion trace recorded), complete, accuracy, accuracy_stderr, tau, acceptance_rate,
 per_position_rate (list), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, device, date_utc,
-git_sha, run_dir, plus every ``quality/*`` metric as ``q_<name>``.
+git_sha, git_shas (every commit that wrote to the run, sorted tuple), git_dirty, model_identity (text),
+decision_code (text or None), run_dir, plus every ``quality/*`` metric as ``q_<name>``.
+
+:func:`load_items` reads one run's ``samples.jsonl`` as one row per benchmark item (for intervals).
 """
 
 from __future__ import annotations
 
+import json
+import statistics
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from runners.paths import results_dir
-from runners.record import iter_runs
+from runners.record import iter_runs, read_samples
+
+
+def _short(v: Any) -> str:
+    """A value for a footer: long hex digests cut to 12 characters."""
+    s = str(v)
+    return s[:12] if len(s) > 16 and all(c in "0123456789abcdef" for c in s.lower()) else s
+
+
+def _flat_text(v: Any) -> str:
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {_flat_text(x)}" for k, x in sorted(v.items()) if x is not None)
+    return _short(v)
+
+
+def model_identity(cfg: dict, meta: dict, summary: dict) -> str:
+    """The weights a run used, as footer text: ``meta.model_identity`` when the record has it (any shape),
+    else the pair config's pinned sha256 / hub revision per model and its dtype."""
+    if meta.get("model_identity"):
+        return _flat_text(meta["model_identity"])
+    pair = cfg.get("pair") or {}
+    parts = []
+    for role in ("target", "draft"):
+        m = pair.get(role) or {}
+        pin = (m.get("pinned") or {}).get("sha256") if isinstance(m.get("pinned"), dict) else None
+        rev = m.get("revision") or m.get("hub_revision")
+        if pin:
+            parts.append(f"{role} sha256 {_short(pin)}")
+        elif rev:
+            parts.append(f"{role} {m.get('hub_id') or m.get('name')}@{_short(rev)}")
+        elif m:
+            parts.append(f"{role} {m.get('name')} (unpinned)")
+    dtype = meta.get("dtype") or summary.get("dtype") or pair.get("dtype")
+    if dtype:
+        parts.append(f"dtype {dtype}")
+    return ", ".join(parts) or "?"
+
+
+def decision_code(meta: dict) -> str | None:
+    """Fingerprint of the code that made the acceptance decisions (``meta.decision_code``), or None."""
+    dc = meta.get("decision_code")
+    if isinstance(dc, dict):
+        for k in ("fingerprint", "sha256", "hash"):
+            if dc.get(k):
+                return _short(dc[k])
+        return _flat_text(dc)
+    return _short(dc) if dc else None
+
+
+def read_meta(run_dir: Path) -> dict:
+    try:
+        return json.loads((Path(run_dir) / "meta.json").read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
     dm = cfg.get("dropmatch") or {}
+    meta = read_meta(run_dir)
+    sessions = [meta, *(meta.get("sessions") or []), summary]
+    shas = tuple(sorted({str(x["git_sha"]) for x in sessions if x.get("git_sha")}))
     row = {
         "run_id": summary.get("run_id", run_dir.name),
         "pair": cfg["pair"]["name"],
@@ -55,6 +117,10 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "device": summary.get("device"),
         "date_utc": summary.get("date_utc"),
         "git_sha": summary.get("git_sha"),
+        "git_shas": shas,
+        "git_dirty": any(bool(x.get("git_dirty")) for x in sessions),
+        "model_identity": model_identity(cfg, meta, summary),
+        "decision_code": decision_code(meta),
         "run_dir": str(run_dir),
     }
     for k, v in summary.items():
@@ -97,3 +163,31 @@ def one_setting(runs: pd.DataFrame, cell: tuple[str, ...], group: tuple[str, ...
     score = r.groupby(setting).agg(cells=("run_id", "size"), n=("n", "max"), date=("date_utc", "max")).reset_index()
     best = score.sort_values(["cells", "n", "date"], ascending=False).drop_duplicates(list(group))
     return r.merge(best[setting], on=setting)
+
+
+ITEM_COLUMNS = ("sample_id", "rounds", "accepted", "correct", "tokens", "wall_s", "wall_s_repeats", "tok_per_s")
+
+
+def load_items(run_dir: str | Path) -> pd.DataFrame:
+    """One row per benchmark item of a run (its ``samples.jsonl``), for intervals over items.
+
+    Columns: sample_id; rounds (``spec.num_drafts``, rounds), accepted (``spec.num_accepted_tokens``,
+    tokens); correct (``quality.correct``, 0/1, NaN when not scored); tokens (output tokens); wall_s (seconds:
+    the median of the item's timing repeats ``speed.wall_s_repeats`` when recorded, else ``speed.wall_s``);
+    wall_s_repeats (list of seconds); tok_per_s (tokens / wall_s, tokens/s; NaN when wall_s is 0).
+    """
+    rows = []
+    for s in read_samples(Path(run_dir) / "samples.jsonl"):
+        spec, speed, q = s.get("spec") or {}, s.get("speed") or {}, s.get("quality") or {}
+        reps = [float(x) for x in (speed.get("wall_s_repeats") or [speed.get("wall_s", 0.0)])]
+        wall = float(statistics.median(reps)) if reps else 0.0
+        tokens = int(speed.get("num_output_tokens", 0))
+        correct = q.get("correct") if isinstance(q, dict) else None
+        rows.append({
+            "sample_id": s["sample_id"], "rounds": int(spec.get("num_drafts", 0)),
+            "accepted": int(spec.get("num_accepted_tokens", 0)),
+            "correct": float(correct) if isinstance(correct, (int, float)) else float("nan"),
+            "tokens": tokens, "wall_s": wall, "wall_s_repeats": reps,
+            "tok_per_s": tokens / wall if wall > 0 else float("nan"),
+        })
+    return pd.DataFrame(rows, columns=list(ITEM_COLUMNS))

@@ -1,47 +1,139 @@
-"""Write an artefact table as Markdown, CSV and LaTeX with a provenance footer, and print it."""
+"""The one driver of every table and figure: records in, ``results/<artefact>/`` out.
+
+    python -m analysis.render table6 --profile default
+    python -m analysis.render all --profile paper
+    python -m analysis.render table6 --profile default --runs DIR --out DIR   # other records / output root
+
+For the artefact's module (:data:`ARTEFACTS`; the contract is in :mod:`analysis.artefact`) it loads every
+run record (:func:`analysis.load.load_runs`), calls ``select(runs, profile)`` and ``build(selected)``, writes
+Markdown, numeric CSV, booktabs LaTeX and PNG/PDF figures plus ``manifest.json`` (:mod:`analysis.write`),
+prints the tables, and, with ``DROPMATCH_WANDB=online|offline``, logs each table and figure to W&B
+(:func:`runners.wandb_logger.log_artefact`). The backend and every (p_drop, K) / L setting come from the
+records and the profile (``conf/profile/<P>.yaml``), never from flags.
+
+Exit status: 0 written; 1 no runs to tabulate (message on stderr names the artefact, profile and the command
+that makes the runs); 2 bad arguments.
+"""
 
 from __future__ import annotations
 
+import argparse
+import importlib
+import os
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Iterable
 
-import pandas as pd
-
+from analysis.artefact import Artefact, Profile
+from analysis.footer import provenance_lines  # noqa: F401  (re-exported for Table 4 / Fig. 3)
+from analysis.load import load_runs
+from analysis.write import artefact_dir, portable, write_artefact, write_table  # noqa: F401  (re-exported)
 from runners.paths import results_dir
 
-
-def artefact_dir(name: str) -> Path:
-    d = results_dir() / name
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-def provenance_lines(runs: pd.DataFrame) -> list[str]:
-    """n, pair, device and date of the runs a table was built from."""
-    if runs.empty:
-        return ["no runs"]
-    dates = sorted(d for d in runs["date_utc"].dropna())
-    span = f"{dates[0][:10]} .. {dates[-1][:10]}" if dates else "?"
-    lines = [
-        f"pair: {', '.join(sorted(runs['pair'].unique()))}; backend: {', '.join(sorted(runs['backend'].unique()))}; "
-        f"profile: {', '.join(sorted(str(p) for p in runs['profile'].unique()))}",
-        f"device: {', '.join(sorted(str(d) for d in runs['device'].dropna().unique()))}",
-        f"date (UTC): {span}; runs: {len(runs)}; git: {', '.join(sorted({str(g)[:10] for g in runs['git_sha']}))}",
-    ]
-    return lines
+ARTEFACTS = {
+    "table1": "analysis.tables.table1",
+    "table2": "analysis.tables.table2",
+    "table3": "analysis.tables.table3",
+    "table5": "analysis.tables.table5",
+    "table6": "analysis.tables.table6",
+    "table7": "analysis.tables.table7",
+    "table10": "analysis.tables.table10",
+    "sensitivity": "analysis.figures.sensitivity",
+}
 
 
-def write_table(df: pd.DataFrame, name: str, *, title: str, footer: Iterable[str], stem: str | None = None) -> Path:
-    """Write ``results/<name>/<stem>.{md,csv,tex}``; print the Markdown. Returns the Markdown path."""
-    out = artefact_dir(name)
-    stem = stem or name
-    footer = list(footer)
-    md = f"### {title}\n\n{df.to_markdown(index=False)}\n\n" + "\n".join(f"- {line}" for line in footer) + "\n"
-    (out / f"{stem}.md").write_text(md)
-    df.to_csv(out / f"{stem}.csv", index=False)
-    tex = df.to_latex(index=False, escape=True, caption=title, label=f"tab:{stem}")
-    tex += "\n".join(f"% {line}" for line in footer) + "\n"
-    (out / f"{stem}.tex").write_text(tex)
-    print(md)
-    print(f"[analysis] wrote {out / stem}.{{md,csv,tex}}")
-    return out / f"{stem}.md"
+class NoRuns(RuntimeError):
+    """The artefact has no runs to tabulate for this profile."""
+
+
+def module(name: str) -> ModuleType:
+    """The artefact's module (raises KeyError for an unknown name)."""
+    return importlib.import_module(ARTEFACTS[name])
+
+
+def no_runs_message(name: str, profile: Profile, n_read: int) -> str:
+    prof = profile.name or "any"
+    backend = f" (its backend: {profile.backend})" if profile.backend else ""
+    return (f"[render] {name}: no complete runs for profile={prof}{backend} among the {n_read} run records read; "
+            f"run ./reproduce.sh {name} profile={prof} first")
+
+
+def render(name: str, profile_name: str | None = "default", *, runs_root: Path | None = None,
+           out_root: Path | None = None, echo: bool = True) -> Artefact:
+    """Build and write one artefact; return it.
+
+    Args:
+        name: a key of :data:`ARTEFACTS`.
+        profile_name: ``conf/profile/<name>.yaml`` (``any``/None: runs of every profile).
+        runs_root: the run records (default ``results/runs``); out_root: where ``<name>/`` goes (default
+            the results directory).
+
+    Raises:
+        NoRuns: nothing to tabulate.
+    """
+    profile = Profile.load(profile_name)
+    root = Path(runs_root) if runs_root is not None else results_dir() / "runs"
+    runs = load_runs(root)
+    mod = module(name)
+    selected = mod.select(runs, profile) if not runs.empty else runs
+    art = mod.build(selected) if not selected.empty else Artefact(name)
+    if art.empty and not selected.empty:
+        raise NoRuns(f"[render] {name}: nothing to tabulate from the {len(selected)} selected runs of profile="
+                     f"{profile.name or 'any'}" + (f" ({'; '.join(art.notes)})" if art.notes else ""))
+    if art.empty:
+        raise NoRuns(no_runs_message(name, profile, len(runs)))
+    out = Path(out_root if out_root is not None else results_dir()) / name
+    files = write_artefact(art, out, profile.name)
+    if echo:
+        for t in art.tables:
+            print((out / f"{t.stem}.md").read_text(encoding="utf-8"))
+        for note in art.notes:
+            print(f"[render] {name}: {note}")
+        print(f"[render] {name}: wrote {len(files)} files under {portable(str(out))}/ "
+              f"({len(art.runs)} runs, profile={profile.name or 'any'})")
+    log_wandb(art, out)
+    return art
+
+
+def log_wandb(art: Artefact, out: Path) -> list[str]:
+    """With ``DROPMATCH_WANDB=online|offline``: one W&B analysis run per table and figure; returns their dirs."""
+    if os.environ.get("DROPMATCH_WANDB", "") not in ("online", "offline"):
+        return []
+    from runners.wandb_logger import log_artefact
+
+    dirs = [log_artefact(t.stem, t.data) for t in art.tables]
+    dirs += [log_artefact(f.stem, f.data, [out / f"{f.stem}.png", out / f"{f.stem}.pdf"]) for f in art.figures]
+    return [d for d in dirs if d]
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("artefact", help=f"one of: {', '.join(ARTEFACTS)}, or all")
+    ap.add_argument("--profile", default="default", help="profile whose runs to tabulate ('any' for all)")
+    ap.add_argument("--runs", type=Path, default=None, help="run records directory (default results/runs)")
+    ap.add_argument("--out", type=Path, default=None, help="output root (default the results directory)")
+    a = ap.parse_args(list(argv) if argv is not None else None)
+    names = list(ARTEFACTS) if a.artefact == "all" else [a.artefact]
+    unknown = [n for n in names if n not in ARTEFACTS]
+    if unknown:
+        print(f"[render] unknown artefact {unknown[0]!r}; allowed: {', '.join(ARTEFACTS)}, all", file=sys.stderr)
+        return 2
+    missing = 0
+    for n in names:
+        try:
+            render(n, a.profile, runs_root=a.runs, out_root=a.out)
+        except NoRuns as e:
+            print(str(e), file=sys.stderr)
+            missing += 1
+    # one artefact: no runs is an error; `all`: an error only when none of them had runs
+    return 1 if missing == len(names) or (len(names) == 1 and missing) else 0
+
+
+def cli(name: str, argv: Iterable[str] | None = None) -> int:
+    """``python -m analysis.tables.<name> [--profile P] ...`` is ``python -m analysis.render <name> ...``."""
+    return main([name, *(sys.argv[1:] if argv is None else list(argv))])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -99,12 +99,17 @@ def trace_positions(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def footer(runs: pd.DataFrame, extra: Iterable[str] = ()) -> list[str]:
-    """Provenance footer (n, pair, device, date) of the runs a table was built from."""
-    from analysis.render import provenance_lines
-
+def n_line(runs: pd.DataFrame) -> str:
+    """``n (samples per run): 2, 4`` of the runs a table was built from."""
     n = sorted({int(x) for x in runs["n"]}) if not runs.empty else []
-    return [f"n (samples per run): {', '.join(map(str, n)) or '-'}", *provenance_lines(runs), *extra]
+    return f"n (samples per run): {', '.join(map(str, n)) or '-'}"
+
+
+def footer(runs: pd.DataFrame, extra: Iterable[str] = ()) -> list[str]:
+    """Provenance footer (n, pair, device, date, commits, model identity) of the runs a table was built from."""
+    from analysis.footer import provenance_lines
+
+    return [n_line(runs), *provenance_lines(runs), *extra]
 
 
 def load(profile: str | None, dataset: str | None, pair: str | None, methods: Iterable[str], **kw: Any) -> pd.DataFrame:
@@ -113,9 +118,10 @@ def load(profile: str | None, dataset: str | None, pair: str | None, methods: It
 
 
 def write_artefact(raw: pd.DataFrame, formatted: pd.DataFrame, name: str, *, title: str, footer: Iterable[str]) -> Path:
-    """Markdown and LaTeX from ``formatted`` (rounded, readable) via :func:`analysis.render.write_table`;
-    the CSV then holds ``raw`` (full-precision numbers, NaN for empty cells) for machine reading."""
-    from analysis.render import artefact_dir, write_table
+    """Markdown and LaTeX from ``formatted`` (rounded, readable) via :func:`analysis.write.write_table`;
+    the CSV then holds ``raw`` (full-precision numbers, NaN for empty cells) for machine reading.
+    (For Table 4 until it implements :mod:`analysis.artefact`'s contract.)"""
+    from analysis.write import artefact_dir, write_table
 
     md = write_table(formatted, name, title=title, footer=footer)
     raw.to_csv(artefact_dir(name) / f"{name}.csv", index=False)

@@ -28,7 +28,12 @@ class VerifyInputs:
         head_logits: ``[B, L+1, K, V]`` float32 or None, the K MC-dropout heads (Eq. 3), from
             :func:`criteria.dropout_heads.dropout_head_logits`. Required by DropMatch rules.
         temperature: sampling temperature; ``0`` means greedy (argmax everywhere).
-        generator: seeded ``torch.Generator`` for every random draw a rule makes (never the global RNG).
+        generator: seeded ``torch.Generator`` for every random draw a rule makes (never the global RNG),
+            on the logits' device.
+        target_hidden: ``[B, L+1, d]`` or None, the target's final hidden states of the verify pass (the LM
+            head's input). Filled by :func:`criteria.verify.verify_round` for rules with ``needs_hidden``.
+        draft_hidden: ``[B, L, d_draft]`` or None, the draft model's final hidden state that produced each
+            draft token. Filled for rules with ``needs_hidden`` when the backend has it.
     """
 
     draft_token_ids: torch.Tensor
@@ -37,6 +42,8 @@ class VerifyInputs:
     head_logits: torch.Tensor | None = None
     temperature: float = 0.0
     generator: torch.Generator | None = None
+    target_hidden: torch.Tensor | None = None
+    draft_hidden: torch.Tensor | None = None
 
 
 @dataclass
@@ -62,16 +69,20 @@ class AcceptResult:
 class Criterion(Protocol):
     """An acceptance rule. Pure: no I/O, no global RNG, inputs are not mutated.
 
+    A rule is built from its own settings only (``method`` config); the MC-dropout heads it reads are
+    described by a :class:`criteria.dropout_heads.HeadSpec` that travels separately, and K is read from
+    ``head_logits``' shape.
+
     Attributes:
         name: registry key (the value of ``method.criterion`` in ``conf/method/*.yaml``).
-        num_heads: K, the number of MC-dropout heads the backend must compute (0: none).
-        p_drop: dropout probability for those heads (ignored when ``num_heads == 0``).
+        needs_heads: whether ``VerifyInputs.head_logits`` must be filled (a HeadSpec with ``K >= 1``).
         needs_draft_probs: whether ``VerifyInputs.draft_probs`` must be filled.
+        needs_hidden: whether ``VerifyInputs.target_hidden`` / ``draft_hidden`` must be filled.
     """
 
     name: str
-    num_heads: int
-    p_drop: float
+    needs_heads: bool
     needs_draft_probs: bool
+    needs_hidden: bool
 
     def __call__(self, inputs: VerifyInputs, *, trace: bool = False) -> AcceptResult: ...

@@ -21,7 +21,7 @@ def check_inputs(
     *,
     rule: str,
     need_draft_probs: bool = False,
-    num_heads: int = 0,
+    need_heads: bool = False,
 ) -> tuple[int, int, int]:
     """Check the shapes, dtypes and settings of one round on entry (shapes only: no device sync).
 
@@ -33,8 +33,7 @@ def check_inputs(
             when given or required.
         rule: registry key of the calling rule, used in error messages.
         need_draft_probs: ``draft_probs`` must be given.
-        num_heads: K the rule was built with; ``> 0`` means ``head_logits`` must be given with
-            exactly K heads.
+        need_heads: ``head_logits`` ``[B, L+1, K, V]`` must be given, with any K >= 1.
 
     Returns:
         ``(B, L, V)``.
@@ -62,15 +61,14 @@ def check_inputs(
             f"{rule}: draft_probs must have shape [B, L, V] = [{B}, {L}, {V}]; "
             f"got {tuple(inputs.draft_probs.shape)}"
         )
-    if num_heads > 0:
-        heads = inputs.head_logits
-        if heads is None:
-            raise ValueError(f"{rule}: head_logits is required ([B, L+1, K, V] with K={num_heads}) but is None")
-        if tuple(heads.shape) != (B, L + 1, num_heads, V):
-            raise ValueError(
-                f"{rule}: head_logits must have shape [B, L+1, K, V] = [{B}, {L + 1}, {num_heads}, {V}] "
-                f"(K = num_heads of the rule); got {tuple(heads.shape)}"
-            )
+    heads = inputs.head_logits
+    if need_heads and heads is None:
+        raise ValueError(f"{rule}: head_logits [B, L+1, K, V] is required (dropmatch.K >= 1) but is None")
+    if heads is not None and (heads.ndim != 4 or heads.shape[2] < 1 or tuple(heads.shape[:2]) + (heads.shape[3],)
+                              != (B, L + 1, V)):
+        raise ValueError(
+            f"{rule}: head_logits must have shape [B, L+1, K, V] = [{B}, {L + 1}, K>=1, {V}]; got {tuple(heads.shape)}"
+        )
     T = inputs.temperature
     if not (isinstance(T, (int, float)) and math.isfinite(T) and T >= 0):
         raise ValueError(f"{rule}: temperature={T!r} is invalid; allowed values: a finite float >= 0 (0 = greedy)")

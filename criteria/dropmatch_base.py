@@ -63,6 +63,7 @@ def dropmatch_trace(
     inputs: VerifyInputs,
     head_token_ids: torch.Tensor,
     js: tuple[torch.Tensor, torch.Tensor] | None = None,
+    majority: str = "strict",
 ) -> dict[str, torch.Tensor]:
     """Per-position analysis tensors of one round (Tables 2-3), the same for both DropMatch rules.
 
@@ -78,14 +79,16 @@ def dropmatch_trace(
         head_token_ids: ``[B, L, K]`` int64, the heads' tokens the rule used.
         js: ``(js_draft, js_heads_max)`` if already computed; otherwise computed here when
             ``draft_probs`` is given.
+        majority: Eq. (7) reading (:func:`majority_vote`) for ``draft_agrees_majority``.
 
     Returns:
         Dict with keys (``[B, L]`` unless noted):
         ``head_token_ids`` ``[B, L, K]`` int64; ``target_token_ids`` int64 (target argmax);
-        ``majority_token_ids`` int64 and ``majority_counts`` int64 (:func:`majority_token`);
+        ``majority_token_ids`` int64 and ``majority_counts`` int64 (plurality token and its votes,
+        :func:`criteria.divergence.majority_token`);
         ``agreement_pattern`` int64 codes (names: :func:`criteria.divergence.agreement_pattern_names`);
         ``majority_target_prob`` float32, ``softmax(target_logits)`` at T = 1 of the majority token;
-        ``accepted_by_naive`` bool (Eq. 4); ``draft_agrees_majority`` bool (Eq. 7).
+        ``accepted_by_naive`` bool (Eq. 4); ``draft_agrees_majority`` bool (Eq. 7 under ``majority``).
         Only when ``draft_probs`` is given: ``js_draft``, ``js_heads_max`` float32 (Eq. 6 sides);
         ``accepted_by_js`` bool (Eq. 6, first branch of Algorithm 1); ``accepted_by_majority`` bool
         (Eq. 7 and not Eq. 6: accepted only by the second branch of Algorithm 1).
@@ -94,8 +97,9 @@ def dropmatch_trace(
     L = draft.shape[1]
     target = inputs.target_logits[:, :L]  # [B, L, V]
     maj_token, maj_count = majority_token(head_token_ids)  # [B, L], [B, L]
+    _, maj_valid = majority_vote(head_token_ids, majority)  # [B, L]
     target_probs = torch.softmax(target.float(), dim=-1)  # [B, L, V]
-    agrees = maj_token == draft  # [B, L]
+    agrees = maj_valid & (maj_token == draft)  # [B, L]
     out = {
         "head_token_ids": head_token_ids,
         "target_token_ids": target.argmax(dim=-1),
@@ -120,38 +124,71 @@ def dropmatch_trace(
     return out
 
 
+MAJORITY_MODES = ("strict", "plurality")
+
+
+def majority_vote(head_token_ids: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The heads' majority token per position and whether it counts as a majority under ``mode``.
+
+    Paper: Eq. (7), ``majority({y^(i)}) = y_hat``. ``strict`` (the paper's word, the default): more than
+    K/2 heads vote for the token (a 2-2-1 or 1-1-1-1-1 split has no majority). ``plurality``: the most-voted
+    token, ties to the earliest head (:func:`criteria.divergence.majority_token`), so a majority always exists.
+
+    Args:
+        head_token_ids: ``[..., K]`` int64.
+        mode: ``"strict"`` or ``"plurality"``.
+
+    Returns:
+        ``(token [...] int64, valid [...] bool)``; Eq. (7) holds for a draft iff ``valid & (token == draft)``.
+
+    Raises:
+        ValueError: unknown ``mode`` (names ``dropmatch.majority`` and the allowed values).
+    """
+    if mode not in MAJORITY_MODES:
+        raise ValueError(f"dropmatch.majority={mode!r} is invalid; allowed values: {', '.join(MAJORITY_MODES)}")
+    token, count = majority_token(head_token_ids)  # [...], [...]
+    K = head_token_ids.shape[-1]
+    valid = 2 * count > K if mode == "strict" else torch.ones_like(count, dtype=torch.bool)
+    return token, valid
+
+
 class DropMatchBase:
     """Settings and round structure shared by ``dropmatch_naive`` and ``dropmatch_js``.
 
-    Paper: Sec. 3.1-3.2; Table 6 setting K = 5, p_drop = 0.3.
+    Paper: Sec. 3.1-3.2; Table 6 setting K = 5, p_drop = 0.3 (K and p_drop travel in a
+    :class:`criteria.dropout_heads.HeadSpec`; the rule reads K off ``head_logits``).
 
     A subclass sets ``name`` and ``needs_draft_probs`` and implements :meth:`accept_test`. The round:
     head tokens from ``head_logits[:, :L]`` (the heads at the bonus position L are not used), the
-    subclass's per-position test, prefix closure, and the target's own token (row 0 = ``target_logits``)
-    at the first rejected position or at L: argmax (T = 0) or a sample of ``softmax(target_logits / T)``.
+    subclass's per-position test (OR the target's own argmax when ``include_target``), prefix closure, and
+    the target's own token (``target_logits``, the plain head) at the first rejected position or at L:
+    argmax (T = 0) or a sample of ``softmax(target_logits / T)``.
 
     RNG (T > 0 only, ``inputs.generator``): one ``torch.rand([B, L, K])`` for the head tokens, then one
     ``torch.rand([B])`` for the emitted token. None at T = 0.
 
     Args:
-        K: number of MC-dropout heads, an integer >= 1.
-        p_drop: dropout probability of the heads, a float in ``[0, 1)``. The rule only stores it for the
-            backend (which computes ``head_logits`` with :func:`criteria.dropout_heads.dropout_head_logits`).
+        majority: ``"strict"`` (default, the paper's "majority": more than K/2 heads) or ``"plurality"``
+            (most votes, ties to the earliest head); see :func:`majority_vote`. Used by Eq. (7) and the trace.
+        include_target: also accept a draft equal to the plain head's argmax (then DropMatch accepts a
+            superset of greedy SD's tokens). Default False: Algorithm 1 tests only Eq. (6) and Eq. (7).
 
     Raises:
-        ValueError: ``K`` or ``p_drop`` out of range; the message names the field and the allowed values.
+        ValueError: a setting out of range; the message names the ``dropmatch.*`` field and the allowed values.
     """
 
     name: str = ""
+    needs_heads: bool = True
     needs_draft_probs: bool = False
+    needs_hidden: bool = False
 
-    def __init__(self, K: int = 5, p_drop: float = 0.3) -> None:
-        if isinstance(K, bool) or not isinstance(K, int) or K < 1:
-            raise ValueError(f"{self.name}: K={K!r} is invalid; allowed values: an integer >= 1")
-        if isinstance(p_drop, bool) or not isinstance(p_drop, (int, float)) or not 0.0 <= p_drop < 1.0:
-            raise ValueError(f"{self.name}: p_drop={p_drop!r} is invalid; allowed values: a float in [0, 1)")
-        self.num_heads = K
-        self.p_drop = float(p_drop)
+    def __init__(self, majority: str = "strict", include_target: bool = False) -> None:
+        if majority not in MAJORITY_MODES:
+            raise ValueError(f"dropmatch.majority={majority!r} is invalid; allowed values: {', '.join(MAJORITY_MODES)}")
+        if not isinstance(include_target, bool):
+            raise ValueError(f"dropmatch.include_target={include_target!r} is invalid; allowed values: true, false")
+        self.majority = majority
+        self.include_target = include_target
 
     def accept_test(
         self, inputs: VerifyInputs, head_token_ids: torch.Tensor
@@ -164,8 +201,8 @@ class DropMatchBase:
 
         Args:
             inputs: ``draft_token_ids`` ``[B, L]`` int64, ``target_logits`` ``[B, L+1, V]`` float (row 0
-                of the dropout-head helper), ``head_logits`` ``[B, L+1, K, V]`` float with K =
-                ``num_heads``, ``draft_probs`` ``[B, L, V]`` (required if ``needs_draft_probs``),
+                of the dropout-head helper), ``head_logits`` ``[B, L+1, K, V]`` float (K >= 1),
+                ``draft_probs`` ``[B, L, V]`` (required if ``needs_draft_probs``),
                 ``temperature``, ``generator`` (required when T > 0). Not mutated.
             trace: if True, ``AcceptResult.trace`` holds :func:`dropmatch_trace`'s tensors.
 
@@ -175,13 +212,15 @@ class DropMatchBase:
         Raises:
             ValueError: malformed inputs (see :func:`criteria.common.check_inputs`).
         """
-        check_inputs(inputs, rule=self.name, need_draft_probs=self.needs_draft_probs, num_heads=self.num_heads)
+        check_inputs(inputs, rule=self.name, need_draft_probs=self.needs_draft_probs, need_heads=True)
         L = inputs.draft_token_ids.shape[1]
         T, gen = inputs.temperature, inputs.generator
         heads = head_tokens(inputs.head_logits[:, :L], T, gen)  # [B, L, K]
         ok, js = self.accept_test(inputs, heads)  # [B, L]
-        info = dropmatch_trace(inputs, heads, js) if trace else None
+        if self.include_target:
+            ok = ok | (inputs.draft_token_ids == inputs.target_logits[:, :L].argmax(dim=-1))  # [B, L]
+        info = dropmatch_trace(inputs, heads, js, self.majority) if trace else None
         return finish_round(ok, inputs.target_logits, T, gen, info)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(K={self.num_heads}, p_drop={self.p_drop})"
+        return f"{type(self).__name__}(majority={self.majority!r}, include_target={self.include_target})"

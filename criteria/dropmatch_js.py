@@ -8,8 +8,7 @@ from __future__ import annotations
 import torch
 
 from criteria.base import VerifyInputs
-from criteria.divergence import majority_token
-from criteria.dropmatch_base import DropMatchBase, js_statistics
+from criteria.dropmatch_base import DropMatchBase, js_statistics, majority_vote
 from criteria.registry import CRITERIA
 
 
@@ -21,21 +20,18 @@ class DropMatchJS(DropMatchBase):
     Paper: Eq. (5) centroid, Eq. (6) JS test, Eq. (7) majority test, Algorithm 1.
 
     ``p_hat_t`` is ``draft_probs``; head probabilities ``p^(i) = softmax(l^(i) / T)`` and the centroid
-    ``softmax(mean_i l^(i) / T)`` use T = 1 when greedy (T = 0). The majority is a plurality vote with
-    ties going to the token of the lowest head index (:func:`criteria.divergence.majority_token`).
+    ``softmax(mean_i l^(i) / T)`` use T = 1 when greedy (T = 0). The majority (Eq. 7) is strict (more than
+    K/2 heads) by default or a plurality with ``majority="plurality"`` (:func:`criteria.dropmatch_base.majority_vote`).
     Head tokens, next token, RNG use and settings: see :class:`criteria.dropmatch_base.DropMatchBase`.
     With ``p_drop = 0`` every head equals the centroid (max JS = 0 up to rounding), so a draft
     distribution different from the target's fails Eq. (6) and the rule equals ``greedy_match`` at
     T = 0 (Eq. (7) then means "draft = target argmax").
 
-    Args:
-        K: number of MC-dropout heads (integer >= 1).
-        p_drop: dropout probability in ``[0, 1)``.
+    Args: ``majority``, ``include_target``: see :class:`criteria.dropmatch_base.DropMatchBase`.
 
     Attributes:
         name: ``"dropmatch_js"``.
-        num_heads: K.
-        p_drop: p_drop.
+        needs_heads: True.
         needs_draft_probs: True.
     """
 
@@ -48,6 +44,6 @@ class DropMatchJS(DropMatchBase):
         """Eq. (6) OR Eq. (7) at each draft position: ``[B, L]`` bool, and ``(js_draft, js_heads_max)``."""
         L = inputs.draft_token_ids.shape[1]
         js_draft, js_heads_max = js_statistics(inputs.head_logits[:, :L], inputs.draft_probs, inputs.temperature)
-        majority, _ = majority_token(head_token_ids)  # [B, L]
-        ok = (js_draft <= js_heads_max) | (majority == inputs.draft_token_ids)  # [B, L]
+        majority, valid = majority_vote(head_token_ids, self.majority)  # [B, L], [B, L]
+        ok = (js_draft <= js_heads_max) | (valid & (majority == inputs.draft_token_ids))  # [B, L]
         return ok, (js_draft, js_heads_max)

@@ -22,14 +22,11 @@ class DropMatchNaive(DropMatchBase):
     token, RNG use and settings: see :class:`criteria.dropmatch_base.DropMatchBase`. With
     ``p_drop = 0`` every head equals the target head, so the rule equals ``greedy_match`` at T = 0.
 
-    Args:
-        K: number of MC-dropout heads (integer >= 1).
-        p_drop: dropout probability in ``[0, 1)``.
+    Args: ``majority`` (trace only), ``include_target``: see :class:`criteria.dropmatch_base.DropMatchBase`.
 
     Attributes:
         name: ``"dropmatch_naive"``.
-        num_heads: K.
-        p_drop: p_drop.
+        needs_heads: True.
         needs_draft_probs: False (``draft_probs``, if given, only fills the JS fields of the trace).
     """
 

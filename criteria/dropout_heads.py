@@ -5,7 +5,118 @@ Paper: DropMatch (arXiv 2603.03333) Sec. 3.1, Eq. (1)-(3).
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import torch
+
+
+@dataclass(frozen=True)
+class HeadSpec:
+    """The K MC-dropout heads of a run: how many and at which dropout probability (Eq. 1-3).
+
+    Built once from the run config (``dropmatch.K`` / ``dropmatch.p_drop``) and passed to every backend
+    and to :func:`criteria.verify.verify_round`; rules never carry it. ``K = 0`` means no heads
+    (AR, SD, EAGLE without DropMatch).
+
+    Attributes:
+        K: number of dropout heads, an integer >= 0.
+        p_drop: dropout probability, a float in ``[0, 1)`` (ignored when ``K = 0``; stored as 0.0 then).
+
+    Raises:
+        ValueError: a field out of range; the message names ``dropmatch.K`` / ``dropmatch.p_drop`` and the
+            allowed values.
+    """
+
+    K: int = 0
+    p_drop: float = 0.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.K, bool) or not isinstance(self.K, int) or self.K < 0:
+            raise ValueError(f"dropmatch.K={self.K!r} is invalid; allowed values: an integer >= 0 (0 = no heads)")
+        p = self.p_drop
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or not 0.0 <= p < 1.0:
+            raise ValueError(f"dropmatch.p_drop={p!r} is invalid; allowed values: a number in [0, 1)")
+        object.__setattr__(self, "p_drop", float(p) if self.K > 0 else 0.0)
+
+    @property
+    def active(self) -> bool:
+        """True when the backend must compute head logits (``K >= 1``)."""
+        return self.K > 0
+
+    def as_dict(self) -> dict:
+        return {"K": self.K, "p_drop": self.p_drop}
+
+
+@dataclass(frozen=True)
+class LMHead:
+    """The target's LM head as the verify round uses it.
+
+    Attributes:
+        weight: ``[V_rows, d]`` (rows beyond ``vocab_size`` are padding and are cut).
+        bias: ``[V_rows]`` or None.
+        vocab_size: V, the number of real vocabulary rows (``<= V_rows``); None = all rows.
+    """
+
+    weight: torch.Tensor
+    bias: torch.Tensor | None = None
+    vocab_size: int | None = None
+
+    def rows(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(weight[:V], bias[:V])``: the unpadded head."""
+        V = self.vocab_size
+        if V is None or V == self.weight.shape[0]:
+            return self.weight, self.bias
+        return self.weight[:V], None if self.bias is None else self.bias[:V]
+
+
+def dropout_masks(n: int, K: int, d: int, p_drop: float, generator: torch.Generator,
+                  device: torch.device | str) -> torch.Tensor:
+    """Keep-masks of K heads at n positions (Eq. 1), drawn from one generator.
+
+    RNG: exactly one ``torch.rand((n, K, d), dtype=float32, generator=generator, device=device)`` call;
+    unit ``j`` of head ``k`` at position ``i`` is kept iff ``u[i, k, j] < 1 - p_drop``.
+
+    Args:
+        n: positions; K: heads; d: hidden size.
+        p_drop: in ``(0, 1)``.
+        generator: seeded ``torch.Generator`` on ``device``'s type.
+        device: where the masks live (the hidden states' device).
+
+    Returns:
+        ``[n, K, d]`` bool.
+
+    Raises:
+        ValueError: the generator is on another device type than ``device``.
+    """
+    device = torch.device(device)
+    if generator.device.type != device.type:
+        raise ValueError(f"generator is on {generator.device} but the hidden states are on {device}; "
+                         f"make the generator on the model's device (runners.backends.seeding.make_generator)")
+    u = torch.rand((n, K, d), generator=generator, device=device, dtype=torch.float32)  # [n, K, d]
+    return u < (1.0 - p_drop)
+
+
+def heads_from_masks(hidden: torch.Tensor, keep: torch.Tensor, p_drop: float, lm_head_weight: torch.Tensor,
+                     lm_head_bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Plain + K dropout-head logits from given masks, in ONE matmul (Eq. 2-3).
+
+    Args:
+        hidden: ``[N, d]`` floating, final hidden states (LM-head input).
+        keep: ``[N, K, d]`` bool keep-masks (:func:`dropout_masks`).
+        p_drop: the masks' dropout probability (inverted-dropout scale ``1 / (1 - p_drop)``).
+        lm_head_weight: ``[V, d]``; lm_head_bias: ``[V]`` or None.
+
+    Returns:
+        ``[N, 1 + K, V]`` logits in ``hidden``'s dtype; row 0 plain, rows 1..K the dropout heads.
+    """
+    N, d = hidden.shape
+    K = keep.shape[1]
+    scaled = hidden * (1.0 / (1.0 - p_drop))  # [N, d], Eq. (2) scale
+    dropped = torch.where(keep, scaled.unsqueeze(1), torch.zeros((), dtype=hidden.dtype, device=hidden.device))
+    stacked = torch.cat([hidden.unsqueeze(1), dropped], dim=1)  # [N, 1+K, d]
+    logits = torch.nn.functional.linear(stacked.reshape(N * (1 + K), d), lm_head_weight, lm_head_bias)
+    return logits.reshape(N, 1 + K, -1)  # [N, 1+K, V], Eq. (3)
 
 
 def dropout_head_logits(
@@ -79,10 +190,5 @@ def dropout_head_logits(
         raise ValueError(
             f"generator is on {generator.device} but hidden is on {hidden.device}; pass a generator on hidden's device"
         )
-    u = torch.rand((N, K, d), generator=generator, device=hidden.device, dtype=torch.float32)  # [N, K, d]
-    keep = u < (1.0 - p_drop)  # [N, K, d] bool, Eq. (1)
-    scaled = hidden * (1.0 / (1.0 - p_drop))  # [N, d], Eq. (2) scale
-    dropped = torch.where(keep, scaled.unsqueeze(1), torch.zeros((), dtype=hidden.dtype, device=hidden.device))
-    stacked = torch.cat([hidden.unsqueeze(1), dropped], dim=1)  # [N, 1+K, d]
-    logits = torch.nn.functional.linear(stacked.reshape(N * (1 + K), d), lm_head_weight, lm_head_bias)  # [N*(1+K), V]
-    return logits.reshape(N, 1 + K, V)  # [N, 1+K, V], Eq. (3)
+    keep = dropout_masks(N, K, d, p_drop, generator, hidden.device)  # [N, K, d] bool, Eq. (1)
+    return heads_from_masks(hidden, keep, p_drop, lm_head_weight, lm_head_bias)  # [N, 1+K, V]

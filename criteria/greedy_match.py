@@ -22,15 +22,13 @@ class GreedyMatch:
 
     Attributes:
         name: ``"greedy_match"``.
-        num_heads: 0 (no dropout heads).
-        p_drop: 0.0.
-        needs_draft_probs: False.
+        needs_heads / needs_draft_probs / needs_hidden: False.
     """
 
     name = "greedy_match"
-    num_heads = 0
-    p_drop = 0.0
+    needs_heads = False
     needs_draft_probs = False
+    needs_hidden = False
 
     def __call__(self, inputs: VerifyInputs, *, trace: bool = False) -> AcceptResult:
         """Verify one round.

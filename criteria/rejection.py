@@ -32,15 +32,15 @@ class RejectionSampling:
 
     Attributes:
         name: ``"rejection"``.
-        num_heads: 0.
-        p_drop: 0.0.
+        needs_heads: False.
         needs_draft_probs: True (used when T > 0; at T = 0 ``draft_probs`` may be None).
+        needs_hidden: False.
     """
 
     name = "rejection"
-    num_heads = 0
-    p_drop = 0.0
+    needs_heads = False
     needs_draft_probs = True
+    needs_hidden = False
 
     def __call__(self, inputs: VerifyInputs, *, trace: bool = False) -> AcceptResult:
         """Verify one round.

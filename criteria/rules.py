@@ -1,14 +1,16 @@
 """Import every acceptance rule so that :data:`criteria.registry.CRITERIA` holds all of them.
 
-``import criteria.rules`` registers ``greedy_match``, ``rejection``, ``dropmatch_naive`` and
-``dropmatch_js``; then ``CRITERIA.get(name)`` returns the rule class.
+``import criteria.rules`` registers ``autoregressive``, ``greedy_match``, ``rejection``, ``dropmatch_naive``,
+``dropmatch_js`` and ``dropout_path``; then ``CRITERIA.get(name)`` returns the rule class.
 """
 
 from __future__ import annotations
 
+from criteria.autoregressive import Autoregressive
 from criteria.dropmatch_js import DropMatchJS
 from criteria.dropmatch_naive import DropMatchNaive
+from criteria.dropout_path import DropoutPath
 from criteria.greedy_match import GreedyMatch
 from criteria.rejection import RejectionSampling
 
-__all__ = ["DropMatchJS", "DropMatchNaive", "GreedyMatch", "RejectionSampling"]
+__all__ = ["Autoregressive", "DropMatchJS", "DropMatchNaive", "DropoutPath", "GreedyMatch", "RejectionSampling"]

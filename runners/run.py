@@ -53,23 +53,38 @@ def resolve_run_config(cfg: Any) -> dict:
     dm = c["dropmatch"]
     if method.get("uses_dropmatch"):
         dm["path"] = 0
-    elif method.get("ar_dropout_path"):
-        dm["K"] = 1
+    elif method.get("ar_dropout_path"):  # one path: K = 1; the rule's settings do not apply
+        c["dropmatch"] = {"K": 1, "p_drop": dm["p_drop"], "path": dm.get("path", 0)}
     else:
         c["dropmatch"] = {"unused": True}
     return c
 
 
-def build_criterion(c: Mapping[str, Any]) -> Any:
-    """The acceptance rule for ``method.criterion`` (None for AR), with DropMatch's K and p_drop."""
+DROPMATCH_RULE_FIELDS = ("majority", "include_target")  # dropmatch.* fields that are the rule's own settings
+
+
+def build_rule(c: Mapping[str, Any]) -> Any:
+    """The acceptance rule ``method.criterion`` built from its own settings only.
+
+    DropMatch rules take ``dropmatch.majority`` / ``dropmatch.include_target``; any rule takes
+    ``method.kwargs`` (e.g. a judge threshold). K and p_drop are not rule settings: see :func:`head_spec`.
+    """
     import criteria.rules  # noqa: F401
     from criteria.registry import CRITERIA
 
-    key = c["method"].get("criterion")
-    if key is None:
-        return None
-    kwargs = {"K": int(c["dropmatch"]["K"]), "p_drop": float(c["dropmatch"]["p_drop"])} if c["method"].get("uses_dropmatch") else {}
-    return CRITERIA.get(key)(**kwargs)
+    kwargs = dict(c["method"].get("kwargs") or {})
+    if c["method"].get("uses_dropmatch"):
+        kwargs.update({k: c["dropmatch"][k] for k in DROPMATCH_RULE_FIELDS if k in c["dropmatch"]})
+    return CRITERIA.get(c["method"]["criterion"])(**kwargs)
+
+
+def head_spec(c: Mapping[str, Any]) -> Any:
+    """The run's MC-dropout heads (:class:`criteria.dropout_heads.HeadSpec`), built once from the config."""
+    from criteria.dropout_heads import HeadSpec
+
+    if c["method"].get("uses_dropmatch") or c["method"].get("ar_dropout_path"):
+        return HeadSpec(K=int(c["dropmatch"]["K"]), p_drop=float(c["dropmatch"]["p_drop"]))
+    return HeadSpec()
 
 
 class _Progress:
@@ -115,9 +130,9 @@ def _hms(seconds: float) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
-def _repeat(backend: Any, sample: Any, decoding: Any, criterion: Any, first: Any) -> float:
+def _repeat(backend: Any, sample: Any, decoding: Any, rule: Any, heads: Any, first: Any) -> float:
     """Generate ``sample`` again and return its wall seconds; the output must not change."""
-    again = next(iter(backend.generate([sample], decoding, criterion)))
+    again = next(iter(backend.generate([sample], decoding, rule, heads)))
     if again.output_token_ids != first.output_token_ids:
         raise RuntimeError(f"{sample.sample_id}: a throughput repeat produced different tokens; decoding is not "
                            "deterministic (set decoding.temperature=0 or repeats=1)")
@@ -180,7 +195,7 @@ def run(cfg: Any, log=print) -> dict:
 
             pair = load_pair(c["pair"], need_draft=L > 0 or c["method"].get("ar_model") == "draft",
                              load_weights=bool(c["backend"].get("loads_hf_weights", True)), log=log)
-            criterion = build_criterion(c)
+            rule, heads = build_rule(c), head_spec(c)
             backend = build(BACKENDS, c["backend"], pair=pair)
             decoding = DecodingConfig(
                 num_speculative_tokens=L, temperature=float(c["decoding"]["temperature"]),
@@ -188,13 +203,12 @@ def run(cfg: Any, log=print) -> dict:
                 max_new_tokens=int(c["decoding"]["max_new_tokens"] or dataset.max_new_tokens),  # null: lm-eval's cap
                 stop=list(dataset.stop or []), seed=int(c["decoding"]["seed"]), trace=bool(c.get("trace")),
                 ar_model=str(c["method"].get("ar_model", "target")),
-                ar_dropout_p=float(c["dropmatch"]["p_drop"]) if c["method"].get("ar_dropout_path") else None,
-                ar_path=int(c["dropmatch"].get("path") or 0),
+                seed_stream=int(c["dropmatch"].get("path") or 0) if c["method"].get("ar_dropout_path") else 0,
             )
             repeats = int(c.get("repeats") or 1)
             by_id = {s.sample_id: s for s in todo}
             progress = _Progress(len(todo), tag, str(c.get("progress") or "auto"), log)
-            for res in backend.generate(todo, decoding, criterion):
+            for res in backend.generate(todo, decoding, rule, heads):
                 sample = by_id[res.sample_id]
                 quality = scorer.score([sample], [res.output_text])[0]
                 rec = {
@@ -206,6 +220,8 @@ def run(cfg: Any, log=print) -> dict:
                     "quality": quality,
                     "spec": res.counters.to_dict(),
                     "accepted_per_round": res.accepted_per_round,
+                    "stop_reason": res.stop_reason,
+                    "eos_removed": res.eos_removed,
                     "speed": {
                         "num_output_tokens": res.num_output_tokens, "wall_s": res.wall_s, "prefill_s": res.prefill_s,
                         "draft_s": res.draft_s, "verify_s": res.verify_s, "criterion_s": res.criterion_s,
@@ -216,7 +232,7 @@ def run(cfg: Any, log=print) -> dict:
                     rec["trace"] = res.trace
                 if repeats > 1:  # re-time the same sample (Spec-Bench style throughput repeats)
                     rec["speed"]["wall_s_repeats"] = [res.wall_s] + [
-                        _repeat(backend, sample, decoding, criterion, res) for _ in range(repeats - 1)]
+                        _repeat(backend, sample, decoding, rule, heads, res) for _ in range(repeats - 1)]
                 record.append(rec)
                 logger.log_sample(rec)
                 progress.update(res.num_output_tokens, res.counters, f"[run {record.run_id}]")

@@ -5,88 +5,104 @@ Paper: DropMatch (arXiv 2603.03333) Table 1 (Llama-3.1-70B-Instruct paths H1-H5;
 81.7, Llama-3.1-8B-Instruct draft 72.6 -- the numbers the caption states).
 
     python -m runners.main -m experiment=table1
-    python -m analysis.tables.table1 [--profile default] [--pair NAME]
-Writes results/table1/table1.{md,csv,tex} (wide: one row per decoder, one column per p_drop) and
-results/table1/table1_runs.csv (long: one row per run).
+    python -m analysis.render table1 --profile default
+Writes results/table1/table1.* (wide: one row per decoder, one column per p_drop, each cell pass@1 % with
+its 95 % bootstrap interval over problems; CSV columns ``<col>``, ``<col>_lo``, ``<col>_hi``) and
+results/table1/table1_runs.* (long: one row per run).
 """
 
 from __future__ import annotations
 
 import math
-import sys
-from typing import Iterable
 
 import pandas as pd
 
-from analysis.render import artefact_dir
-from analysis.traces import cli, footer, load, write_artefact
+from analysis.artefact import Artefact, Profile, Table, of_profile, pick_backend
+from analysis.cells import CI_NOTE, ItemCache
+from analysis.footer import provenance_lines
+from analysis.stats import NAN, Estimate, fmt, mean_ci
+from analysis.traces import n_line, select_runs
 
+NAME = "table1"
+DATASET = "humaneval"
 METHODS = ("ar", "draft_only", "dropout_path")
 PAPER = {"target (no dropout)": 81.7, "draft alone": 72.6}  # Table 1 caption, pass@1 (%)
 NO_DROPOUT = "without dropout"
 
 
-def pct(v: float | None) -> float:
-    return math.nan if v is None or pd.isna(v) else 100.0 * float(v)
+def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
+    """Greedy AR / draft-only / single-path runs on HumanEval of the profile; one pair, one run per cell."""
+    r = of_profile(runs, profile)
+    r = pick_backend(r[r["temperature"] == 0.0], profile, default="hf")
+    return select_runs(r, dataset=DATASET, profile=None, pair=None, methods=METHODS)
 
 
-def build(runs: pd.DataFrame) -> pd.DataFrame:
-    """Wide Table 1: rows H1..HK, mean over paths, target, draft; columns ``p_drop=<p>`` and ``without dropout``.
+def _pass(cache: ItemCache, runs: pd.DataFrame) -> Estimate:
+    """pass@1 (%) over the problems of ``runs`` (several runs: per-problem mean over them, then over problems)."""
+    if runs.empty:
+        return NAN
+    items = pd.concat([cache.items(r) for _, r in runs.iterrows()])
+    per_problem = items.groupby("sample_id")["correct"].mean()
+    return mean_ci(per_problem.to_numpy()).scaled(100.0) if per_problem.notna().any() else NAN
 
-    Cells are pass@1 in percent (``quality/accuracy`` of each run: EvalPlus pass@1 on the base tests).
-    """
+
+def estimates(runs: pd.DataFrame, cache: ItemCache) -> tuple[list[str], list[tuple[str, dict[str, Estimate]]]]:
+    """(columns, [(decoder, {column: pass@1 estimate})]) of the wide table."""
     paths = runs[runs["method"] == "dropout_path"]
     ps = sorted({float(p) for p in paths["p_drop"]})
     cols = [f"p_drop={p:g}" for p in ps]
     rows = []
     for i in sorted({int(x) for x in paths["path"]}):
-        row = {"decoder": f"H{i}"}
-        for p, col in zip(ps, cols):
-            hit = paths[(paths["path"] == i) & (paths["p_drop"].astype(float) == p)]
-            row[col] = pct(hit["accuracy"].iloc[0]) if len(hit) else math.nan
-        rows.append(row)
+        rows.append((f"H{i}", {c: _pass(cache, paths[(paths["path"] == i) & (paths["p_drop"].astype(float) == p)])
+                               for p, c in zip(ps, cols)}))
     if rows:
-        mean = {"decoder": "mean over paths"}
-        for p, col in zip(ps, cols):
-            vals = paths[paths["p_drop"].astype(float) == p]["accuracy"].dropna()
-            mean[col] = pct(vals.mean()) if len(vals) else math.nan
-        rows.append(mean)
+        rows.append(("mean over paths", {c: _pass(cache, paths[paths["p_drop"].astype(float) == p])
+                                         for p, c in zip(ps, cols)}))
     for method, name in (("ar", "target (no dropout)"), ("draft_only", "draft alone")):
-        hit = runs[runs["method"] == method]
-        rows.append({"decoder": name, NO_DROPOUT: pct(hit["accuracy"].iloc[0]) if len(hit) else math.nan})
-    out = pd.DataFrame(rows, columns=["decoder", *cols, NO_DROPOUT])
-    out["paper"] = [PAPER.get(d, math.nan) for d in out["decoder"]]
-    return out
+        rows.append((name, {NO_DROPOUT: _pass(cache, runs[runs["method"] == method])}))
+    return [*cols, NO_DROPOUT], rows
 
 
-def format_table(t: pd.DataFrame) -> pd.DataFrame:
-    f = t.copy()
-    for c in f.columns[1:]:
-        f[c] = f[c].map(lambda v: "" if pd.isna(v) else f"{v:.1f}")
-    return f.rename(columns={"paper": "paper (70B / 8B)"})
+def tables(runs: pd.DataFrame, cache: ItemCache | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(numbers, display) of the wide Table 1: pass@1 (%) with ``_lo``/``_hi`` columns; paper values."""
+    cols, rows = estimates(runs, cache or ItemCache())
+    data, display = [], []
+    for name, cells in rows:
+        d, s = {"decoder": name}, {"decoder": name}
+        for c in cols:
+            e = cells.get(c, NAN)
+            d.update({c: e.value, f"{c}_lo": e.lo, f"{c}_hi": e.hi})
+            s[c] = fmt(e, 1)
+        d["paper"] = PAPER.get(name, math.nan)
+        s["paper (70B / 8B)"] = "" if math.isnan(d["paper"]) else f"{d['paper']:.1f}"
+        data.append(d)
+        display.append(s)
+    return pd.DataFrame(data), pd.DataFrame(display)
 
 
-def main(argv: Iterable[str] | None = None) -> int:
-    args = cli("Table 1: pass@1 of single MC-dropout paths on HumanEval", argv, dataset="humaneval")
-    runs = load(args.profile, args.dataset, args.pair, METHODS)
-    if not runs.empty:
-        runs = runs[runs["temperature"] == 0.0]
-    if runs.empty:
-        print(f"no ar/draft_only/dropout_path runs on {args.dataset} (profile={args.profile}); "
-              "run: python -m runners.main -m experiment=table1", file=sys.stderr)
-        return 1
-    t = build(runs)
+def build(selected: pd.DataFrame) -> Artefact:
+    runs = selected
+    data, display = tables(runs)
     long = runs[["run_id", "method", "p_drop", "path", "n", "complete", "accuracy", "num_output_tokens", "tok_per_s",
-                 "max_new_tokens"]].sort_values(["method", "p_drop", "path"])
-    long.to_csv(artefact_dir("table1") / "table1_runs.csv", index=False)
-    notes = ["pass@1 (%) = EvalPlus pass@1 on HumanEval's base tests, greedy; H_i = target decoding along MC-dropout "
-             "path i alone (fresh mask per step, Eq. 1-3)",
-             f"max_new_tokens: {', '.join(str(int(x)) for x in sorted(set(runs['max_new_tokens'].dropna())))}",
-             "paper: Llama-3.1-70B-Instruct target 81.7, Llama-3.1-8B-Instruct draft 72.6 (caption)"]
-    write_artefact(t, format_table(t), "table1", title="Table 1: HumanEval pass@1 (%) of single MC-dropout paths",
-                footer=footer(runs, notes))
-    return 0
+                 "max_new_tokens"]].sort_values(["method", "p_drop", "path"]).reset_index(drop=True)
+    caps = ", ".join(str(int(x)) for x in sorted(set(runs["max_new_tokens"].dropna())))
+    footer = [n_line(runs),
+              "pass@1 (%) = EvalPlus pass@1 on HumanEval's base tests, greedy; H_i = target decoding along MC-dropout "
+              "path i alone (fresh mask per step, Eq. 1-3)",
+              f"cells: {CI_NOTE.split(';')[0]} (problems); mean over paths = per-problem mean over the paths, then "
+              "over problems", f"max_new_tokens: {caps}",
+              "paper: Llama-3.1-70B-Instruct target 81.7, Llama-3.1-8B-Instruct draft 72.6 (caption)",
+              *provenance_lines(runs)]
+    fmt_long = long.round(3).astype(object).where(long.notna(), "")
+    return Artefact(NAME, tables=[
+        Table("table1", "Table 1: HumanEval pass@1 (%) of single MC-dropout paths", data, display, footer),
+        Table("table1_runs", "Table 1: the runs (one row per run)", long, fmt_long, provenance_lines(runs)),
+    ], runs=runs)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import sys
+
+    from analysis.render import cli
+
+    sys.exit(cli(NAME))

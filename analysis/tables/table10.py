@@ -2,73 +2,82 @@
 
 Paper: DropMatch Table 10 (Sec. 4.5; target Llama-3.3-70B-Instruct, EAGLE-3 head vs the Llama-3.1-8B draft).
 Rows: EAGLE3 (eagle3 pair, exact match), EAGLE3+DM (naive), SD (draft-model pair, exact match), SD+DM (the
-DropMatch rule(s) that were run). Columns: tau, tok/s, speedup vs EAGLE3 (1.0x) and vs SD. Quality is
-GPT-4-judged in the paper and not judged offline here.
+DropMatch rule(s) that were run). Columns: tau, tok/s, speedup vs EAGLE3 (1.0x) and vs SD, each with a 95 %
+bootstrap interval over questions (speedups paired). Quality is GPT-4-judged in the paper and not judged
+offline here. One table per (L, p_drop, K) found: ``table10`` for L = 7 at the paper's (0.3, 5).
 
-    python -m analysis.tables.table10 [--profile default] [--L 7]
+    python -m analysis.render table10 --profile default
 """
 
 from __future__ import annotations
 
-import argparse
-
 import pandas as pd
 
-from analysis.load import load_runs
-from analysis.render import provenance_lines, write_table
-from analysis.tables.table7 import eagle_footer, select_eagle_runs
+from analysis.artefact import PAPER_SETTING, Artefact, Profile, Table, dm_settings, setting_stem
+from analysis.cells import CI_NOTE, SPEEDUP_NOTE, ItemCache, est_columns, speedup
+from analysis.footer import provenance_lines
+from analysis.stats import fmt
+from analysis.tables.table7 import at_setting, eagle_footer, select_eagle, with_references
 
+NAME = "table10"
 DATASET = "komt_bench"
+PAPER_L = 7
 METHOD_LABEL = {"sd": "", "dropmatch_naive": "+DM (naive)", "dropmatch": "+DM (JS)"}
+ORDER = {"EAGLE3": 0, "EAGLE3+DM (naive)": 1, "EAGLE3+DM (JS)": 2, "SD": 3, "SD+DM (naive)": 4, "SD+DM (JS)": 5}
+
+
+def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
+    """KoMT-Bench runs of both draftings (eagle3, draft model), SD / DM (naive, JS) / AR."""
+    return select_eagle(runs, profile, (DATASET,), METHOD_LABEL, spec_method=None)
 
 
 def arm(row: pd.Series) -> str:
     return ("EAGLE3" if row["spec_method"] == "eagle3" else "SD") + METHOD_LABEL[row["method"]]
 
 
-def build_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per (spec_method, method): tau, tok/s, speedup vs EAGLE3 and vs SD."""
-    if runs.empty:
-        return pd.DataFrame()
-    eagle = runs[(runs["spec_method"] == "eagle3") & (runs["method"] == "sd")]
-    sd = runs[(runs["spec_method"] == "draft_model") & (runs["method"] == "sd")]
-    order = {"EAGLE3": 0, "EAGLE3+DM (naive)": 1, "EAGLE3+DM (JS)": 2, "SD": 3, "SD+DM (naive)": 4, "SD+DM (JS)": 5}
-    rows = []
+def table(runs: pd.DataFrame, cache: ItemCache) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(numbers, display): one row per (spec_method, method): tau, tok/s, speedup vs EAGLE3 and vs SD."""
+    runs = runs.assign(_arm=[arm(r) for _, r in runs.iterrows()]).sort_values("_arm", key=lambda s: s.map(ORDER))
+    cells = {r["_arm"]: cache.cell(r) for _, r in runs.iterrows()}
+    eagle, sd = cells.get("EAGLE3"), cells.get("SD")
+    data, display = [], []
     for _, r in runs.iterrows():
-        tps = float(r["tok_per_s"])
-        rows.append({
-            "Method": arm(r), "Pair": r["pair"], "L": int(r["L"]), "n": int(r["n"]),
-            "τ": f"{float(r['tau']):.2f}", "tok/s": f"{tps:.2f}",
-            "vs EAGLE3": f"{tps / float(eagle.iloc[0]['tok_per_s']):.2f}×" if not eagle.empty else "",
-            "vs SD": f"{tps / float(sd.iloc[0]['tok_per_s']):.2f}×" if not sd.empty else "",
-        })
-    return pd.DataFrame(rows).sort_values("Method", key=lambda s: s.map(order)).reset_index(drop=True)
+        c = cells[r["_arm"]]
+        ve, vs = speedup(c, eagle), speedup(c, sd)
+        data.append({"method": r["_arm"], "pair": r["pair"], "L": int(r["L"]), "n": c.n, **est_columns("tau", c.tau),
+                     **est_columns("tok_per_s", c.tps), **est_columns("speedup_vs_eagle3", ve),
+                     **est_columns("speedup_vs_sd", vs)})
+        display.append({"Method": r["_arm"], "Pair": r["pair"], "L": int(r["L"]), "n": c.n, "τ": fmt(c.tau),
+                        "tok/s": fmt(c.tps), "vs EAGLE3": f"{fmt(ve)}×" if ve.n else "",
+                        "vs SD": f"{fmt(vs)}×" if vs.n else ""})
+    return pd.DataFrame(data), pd.DataFrame(display)
 
 
-def main(argv: list[str] | None = None) -> pd.DataFrame:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default="default", help="profile whose runs to tabulate ('any' for all)")
-    ap.add_argument("--L", type=int, default=7)
-    ap.add_argument("--p-drop", type=float, default=0.3)
-    ap.add_argument("--K", type=int, default=5)
-    a = ap.parse_args(argv)
-    all_runs = load_runs()
-    runs = select_eagle_runs(all_runs, None if a.profile == "any" else a.profile, (DATASET,), METHOD_LABEL,
-                             a.p_drop, a.K, spec_method=None)
-    runs = runs[runs["L"] == a.L] if not runs.empty else runs
-    table = build_table(runs)
-    if table.empty:
-        print(f"[table10] no complete runs on {DATASET} for profile={a.profile} L={a.L}; run ./reproduce.sh table10")
-        return table
-    footer = [
-        f"KoMT-Bench (Korean MT-Bench, first turn), L={a.L}, greedy, vLLM, batch size 1; EAGLE3 = eagle3 drafting, "
-        f"SD = draft-model drafting; +DM = DropMatch, p_drop={a.p_drop}, K={a.K}.",
-        *eagle_footer(runs, all_runs, {DATASET: "KoMT-Bench"}),
-        *provenance_lines(runs),
-    ]
-    write_table(table, "table10", title="Table 10: EAGLE3 vs SD + DropMatch on KoMT-Bench", footer=footer)
-    return table
+def build(selected: pd.DataFrame) -> Artefact:
+    art, cache, used = Artefact(NAME), ItemCache(), []
+    spec = selected[selected["method"] != "ar"]
+    for L in sorted({int(x) for x in spec["L"]}, key=lambda L: (L != PAPER_L, L)):
+        atL = spec[spec["L"] == L]
+        for p, K in dm_settings(atL) or [PAPER_SETTING]:
+            runs = at_setting(atL, p, K, keys=("pair", "dataset", "method", "L", "spec_method"))
+            if runs.empty:
+                continue
+            data, display = table(runs, cache)
+            footer = [f"KoMT-Bench (Korean MT-Bench, first turn), L={L}, greedy, vLLM, batch size 1; EAGLE3 = eagle3 "
+                      f"drafting, SD = draft-model drafting; +DM = DropMatch, p_drop={p:g}, K={K}.",
+                      f"cells: {CI_NOTE}", SPEEDUP_NOTE, *eagle_footer(runs, selected, {DATASET: "KoMT-Bench"}),
+                      *provenance_lines(runs)]
+            stem = setting_stem(NAME, p, K) + ("" if L == PAPER_L else f"_L{L}")
+            art.tables.append(Table(stem, f"Table 10: EAGLE3 vs SD + DropMatch on KoMT-Bench (L={L})", data, display,
+                                    footer))
+            used.append(with_references(runs, selected))
+    art.runs = pd.concat(used).drop_duplicates("run_id") if used else selected.iloc[0:0]
+    return art
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    from analysis.render import cli
+
+    sys.exit(cli(NAME))

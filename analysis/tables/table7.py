@@ -3,72 +3,57 @@
 Paper: DropMatch Table 7 (Llama-3.3-70B-Instruct + yuhuili/EAGLE3-LLaMA3.3-Instruct-70B, 80 questions per
 set, p_drop = 0.3, K = 5; Sec. 4.4). Rows: (pair, L, method) with EAGLE3 = exact match (method ``sd`` with an
 eagle3 pair) and EAGLE3+DM = ``dropmatch_naive`` (Eq. 4). Columns per set: quality, tau, tok/s and speedup vs
-EAGLE3 at the same L (1.0x). Quality: GSM8K exact match on the final number (%); MT-Bench and Alpaca are
-GPT-4-judged in the paper, not judged offline here.
+EAGLE3 at the same L (1.0x), each with a 95 % bootstrap interval over questions (speedup paired). Quality:
+GSM8K exact match on the final number (%); MT-Bench and Alpaca are GPT-4-judged in the paper, not judged
+offline here. One table per (p_drop, K) found (``table7`` for the paper's).
 
-    python -m analysis.tables.table7 [--profile default]
+    python -m analysis.render table7 --profile default
 """
 
 from __future__ import annotations
 
-import argparse
-
 import pandas as pd
 
-from analysis.load import load_runs
-from analysis.render import provenance_lines, write_table
-from analysis.equality import equality_footer
+from analysis.artefact import PAPER_SETTING, Artefact, Profile, Table, dm_settings, of_profile, setting_stem
+from analysis.cells import CI_NOTE, SPEEDUP_NOTE, Cell, ItemCache, est_columns, speedup
+from analysis.equality import check_runs, equality_footer
+from analysis.footer import provenance_lines
+from analysis.stats import NAN, fmt
 
+NAME = "table7"
 BENCHMARKS = ("eagle_gsm8k", "mt_bench", "alpaca")
 BENCH_LABEL = {"eagle_gsm8k": "GSM8K", "mt_bench": "MT-Bench", "alpaca": "Alpaca"}
 METHOD_LABEL = {"sd": "EAGLE3", "dropmatch_naive": "EAGLE3+DM"}
-
+GRADED = ("eagle_gsm8k",)
 RANDOM_HEAD_NOTE = "EAGLE3 head: random init (mechanism check, not a speed claim)"
 SMALL_N = 30
 
 
-def select_eagle_runs(runs: pd.DataFrame, profile: str | None, datasets, methods, p_drop: float, K: int,
-                      spec_method: str | None = "eagle3") -> pd.DataFrame:
-    """Complete greedy vLLM runs on ``datasets`` of ``methods`` (DM at p_drop, K); latest, largest n per cell.
+def select_eagle(runs: pd.DataFrame, profile: Profile, datasets, methods, spec_method: str | None) -> pd.DataFrame:
+    """Complete greedy batch-1 vLLM runs on ``datasets`` of ``methods`` plus AR (the equality reference);
+    ``spec_method`` (``eagle3``) keeps only runs with that drafting, None both kinds."""
+    r = of_profile(runs, profile)
+    r = r[(r["temperature"] == 0.0) & (r["backend"] == "vllm") & r["dataset"].isin(list(datasets))
+          & r["method"].isin(["ar", *methods]) & (r["batch_size"] == 1) & r["complete"].astype(bool)]
+    return r[r["spec_method"] == spec_method] if spec_method is not None else r
 
-    ``spec_method`` keeps only runs with that drafting (``eagle3``); None keeps both kinds.
-    """
-    if runs.empty:
-        return runs
-    r = runs[(runs["temperature"] == 0.0) & (runs["backend"] == "vllm") & runs["dataset"].isin(list(datasets))
-             & runs["method"].isin(list(methods)) & (runs["L"] > 0) & (runs["batch_size"] == 1) & runs["complete"]]
-    if spec_method is not None:
-        r = r[r["spec_method"] == spec_method]
-    if profile is not None:
-        r = r[r["profile"] == profile]
+
+def at_setting(runs: pd.DataFrame, p_drop: float, K: int, keys=("pair", "dataset", "method", "L")) -> pd.DataFrame:
+    """Speculative runs (no AR) with DropMatch at (p_drop, K); the largest, then latest run per cell."""
+    r = runs[(runs["method"] != "ar") & (runs["L"] > 0)]
     dm = r["method"].str.startswith("dropmatch")
-    r = r[~dm | ((r["p_drop"].astype(float) == p_drop) & (r["K"] == K))]
-    r = r.sort_values(["n", "date_utc"], ascending=[False, False])
-    return r.drop_duplicates(["pair", "dataset", "method", "L"])
-
-
-def fmt_cell(label: str, cell: pd.DataFrame, base: pd.DataFrame, *, graded: bool) -> dict:
-    """Columns of one set: quality (GSM8K exact match % or "n.j."), tau, tok/s, speedup vs ``base`` (EAGLE3)."""
-    if cell.empty:
-        return {f"{label} Q": "pending", f"{label} τ": "", f"{label} tok/s": "", f"{label} speedup": ""}
-    c = cell.iloc[0]
-    acc = c["accuracy"]
-    q = f"{100.0 * float(acc):.1f}" if graded and acc is not None and not pd.isna(acc) else "n.j."
-    speed = f"{float(c['tok_per_s']) / float(base.iloc[0]['tok_per_s']):.2f}×" if not base.empty else ""
-    return {f"{label} Q": q, f"{label} τ": f"{float(c['tau']):.2f}", f"{label} tok/s": f"{float(c['tok_per_s']):.2f}",
-            f"{label} speedup": speed}
+    r = r[~dm | ((r["p_drop"].astype(float) == p_drop) & (r["K"].astype(float) == K))]
+    return r.sort_values(["n", "date_utc"], ascending=[False, False]).drop_duplicates(list(keys))
 
 
 def eagle_footer(runs: pd.DataFrame, all_runs: pd.DataFrame, labels: dict) -> list[str]:
     """Footer lines shared by Tables 7 and 10: n, quality note, random-head note, equality check."""
-    lines = []
     if runs.empty:
-        return lines
-    ns = runs.groupby("dataset")["n"].max()
-    caps = runs.groupby("dataset")["max_new_tokens"].max()
-    lines.append("samples: " + ", ".join(f"{labels.get(d, d)} n={int(n)} (max_new_tokens {int(caps[d])})"
-                                        for d, n in ns.items()) + "; first turn only (EAGLE answers turn 2 too)")
-    judged = [labels.get(d, d) for d in ns.index if d != "eagle_gsm8k"]
+        return []
+    ns, caps = runs.groupby("dataset")["n"].max(), runs.groupby("dataset")["max_new_tokens"].max()
+    lines = ["n (questions per run): " + ", ".join(f"{labels.get(d, d)} {int(n)} (max_new_tokens {int(caps[d])})"
+                                                   for d, n in ns.items()) + "; first turn only (EAGLE answers turn 2 too)"]
+    judged = [labels.get(d, d) for d in ns.index if d not in GRADED]
     if judged:
         lines.append(f"quality: not judged offline ({', '.join(judged)}: the paper uses GPT-4 as judge); n.j. = not judged")
     if "eagle_gsm8k" in ns.index:
@@ -82,47 +67,64 @@ def eagle_footer(runs: pd.DataFrame, all_runs: pd.DataFrame, labels: dict) -> li
     return lines
 
 
-
-def build_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per (pair, L, method); per set: quality, tau, tok/s, speedup vs EAGLE3 at that L."""
-    rows = []
-    if runs.empty:
-        return pd.DataFrame()
-    for (pair, L), g in runs.groupby(["pair", "L"], sort=True):
-        for method, label in METHOD_LABEL.items():
-            if not (g["method"] == method).any():
-                continue
-            row = {"Pair": pair, "L": int(L), "Method": label}
-            for b in BENCHMARKS:
-                cell = g[(g["dataset"] == b) & (g["method"] == method)]
-                base = g[(g["dataset"] == b) & (g["method"] == "sd")]
-                row.update(fmt_cell(BENCH_LABEL[b], cell, base, graded=b == "eagle_gsm8k"))
-            rows.append(row)
-    return pd.DataFrame(rows)
+def with_references(runs: pd.DataFrame, all_runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` plus the AR runs the equality check compared them with (for the manifest)."""
+    refs = {x["ar_run_id"] for x in check_runs(runs, all_runs)}
+    return pd.concat([runs, all_runs[all_runs["run_id"].isin(refs)]]).drop_duplicates("run_id")
 
 
-def main(argv: list[str] | None = None) -> pd.DataFrame:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default="default", help="profile whose runs to tabulate ('any' for all)")
-    ap.add_argument("--p-drop", type=float, default=0.3)
-    ap.add_argument("--K", type=int, default=5)
-    a = ap.parse_args(argv)
-    all_runs = load_runs()
-    runs = select_eagle_runs(all_runs, None if a.profile == "any" else a.profile, BENCHMARKS, METHOD_LABEL,
-                             a.p_drop, a.K, spec_method="eagle3")
-    table = build_table(runs)
-    if table.empty:
-        print(f"[table7] no complete eagle3 runs for profile={a.profile}; run ./reproduce.sh table7 first")
-        return table
-    footer = [
-        f"EAGLE3 = vLLM eagle3 drafting, exact match (greedy); EAGLE3+DM = DropMatch naive token matching (Eq. 4), "
-        f"p_drop={a.p_drop}, K={a.K}; speedup vs EAGLE3 at the same L (1.0×); batch size 1.",
-        *eagle_footer(runs, all_runs, BENCH_LABEL),
-        *provenance_lines(runs),
-    ]
-    write_table(table, "table7", title="Table 7: EAGLE3 vs EAGLE3 + DropMatch", footer=footer)
-    return table
+def cell_columns(prefix: str, c: Cell | None, base: Cell | None, graded: bool) -> tuple[dict, dict]:
+    """(numbers, display) of one set's columns: quality, tau, tok/s, speedup vs ``base``."""
+    if c is None:
+        return {}, {f"{prefix} Q": "pending", f"{prefix} τ": "", f"{prefix} tok/s": "", f"{prefix} speedup": ""}
+    acc = c.acc if graded else NAN
+    sp = speedup(c, base)
+    key = prefix.lower().replace("-", "_")
+    data = {**est_columns(f"{key}_quality_pct", acc), **est_columns(f"{key}_tau", c.tau),
+            **est_columns(f"{key}_tok_per_s", c.tps), **est_columns(f"{key}_speedup", sp), f"{key}_n": c.n}
+    shown = {f"{prefix} Q": fmt(acc, 1) if graded else "n.j.", f"{prefix} τ": fmt(c.tau),
+             f"{prefix} tok/s": fmt(c.tps), f"{prefix} speedup": f"{fmt(sp)}×" if sp.n else ""}
+    return data, shown
+
+
+def build(selected: pd.DataFrame) -> Artefact:
+    art, cache, used = Artefact(NAME), ItemCache(), []
+    for p, K in dm_settings(selected, ("dropmatch_naive",)) or [PAPER_SETTING]:
+        runs = at_setting(selected, p, K)
+        if runs.empty:
+            continue
+        data, display = [], []
+        for (pair, L), g in runs.groupby(["pair", "L"], sort=True):
+            cells = {(r["dataset"], r["method"]): cache.cell(r) for _, r in g.iterrows()}
+            for method, label in METHOD_LABEL.items():
+                if not (g["method"] == method).any():
+                    continue
+                d, s = {"pair": pair, "L": int(L), "method": method}, {"Pair": pair, "L": int(L), "Method": label}
+                for b in BENCHMARKS:
+                    nums, shown = cell_columns(BENCH_LABEL[b], cells.get((b, method)), cells.get((b, "sd")), b in GRADED)
+                    d.update(nums)
+                    s.update(shown)
+                data.append(d)
+                display.append(s)
+        footer = [f"EAGLE3 = vLLM eagle3 drafting, exact match (greedy); EAGLE3+DM = DropMatch naive token matching "
+                  f"(Eq. 4), p_drop={p:g}, K={K}; speedup vs EAGLE3 at the same L (1.0×); batch size 1.",
+                  f"cells: {CI_NOTE}", SPEEDUP_NOTE, *eagle_footer(runs, selected, BENCH_LABEL),
+                  *provenance_lines(runs)]
+        art.tables.append(Table(setting_stem(NAME, p, K), f"Table 7: EAGLE3 vs EAGLE3 + DropMatch (p_drop={p:g}, K={K})",
+                                pd.DataFrame(data), pd.DataFrame(display), footer))
+        used.append(with_references(runs, selected))
+    art.runs = pd.concat(used).drop_duplicates("run_id") if used else selected.iloc[0:0]
+    return art
+
+
+def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
+    """EAGLE3 (eagle3 drafting) runs of SD / DM naive / AR on the three sets."""
+    return select_eagle(runs, profile, BENCHMARKS, METHOD_LABEL, spec_method="eagle3")
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    from analysis.render import cli
+
+    sys.exit(cli(NAME))

@@ -19,13 +19,13 @@ class DecodingConfig:
         top_p: nucleus mass (1.0 = off).
         max_new_tokens: generation limit, tokens.
         stop: stop strings; output is cut before the first one.
-        seed: seeds the per-sample ``torch.Generator`` (seed + sample index) used for dropout masks and sampling.
+        seed: the run's seed; each sample's ``torch.Generator`` (dropout masks and sampling) is seeded with
+            ``runners.backends.seeding.sample_seed(seed, sample_id, seed_stream)``, independent of sample order.
         trace: record per-position criterion traces (Tables 2-3).
         ar_model: for L = 0 only: which model decodes, ``"target"`` (AR baseline) or ``"draft"`` (Table 1's
             draft-alone row).
-        ar_dropout_p: for L = 0 only: if set, every step decodes from ONE MC-dropout path of the target's
-            LM head with a freshly sampled mask at this p_drop (Table 1 / Fig. 3 single-path decoding).
-        ar_path: index i of that path; it seeds the path's masks (same i -> same path).
+        seed_stream: sub-stream of the per-sample seed; ``dropmatch.path`` for single-path decodes
+            (``method=dropout_path``: same path index -> same masks), else 0.
     """
 
     num_speculative_tokens: int
@@ -36,8 +36,7 @@ class DecodingConfig:
     seed: int = 0
     trace: bool = False
     ar_model: str = "target"
-    ar_dropout_p: float | None = None
-    ar_path: int = 0
+    seed_stream: int = 0
 
 
 @dataclass
@@ -47,13 +46,17 @@ class SampleResult:
     Attributes:
         sample_id: ``Sample.sample_id``.
         output_text: decoded output, cut at the first stop string.
-        output_token_ids: generated token ids (int), after the stop cut.
-        counters: spec-decode counters of this sample (``num_drafts`` = rounds).
+        output_token_ids: generated token ids (int), after the cut at EOS (removed), stop string (kept up to
+            the token that completes it) and ``max_new_tokens`` (``runners.backends.output.finalize``).
+        counters: spec-decode counters of this sample (``num_drafts`` = rounds), counting only tokens that are
+            in the output: ``num_drafts + num_accepted_tokens == len(output_token_ids) - 1 + eos_removed``.
         num_output_tokens: ``len(output_token_ids)``, tokens.
         wall_s: generation wall time without prefill, seconds.
         prefill_s: prompt prefill time (both models), seconds.
         draft_s / verify_s / criterion_s: split of ``wall_s``, seconds.
-        accepted_per_round: accepted draft count of each round, in order.
+        accepted_per_round: accepted draft count of each round, in order, after the same cut.
+        stop_reason: ``"eos"``, ``"stop"`` or ``"length"``.
+        eos_removed: 1 when an EOS token ended the output (not kept in ``output_token_ids``), else 0.
         trace: optional list of per-round criterion traces (JSON-serialisable).
     """
 
@@ -68,6 +71,8 @@ class SampleResult:
     verify_s: float = 0.0
     criterion_s: float = 0.0
     accepted_per_round: list[int] = field(default_factory=list)
+    stop_reason: str = "length"
+    eos_removed: int = 0
     trace: list[dict[str, Any]] | None = None
 
 
@@ -81,5 +86,7 @@ class Backend(Protocol):
 
     name: str
 
-    def generate(self, samples: Iterable[Sample], decoding: DecodingConfig, criterion: Any) -> Iterator[SampleResult]:
+    def generate(self, samples: Iterable[Sample], decoding: DecodingConfig, rule: Any,
+                 heads: Any) -> Iterator[SampleResult]:
+        """Decode ``samples``; ``rule`` is a built criterion, ``heads`` the run's ``criteria.dropout_heads.HeadSpec``."""
         ...

@@ -59,3 +59,42 @@ def summary(accuracy: float, n: int = 2) -> dict[str, Any]:
     return {"num_samples": n, "num_expected": n, "complete": True, "quality/accuracy": accuracy,
             "device": "Test CPU (2 cores)", "date_utc": "2026-11-30T08:00:00+00:00", "git_sha": "abc1234def"}
 
+
+
+def item_sample(sample_id: str, rounds: list[int], L: int, *, correct: float = 1.0, tokens: int | None = None,
+                wall_s: float | list[float] = 1.0) -> dict[str, Any]:
+    """One ``samples.jsonl`` record: ``rounds`` = accepted draft tokens per round (each <= L); ``tokens``
+    defaults to the identity rounds + accepted + 1 (prefill token); ``wall_s`` a time or timing repeats."""
+    from runners.counters import SpecDecodeCounters
+
+    c = SpecDecodeCounters(num_speculative_tokens=L)
+    for a in rounds:
+        c.observe_draft(L, a)
+    reps = wall_s if isinstance(wall_s, list) else [wall_s]
+    speed = {"num_output_tokens": tokens if tokens is not None else len(rounds) + sum(rounds) + 1,
+             "wall_s": reps[0], "prefill_s": 0.0}
+    if len(reps) > 1:
+        speed["wall_s_repeats"] = reps
+    return {"sample_id": sample_id, "spec": c.to_dict(), "speed": speed, "quality": {"correct": correct},
+            "output_token_ids": [1] * speed["num_output_tokens"]}
+
+
+def item_run(root: Path, run_id: str, cfg: dict[str, Any], samples: list[dict], *, meta: dict | None = None,
+             **extra: Any) -> Path:
+    """A complete run record whose summary is what ``runners.summary.summarize`` makes of ``samples``."""
+    from runners.scorers.base import summary as quality_summary
+    from runners.summary import summarize
+
+    s = summarize(samples, int(cfg.get("L") or 0), lambda q: quality_summary("correct", True, q))
+    s.update({"num_expected": len(samples), "complete": True, "device": "Test CPU (2 cores)",
+              "date_utc": "2026-11-30T08:00:00+00:00", "git_sha": "abc1234def", **extra})
+    d = write_run(root, run_id, cfg, s, samples)
+    if meta is not None:
+        (d / "meta.json").write_text(json.dumps(meta))
+    return d
+
+
+def scored_samples(accuracy: float, n: int = 2, dataset: str = "humaneval") -> list[dict[str, Any]]:
+    """``n`` scored samples (no drafts, 4 tokens in 1 s) of which the first ``round(accuracy * n)`` are correct."""
+    k = round(accuracy * n)
+    return [item_sample(f"{dataset}/test/{i}", [], 0, correct=float(i < k), tokens=4, wall_s=1.0) for i in range(n)]

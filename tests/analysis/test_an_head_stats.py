@@ -97,6 +97,7 @@ def test_real_loop_trace_roundtrip(tiny_pair_dir):
 
     import criteria.rules  # noqa: F401
     from criteria.registry import CRITERIA
+    from criteria.dropout_heads import HeadSpec
     from runners.backends.base import DecodingConfig
     from runners.backends.hf_loop import HFLoopBackend
     from runners.datasets.base import Sample
@@ -107,7 +108,7 @@ def test_real_loop_trace_roundtrip(tiny_pair_dir):
     be = HFLoopBackend(pair)
     res = be.generate_one(Sample("t/1", [{"role": "user", "content": "def add(a, b):"}]),
                           DecodingConfig(num_speculative_tokens=4, max_new_tokens=40, trace=True),
-                          CRITERIA.get("dropmatch_js")(K=5, p_drop=0.3))
+                          CRITERIA.get("dropmatch_js")(), HeadSpec(K=5, p_drop=0.3))
     rec = json.loads(json.dumps({"sample_id": "t/1", "trace": res.trace}))
     pos = position_frame([rec])
     assert len(pos) == sum(min(a + 1, 4) for a in res.accepted_per_round)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
-from analysis_fixtures import write_run
+from analysis_fixtures import item_run, item_sample, write_run
 
 EAGLE = "qwen25coder_1.5b_eagle3_random"
 SDPAIR = "qwen25coder_0.5b_1.5b"
@@ -25,41 +26,66 @@ def summ(n, tps, tau, *, total=None, acc=None):
             "device": "Test CPU", "date_utc": "2026-11-30T08:00:00+00:00", "git_sha": "abc1234def"}
 
 
-def samples(ids_per_sample):
-    return [{"sample_id": f"s{i}", "output_token_ids": ids} for i, ids in enumerate(ids_per_sample)]
+def samples(ids_per_sample, *, tokens=4, wall=1.0, rounds=(2,), L=10, correct=1.0):
+    """Records with output ids, ``tokens`` output tokens in ``wall`` seconds, accepted drafts per round."""
+    out = []
+    for i, ids in enumerate(ids_per_sample):
+        s = item_sample(f"s{i}", list(rounds), L, tokens=tokens, wall_s=wall, correct=correct)
+        s["output_token_ids"] = ids
+        out.append(s)
+    return out
+
+
+def vrun(results, run_id, c, recs):
+    return item_run(results, run_id, c, recs, device="Test CPU")
 
 
 def test_table5_ratio_per_batch_size(results):
-    from analysis.tables import table5
+    from analysis.render import render
 
-    for B, sd, dm in ((1, 2.0, 2.4), (2, 1.5, 1.65), (4, 1.0, 1.2)):
-        write_run(results, f"sd{B}", cfg("sd", "gsm8k", L=10, B=B), summ(4, sd, 3.0, total=sd), samples([[1, 2]] * 4))
-        write_run(results, f"dm{B}", cfg("dropmatch", "gsm8k", L=10, B=B), summ(4, dm, 3.5, total=dm), samples([[1]] * 4))
-    write_run(results, "ar4", cfg("ar", "gsm8k", L=0, B=4), summ(4, 1.0, 1.0), samples([[1, 2]] * 4))
-    t = table5.main(["--profile", "default"])
-    assert list(t["Batch size"]) == [1, 2, 4]
-    assert list(t["SD"]) == ["1.00×"] * 3
-    assert list(t["SD+DM"]) == ["1.20×", "1.10×", "1.20×"]
-    assert t.iloc[2]["SD tok/s"] == "4.00"   # B * tok_per_s_total
+    # each prompt: 4 tokens in its batch's wall time; throughput = sum(tokens) / (sum(wall) / B) = 4 B / wall
+    for B, sd_wall, dm_wall in ((1, 2.0, 2.0 / 1.2), (2, 2.0, 2.0 / 1.1), (4, 4.0, 4.0 / 1.2)):
+        vrun(results, f"sd{B}", cfg("sd", "gsm8k", L=10, B=B), samples([[1, 2]] * 4, wall=sd_wall))
+        vrun(results, f"dm{B}", cfg("dropmatch", "gsm8k", L=10, B=B), samples([[1]] * 4, wall=dm_wall, rounds=(2, 3)))
+    vrun(results, "ar4", cfg("ar", "gsm8k", L=0, B=4), samples([[1, 2]] * 4, rounds=(), L=0))
+    art = render("table5", "default")
+    (t,) = art.tables
+    d = t.data
+    assert list(d["batch_size"]) == [1, 2, 4]
+    assert list(d["dm_over_sd"]) == pytest.approx([1.2, 1.1, 1.2])
+    assert list(d["dm_over_sd_lo"]) == pytest.approx([1.2, 1.1, 1.2])  # same ratio on every prompt: no width
+    assert list(d["sd_tok_per_s"]) == pytest.approx([2.0, 4.0, 4.0])
+    assert list(d["sd_tau"]) == [3.0] * 3 and list(d["dm_tau"]) == [3.5] * 3
+    assert list(t.display["SD"]) == ["1.00×"] * 3
+    assert list(t.display["SD+DM"]) == ["1.20 [1.20, 1.20]×", "1.10 [1.10, 1.10]×", "1.20 [1.20, 1.20]×"]
     md = (results / "table5" / "table5.md").read_text()
     assert "4/4 samples identical over 1 SD runs; 2 SD runs without an AR reference run" in md
+    assert "ar4" in art.runs["run_id"].tolist()   # the equality reference is listed in the manifest
 
 
 def test_table7_eagle_rows_quality_and_random_head_note(results):
-    from analysis.tables import table7
+    from analysis.render import render
 
     for L in (3, 5):
         for ds in ("eagle_gsm8k", "mt_bench", "alpaca"):
             kw = dict(L=L, pair=EAGLE, spec="eagle3", random_head=True)
             acc = 0.5 if ds == "eagle_gsm8k" else float("nan")
-            write_run(results, f"e{L}{ds}", cfg("sd", ds, **kw), summ(2, 2.0, 1.1, acc=acc), samples([[5, 6]]))
-            write_run(results, f"d{L}{ds}", cfg("dropmatch_naive", ds, **kw), summ(2, 3.0, 1.6, acc=acc), samples([[5]]))
-    write_run(results, "ar", cfg("ar", "mt_bench", L=0, pair=EAGLE, spec="eagle3", random_head=True),
-              summ(2, 1.0, 1.0), samples([[5, 7]]))
-    t = table7.main(["--profile", "default"])
+            graded = [acc, acc] if acc != 0.5 else [1.0, 0.0]
+            e = samples([[5, 6], [5, 6]], wall=2.0, rounds=(1,), L=L)
+            d = samples([[5], [5]], wall=4.0 / 3.0, rounds=(2,), L=L)
+            for recs in (e, d):
+                for rec, q in zip(recs, graded):
+                    rec["quality"]["correct"] = q
+            vrun(results, f"e{L}{ds}", cfg("sd", ds, **kw), e)
+            vrun(results, f"d{L}{ds}", cfg("dropmatch_naive", ds, **kw), d)
+    vrun(results, "ar", cfg("ar", "mt_bench", L=0, pair=EAGLE, spec="eagle3", random_head=True),
+         samples([[5, 7], [5, 6]], rounds=(), L=0))
+    (tab,) = render("table7", "default").tables
+    t = tab.display
     assert list(zip(t["L"], t["Method"])) == [(3, "EAGLE3"), (3, "EAGLE3+DM"), (5, "EAGLE3"), (5, "EAGLE3+DM")]
-    assert t.iloc[1]["GSM8K Q"] == "50.0" and t.iloc[1]["MT-Bench Q"] == "n.j."
-    assert t.iloc[1]["Alpaca speedup"] == "1.50×" and t.iloc[0]["Alpaca speedup"] == "1.00×"
+    assert t.iloc[1]["GSM8K Q"] == "50.0 [0.0, 100.0]" and t.iloc[1]["MT-Bench Q"] == "n.j."
+    assert t.iloc[1]["Alpaca speedup"] == "1.50 [1.50, 1.50]×" and t.iloc[0]["Alpaca speedup"] == "1.00 [1.00, 1.00]×"
+    assert tab.data.iloc[1]["alpaca_speedup"] == pytest.approx(1.5)
     md = (results / "table7" / "table7.md").read_text()
     assert "EAGLE3 head: random init (mechanism check, not a speed claim)" in md
     assert "quality: not judged offline" in md
@@ -67,15 +93,17 @@ def test_table7_eagle_rows_quality_and_random_head_note(results):
 
 
 def test_table10_arms(results):
-    from analysis.tables import table10
+    from analysis.render import render
 
-    write_run(results, "e", cfg("sd", "komt_bench", L=7, pair=EAGLE, spec="eagle3", random_head=True),
-              summ(1, 2.0, 1.1), samples([[1]]))
-    write_run(results, "s", cfg("sd", "komt_bench", L=7), summ(1, 3.0, 2.0), samples([[1]]))
-    write_run(results, "sdm", cfg("dropmatch_naive", "komt_bench", L=7), summ(1, 4.0, 2.5), samples([[1]]))
-    t = table10.main(["--profile", "default"])
+    vrun(results, "e", cfg("sd", "komt_bench", L=7, pair=EAGLE, spec="eagle3", random_head=True),
+         samples([[1]], wall=2.0, L=7))
+    vrun(results, "s", cfg("sd", "komt_bench", L=7), samples([[1]], wall=4.0 / 3.0, L=7))
+    vrun(results, "sdm", cfg("dropmatch_naive", "komt_bench", L=7), samples([[1]], wall=1.0, L=7))
+    (tab,) = render("table10", "default").tables
+    t = tab.display
     assert list(t["Method"]) == ["EAGLE3", "SD", "SD+DM (naive)"]
-    assert list(t["vs EAGLE3"]) == ["1.00×", "1.50×", "2.00×"]
+    assert list(tab.data["speedup_vs_eagle3"]) == pytest.approx([1.0, 1.5, 2.0])
+    assert list(t["vs EAGLE3"]) == ["1.00 [1.00, 1.00]×", "1.50 [1.50, 1.50]×", "2.00 [2.00, 2.00]×"]
     md = (results / "table10" / "table10.md").read_text()
     assert "random init" in md and "KoMT-Bench" in md
 

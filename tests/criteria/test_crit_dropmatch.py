@@ -64,15 +64,16 @@ class TestSettings:
     def test_defaults_and_protocol(self, rule):
         r = rule()
         assert isinstance(r, Criterion)
-        assert (r.num_heads, r.p_drop) == (5, 0.3)
+        assert (r.majority, r.include_target, r.needs_heads) == ("strict", False, True)
         assert r.needs_draft_probs is (rule is DropMatchJS)
-        r = rule(K=3, p_drop=0.1)
-        assert (r.num_heads, r.p_drop) == (3, 0.1)
+        assert not hasattr(r, "num_heads") and not hasattr(r, "p_drop")  # K / p_drop travel in a HeadSpec
+        r = rule(majority="plurality", include_target=True)
+        assert (r.majority, r.include_target) == ("plurality", True)
 
     @pytest.mark.parametrize("rule", RULES)
     @pytest.mark.parametrize(
         "kwargs, field",
-        [(dict(K=0), "K"), (dict(K=2.5), "K"), (dict(K=True), "K"), (dict(p_drop=1.0), "p_drop"), (dict(p_drop=-0.2), "p_drop")],
+        [(dict(majority="most"), "dropmatch.majority"), (dict(include_target=1), "dropmatch.include_target")],
     )
     def test_invalid_settings_raise(self, rule, kwargs, field):
         with pytest.raises(ValueError, match=rf"{field}=.*allowed values"):
@@ -81,18 +82,19 @@ class TestSettings:
     @pytest.mark.parametrize("rule", RULES)
     def test_missing_or_mismatched_heads_raise(self, rule):
         inputs = model_round(2, 3, K=4, p_drop=0.3, seed=0)
+        inputs.head_logits = inputs.head_logits[:, :2]  # wrong number of positions
         with pytest.raises(ValueError, match="head_logits.*K"):
-            rule(K=5)(inputs)
+            rule()(inputs)
         inputs.head_logits = None
         with pytest.raises(ValueError, match="head_logits"):
-            rule(K=4)(inputs)
+            rule()(inputs)
 
     def test_js_requires_draft_probs(self):
         inputs = model_round(2, 3, K=4, p_drop=0.3, seed=0)
         inputs.draft_probs = None
         with pytest.raises(ValueError, match="draft_probs"):
-            DropMatchJS(K=4)(inputs)
-        DropMatchNaive(K=4)(inputs)  # the naive rule does not need them
+            DropMatchJS()(inputs)
+        DropMatchNaive()(inputs)  # the naive rule does not need them
 
 
 class TestPDropZeroIsGreedy:
@@ -100,7 +102,7 @@ class TestPDropZeroIsGreedy:
     @pytest.mark.parametrize("K", [1, 5])
     def test_decisions_equal_greedy_match(self, rule, K):
         inputs = model_round(B=64, L=5, K=K, p_drop=0.0, seed=3)
-        a, b = rule(K=K, p_drop=0.0)(inputs), GreedyMatch()(inputs)
+        a, b = rule()(inputs), GreedyMatch()(inputs)
         assert torch.equal(a.accept_mask, b.accept_mask)
         assert torch.equal(a.num_accepted, b.num_accepted) and torch.equal(a.next_token_ids, b.next_token_ids)
         assert len(set(b.num_accepted.tolist())) >= 4  # a non-trivial mix of acceptance lengths
@@ -109,7 +111,7 @@ class TestPDropZeroIsGreedy:
         # Sanity that the comparison above is not vacuous: with dropout the rules do differ from greedy.
         inputs = model_round(B=256, L=5, K=5, p_drop=0.5, seed=4)
         greedy = GreedyMatch()(inputs).num_accepted
-        naive = DropMatchNaive(K=5, p_drop=0.5)(inputs).num_accepted
+        naive = DropMatchNaive()(inputs).num_accepted
         assert not torch.equal(naive, greedy)
 
 
@@ -119,7 +121,7 @@ class TestNaive:
         heads = heads_from_tokens([[[1, 2, 2], [3, 3, 3], [0, 0, 0], [4, 4, 4]]], V)  # [1, L+1=4, K=3, V]
         target = 8.0 * torch.nn.functional.one_hot(torch.tensor([[1, 1, 0, 4]]), V).float()
         drafts = torch.tensor([[2, 4, 0]])  # pos 0: in heads (not target argmax); pos 1: miss; pos 2: hit after a miss
-        out = DropMatchNaive(K=3)(VerifyInputs(drafts, target, None, heads), trace=True)
+        out = DropMatchNaive()(VerifyInputs(drafts, target, None, heads), trace=True)
         assert out.accept_mask.tolist() == [[True, False, False]]
         assert out.num_accepted.tolist() == [1] and out.next_token_ids.tolist() == [1]  # target argmax at pos 1
         assert out.trace["accepted_by_naive"].tolist() == [[True, False, True]]
@@ -130,7 +132,7 @@ class TestNaive:
         heads = heads_from_tokens([[[1, 1], [2, 3], [0, 0]], [[4, 4], [5, 5], [0, 0]]], V)  # [2, 3, K=2, V]
         target = 8.0 * torch.nn.functional.one_hot(torch.tensor([[1, 2, 5], [4, 1, 2]]), V).float()
         drafts = torch.tensor([[1, 3], [0, 5]])
-        out = DropMatchNaive(K=2)(VerifyInputs(drafts, target, None, heads))
+        out = DropMatchNaive()(VerifyInputs(drafts, target, None, heads))
         assert out.accept_mask.tolist() == [[True, True], [False, False]]
         assert out.next_token_ids.tolist() == [5, 4]  # bonus at L for row 0; target argmax at 0 for row 1
 
@@ -138,17 +140,17 @@ class TestNaive:
         V = 4
         heads = heads_from_tokens([[[2], [3]]], V)
         target = torch.zeros(1, 2, V)
-        out = DropMatchNaive(K=1)(VerifyInputs(torch.tensor([[2]]), target, None, heads))
+        out = DropMatchNaive()(VerifyInputs(torch.tensor([[2]]), target, None, heads))
         assert out.num_accepted.tolist() == [1] and out.next_token_ids.tolist() == [0]
-        out = DropMatchNaive(K=1)(VerifyInputs(torch.tensor([[1]]), target, None, heads))
+        out = DropMatchNaive()(VerifyInputs(torch.tensor([[1]]), target, None, heads))
         assert out.num_accepted.tolist() == [0]
 
     def test_bonus_position_heads_are_not_used(self):
         inputs = model_round(8, 3, K=3, p_drop=0.4, seed=5)
-        a = DropMatchNaive(K=3)(inputs)
+        a = DropMatchNaive()(inputs)
         inputs.head_logits = inputs.head_logits.clone()
         inputs.head_logits[:, -1] = torch.randn(8, 3, 12)
-        b = DropMatchNaive(K=3)(inputs)
+        b = DropMatchNaive()(inputs)
         assert torch.equal(a.accept_mask, b.accept_mask) and torch.equal(a.next_token_ids, b.next_token_ids)
 
 
@@ -177,7 +179,7 @@ def js_hand_round():
 class TestJS:
     def test_algorithm1_hand_case(self):
         inputs, *_ = js_hand_round()
-        out = DropMatchJS(K=3)(inputs, trace=True)
+        out = DropMatchJS()(inputs, trace=True)
         assert out.accept_mask.tolist() == [[True, True, False], [False, False, False]]
         assert out.num_accepted.tolist() == [2, 0]
         assert out.next_token_ids.tolist() == [0, 1]  # target argmax at the first rejected position
@@ -186,12 +188,12 @@ class TestJS:
         assert t["accepted_by_majority"].tolist() == [[False, True, False], [False, True, False]]
         assert t["draft_agrees_majority"].tolist() == [[False, True, False], [False, True, False]]
         assert t["accepted_by_naive"].tolist() == [[False, True, False], [False, True, False]]
-        naive = DropMatchNaive(K=3)(inputs)
+        naive = DropMatchNaive()(inputs)
         assert naive.accept_mask.tolist() == [[False, False, False], [False, False, False]]
 
     def test_trace_values_by_hand(self):
         inputs, disp, centroid, dq = js_hand_round()
-        t = DropMatchJS(K=3)(inputs, trace=True).trace
+        t = DropMatchJS()(inputs, trace=True).trace
         heads_js = max(js_reference(softmax_list(h), centroid) for h in disp)
         assert t["js_heads_max"][0, 0].item() == pytest.approx(heads_js, rel=1e-4)
         assert t["js_draft"][0, 0].item() == pytest.approx(0.0, abs=1e-6)
@@ -215,7 +217,7 @@ class TestJS:
         inputs.head_logits = torch.tensor([0, 0, 3.0, 0]).expand(2, 4, 3, 4).clone()  # every head = token 2
         inputs.draft_token_ids = torch.tensor([[2, 2, 2], [2, 2, 2]])
         inputs.draft_probs = torch.softmax(torch.tensor([0, 0, 2.9, 0]), -1).expand(2, 3, 4).clone()
-        out = DropMatchJS(K=3)(inputs, trace=True)
+        out = DropMatchJS()(inputs, trace=True)
         assert out.trace["js_heads_max"].max().item() < 1e-7
         assert out.trace["accepted_by_js"].tolist() == [[False] * 3] * 2
         assert out.num_accepted.tolist() == [3, 3]
@@ -228,7 +230,7 @@ class TestJS:
         head = torch.tensor([0, 0, 3.0, 0])
         heads = head.expand(2, 2, 3, 4).clone()
         q = torch.softmax(head, -1).expand(2, 1, 4).clone()
-        out = DropMatchJS(K=3)(VerifyInputs(torch.tensor([[1], [2]]), torch.zeros(2, 2, 4), q, heads), trace=True)
+        out = DropMatchJS()(VerifyInputs(torch.tensor([[1], [2]]), torch.zeros(2, 2, 4), q, heads), trace=True)
         assert out.trace["js_draft"].tolist() == [[0.0], [0.0]] and out.trace["js_heads_max"].tolist() == [[0.0], [0.0]]
         assert out.num_accepted.tolist() == [1, 1]
         assert out.trace["accepted_by_js"].tolist() == [[True], [True]]
@@ -240,10 +242,10 @@ class TestJS:
         heads = torch.tensor([[[[0, 2.0, 0, 0]], [[0, 0, 0, 0.0]]]])  # [1, 2, K=1, V]
         target = torch.zeros(1, 2, V)
         q = torch.softmax(torch.tensor([[[1.0, 0, 0, 0]]]), -1)
-        out = DropMatchJS(K=1)(VerifyInputs(torch.tensor([[1]]), target, q, heads), trace=True)
+        out = DropMatchJS()(VerifyInputs(torch.tensor([[1]]), target, q, heads), trace=True)
         assert out.num_accepted.tolist() == [1]  # majority of one head = its token
         assert out.trace["js_heads_max"].tolist() == [[0.0]]
-        out = DropMatchJS(K=1)(VerifyInputs(torch.tensor([[0]]), target, q, heads))
+        out = DropMatchJS()(VerifyInputs(torch.tensor([[0]]), target, q, heads))
         assert out.num_accepted.tolist() == [0]
 
     @pytest.mark.parametrize("rule", RULES)
@@ -252,7 +254,7 @@ class TestJS:
         heads = torch.zeros(2, 1, 3, V)
         target = 8.0 * torch.nn.functional.one_hot(torch.tensor([[3], [1]]), V).float()
         inputs = VerifyInputs(torch.zeros(2, 0, dtype=torch.int64), target, torch.zeros(2, 0, V), heads)
-        out = rule(K=3)(inputs, trace=True)
+        out = rule()(inputs, trace=True)
         assert out.accept_mask.shape == (2, 0) and out.num_accepted.tolist() == [0, 0]
         assert out.next_token_ids.tolist() == [3, 1]
         assert out.trace["head_token_ids"].shape == (2, 0, 3)
@@ -269,7 +271,7 @@ class TestTrace:
     def test_keys_shapes_dtypes(self, rule):
         B, L, K = 3, 4, 5
         inputs = model_round(B, L, K, p_drop=0.3, seed=6)
-        out = rule(K=K)(inputs, trace=True)
+        out = rule()(inputs, trace=True)
         assert set(out.trace) == self.KEYS | self.JS_KEYS
         assert out.trace["head_token_ids"].shape == (B, L, K)
         for key in (self.KEYS | self.JS_KEYS) - {"head_token_ids"}:
@@ -277,17 +279,17 @@ class TestTrace:
         for key in ["accepted_by_naive", "draft_agrees_majority", "accepted_by_js", "accepted_by_majority"]:
             assert out.trace[key].dtype == torch.bool, key
         assert out.trace["js_draft"].dtype == torch.float32
-        assert rule(K=K)(inputs).trace is None
+        assert rule()(inputs).trace is None
 
     def test_naive_without_draft_probs_has_no_js_fields(self):
         inputs = model_round(3, 4, 5, p_drop=0.3, seed=6)
         inputs.draft_probs = None
-        assert set(DropMatchNaive(K=5)(inputs, trace=True).trace) == self.KEYS
+        assert set(DropMatchNaive()(inputs, trace=True).trace) == self.KEYS
 
     def test_rule_decisions_agree_with_trace(self):
         inputs = model_round(64, 5, 5, p_drop=0.4, seed=7)
         for rule, key in [(DropMatchNaive, "accepted_by_naive"), (DropMatchJS, None)]:
-            out = rule(K=5, p_drop=0.4)(inputs, trace=True)
+            out = rule()(inputs, trace=True)
             t = out.trace
             ok = t[key] if key else t["accepted_by_js"] | t["draft_agrees_majority"]
             expected = ok.long().cumprod(-1).bool()
@@ -302,7 +304,7 @@ class TestSampling:
         results = []
         for seed in (1, 1, 2):
             inputs.generator = gen(seed)
-            out = rule(K=5)(inputs, trace=True)
+            out = rule()(inputs, trace=True)
             results.append((out.accept_mask, out.next_token_ids, out.trace["head_token_ids"]))
         assert torch.equal(torch.get_rng_state(), state)
         assert all(torch.equal(x, y) for x, y in zip(results[0], results[1]))
@@ -312,13 +314,13 @@ class TestSampling:
     def test_requires_generator(self, rule):
         inputs = model_round(2, 2, 5, p_drop=0.3, seed=0, temperature=0.8)
         with pytest.raises(ValueError, match="generator"):
-            rule(K=5)(inputs)
+            rule()(inputs)
 
     def test_js_uses_tempered_heads_and_centroid(self):
         T = 0.5
         inputs = model_round(4, 3, 5, p_drop=0.3, seed=11, temperature=T)
         inputs.generator = gen(0)
-        t = DropMatchJS(K=5)(inputs, trace=True).trace
+        t = DropMatchJS()(inputs, trace=True).trace
         heads = inputs.head_logits[:, :3] / T  # [B, L, K, V]
         centroid = torch.softmax(heads.mean(-2), -1)
         expected_heads = js_divergence(torch.softmax(heads, -1), centroid.unsqueeze(-2)).amax(-1)
@@ -338,7 +340,7 @@ class TestSampling:
         target = target_row.expand(N, 2, V).clone()
         drafts = torch.zeros(N, 1, dtype=torch.int64)
         inputs = VerifyInputs(drafts, target, None, heads, temperature=T, generator=gen(10))
-        out = DropMatchNaive(K=K)(inputs, trace=True)
+        out = DropMatchNaive()(inputs, trace=True)
         assert out.num_accepted.sum().item() == 0
         next_counts = torch.bincount(out.next_token_ids, minlength=V)
         assert chi2(next_counts, torch.softmax(target_row / T, -1)) < CHI2_CRIT_DF9
@@ -362,6 +364,55 @@ def test_bfloat16_inputs_match_float32(rule):
     high = VerifyInputs(
         inputs.draft_token_ids, low.target_logits.float(), low.draft_probs.float(), low.head_logits.float()
     )
-    a, b = rule(K=5)(low, trace=True), rule(K=5)(high, trace=True)
+    a, b = rule()(low, trace=True), rule()(high, trace=True)
     assert torch.equal(a.accept_mask, b.accept_mask) and torch.equal(a.next_token_ids, b.next_token_ids)
     assert a.trace["majority_target_prob"].dtype == torch.float32
+
+
+class TestMajorityAndTargetOptions:
+    """dropmatch.majority (strict | plurality) on 1-1-1-1-1 and 2-2-1 splits; dropmatch.include_target."""
+
+    @staticmethod
+    def collapsed_js_round(head_tokens: list[int], draft: int, target_token: int, V: int = 8):
+        # one draft position; the heads are nearly the same distribution (5 on tokens 1-6, +0.01 on each head's
+        # own token, so argmaxes differ), so max JS to the centroid is tiny, and a draft distribution peaked on
+        # token 7 fails Eq. 6: only Eq. 7 (or the target option) can accept.
+        base = torch.zeros(V)
+        base[1:7] = 5.0
+        heads = base.repeat(1, 2, len(head_tokens), 1)  # [1, L+1=2, K, V]
+        for k, tok in enumerate(head_tokens):
+            heads[0, :, k, tok] += 0.01
+        target = 8.0 * torch.nn.functional.one_hot(torch.tensor([[target_token, 0]]), V).float()
+        draft_probs = torch.nn.functional.one_hot(torch.tensor([[V - 1]]), V).float() * 0.9 + 0.1 / V
+        return VerifyInputs(torch.tensor([[draft]]), target, draft_probs, heads)
+
+    @pytest.mark.parametrize(
+        "tokens, draft, strict, plurality",
+        [
+            ([1, 2, 3, 4, 5], 1, False, True),  # 1-1-1-1-1: no strict majority; plurality ties -> head 0 (token 1)
+            ([1, 2, 3, 4, 5], 2, False, False),  # ... and only the earliest head's token under plurality
+            ([4, 6, 4, 6, 5], 4, False, True),  # 2-2-1: no strict majority; plurality -> head 0's token 4
+            ([4, 6, 4, 6, 5], 6, False, False),
+            ([3, 3, 3, 6, 5], 3, True, True),  # 3-1-1: a strict majority
+        ],
+    )
+    def test_strict_vs_plurality(self, tokens, draft, strict, plurality):
+        inputs = self.collapsed_js_round(tokens, draft, target_token=0)
+        js = DropMatchJS(majority="strict")(inputs, trace=True)
+        assert js.trace["accepted_by_js"].tolist() == [[False]]  # only Eq. 7 can decide
+        assert js.num_accepted.tolist() == [int(strict)]
+        assert DropMatchJS(majority="plurality")(inputs).num_accepted.tolist() == [int(plurality)]
+        assert js.trace["draft_agrees_majority"].tolist() == [[strict]]
+
+    @pytest.mark.parametrize("rule", RULES)
+    def test_include_target_accepts_the_targets_own_token(self, rule):
+        inputs = self.collapsed_js_round([1, 2, 3, 4, 5], draft=6, target_token=6)  # no head proposes 6
+        assert rule()(inputs).num_accepted.tolist() == [0]  # Algorithm 1 / Eq. 4 reject the target's token
+        assert rule(include_target=True)(inputs).num_accepted.tolist() == [1]
+
+    @pytest.mark.parametrize("rule", RULES)
+    def test_include_target_is_a_superset_of_greedy_sd(self, rule):
+        inputs = model_round(B=128, L=5, K=5, p_drop=0.5, seed=11)
+        dm = rule(include_target=True)(inputs).num_accepted
+        sd = GreedyMatch()(inputs).num_accepted
+        assert bool((dm >= sd).all()) and bool((dm > sd).any())

@@ -76,7 +76,7 @@ class TestRejection:
     def test_protocol_attributes(self):
         rule = RejectionSampling()
         assert isinstance(rule, Criterion) and isinstance(GreedyMatch(), Criterion)
-        assert (rule.name, rule.num_heads, rule.p_drop, rule.needs_draft_probs) == ("rejection", 0, 0.0, True)
+        assert (rule.name, rule.needs_heads, rule.needs_draft_probs) == ("rejection", False, True)
 
     def test_temperature_zero_is_greedy_match(self):
         inputs = random_round(64, 4, seed=0, temperature=0.0)

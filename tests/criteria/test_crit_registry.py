@@ -8,11 +8,13 @@ import criteria.rules  # noqa: F401  (fills the registry)
 from criteria.base import Criterion
 from criteria.registry import CRITERIA, UnknownNameError
 
-EXPECTED = {
-    "greedy_match": (0, 0.0, False),
-    "rejection": (0, 0.0, True),
-    "dropmatch_naive": (5, 0.3, False),
-    "dropmatch_js": (5, 0.3, True),
+EXPECTED = {  # (needs_heads, needs_draft_probs, needs_hidden)
+    "autoregressive": (False, False, False),
+    "greedy_match": (False, False, False),
+    "rejection": (False, True, False),
+    "dropmatch_naive": (True, False, False),
+    "dropmatch_js": (True, True, False),
+    "dropout_path": (True, False, False),
 }
 
 
@@ -21,15 +23,17 @@ def test_every_rule_is_registered_under_its_name(key):
     rule = CRITERIA.get(key)()
     assert isinstance(rule, Criterion)
     assert rule.name == key
-    assert (rule.num_heads, rule.p_drop, rule.needs_draft_probs) == EXPECTED[key]
+    assert (rule.needs_heads, rule.needs_draft_probs, rule.needs_hidden) == EXPECTED[key]
 
 
-def test_registry_holds_the_four_rules_and_suggests_close_names():
+def test_registry_holds_every_rule_and_suggests_close_names():
     assert set(EXPECTED) <= set(CRITERIA.names())
     with pytest.raises(UnknownNameError, match="dropmatch_js"):
         CRITERIA.get("dropmatch_jss")
 
 
-def test_dropmatch_kwargs_from_config():
-    rule = CRITERIA.get("dropmatch_js")(K=3, p_drop=0.1)
-    assert (rule.num_heads, rule.p_drop) == (3, 0.1)
+def test_dropmatch_rule_settings_from_config_heads_elsewhere():
+    rule = CRITERIA.get("dropmatch_js")(majority="plurality", include_target=True)
+    assert (rule.majority, rule.include_target) == ("plurality", True)
+    with pytest.raises(TypeError):  # K / p_drop are a HeadSpec, not rule settings
+        CRITERIA.get("dropmatch_js")(K=3, p_drop=0.1)

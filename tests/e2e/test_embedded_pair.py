@@ -53,6 +53,7 @@ def test_table6_end_to_end_on_real_gsm8k(results_dir, all_threads):
 @pytest.mark.slow
 def test_greedy_sd_and_dm_p0_equal_ar_on_real_pair(all_threads):
     import criteria.rules  # noqa: F401
+    from criteria.dropout_heads import HeadSpec
     from criteria.registry import CRITERIA
     from omegaconf import OmegaConf
 
@@ -68,9 +69,10 @@ def test_greedy_sd_and_dm_p0_equal_ar_on_real_pair(all_threads):
     for i, p in enumerate(prompts):
         s = Sample(f"real/{i}", [{"role": "user", "content": p}])
         dec = DecodingConfig(num_speculative_tokens=5, max_new_tokens=32)
-        ar = be.generate_one(s, DecodingConfig(num_speculative_tokens=0, max_new_tokens=32), None)
-        sd = be.generate_one(s, dec, CRITERIA.get("rejection")())
-        dm0 = be.generate_one(s, dec, CRITERIA.get("dropmatch_js")(K=5, p_drop=0.0))
+        ar = be.generate_one(s, DecodingConfig(num_speculative_tokens=0, max_new_tokens=32),
+                             CRITERIA.get("autoregressive")(), HeadSpec())
+        sd = be.generate_one(s, dec, CRITERIA.get("rejection")(), HeadSpec())
+        dm0 = be.generate_one(s, dec, CRITERIA.get("dropmatch_js")(), HeadSpec(K=5, p_drop=0.0))
         assert sd.output_token_ids == ar.output_token_ids
         assert dm0.output_token_ids == sd.output_token_ids
         assert dm0.counters.num_accepted_tokens == sd.counters.num_accepted_tokens

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import criteria.rules  # noqa: F401
+from criteria.dropout_heads import HeadSpec
 from criteria.registry import CRITERIA
 from runners.backends.base import DecodingConfig
 from runners.backends.hf_loop import HFLoopBackend
@@ -26,10 +27,25 @@ def pair(tiny_pair_dir):
     return load_pair({"name": "tiny", "target": spec("target"), "draft": spec("draft")})
 
 
-def _gen(pair, prompt, L, crit, n=40, prefix_caching=True, **kw):
+AR = CRITERIA.get("autoregressive")()
+
+
+def rule(name, **kw):
+    return CRITERIA.get(name)(**kw)
+
+
+def _gen(pair, prompt, L, crit, n=40, prefix_caching=True, heads=HeadSpec(), **kw):
     be = HFLoopBackend(pair, prefix_caching=prefix_caching)
     s = Sample(f"t/{hash(prompt) % 1000}", [{"role": "user", "content": prompt}])
-    return be.generate_one(s, DecodingConfig(num_speculative_tokens=L, max_new_tokens=n, **kw), crit)
+    return be.generate_one(s, DecodingConfig(num_speculative_tokens=L, max_new_tokens=n, **kw), crit or AR, heads)
+
+
+def assert_identity(out):
+    """Counters count only tokens in the output: rounds + accepted == tokens the rounds emitted."""
+    c = out.counters
+    emitted = max(0, len(out.output_token_ids) - 1 + out.eos_removed)
+    assert c.num_drafts + c.num_accepted_tokens == emitted
+    assert sum(out.accepted_per_round) == c.num_accepted_tokens and len(out.accepted_per_round) == c.num_drafts
 
 
 @pytest.mark.parametrize("L", [1, 3, 7])
@@ -37,36 +53,48 @@ def test_greedy_sd_and_dm_p0_equal_ar(pair, L):
     partial = 0
     for prompt in PROMPTS:
         ar = _gen(pair, prompt, 0, None)
-        for crit in (CRITERIA.get("rejection")(), CRITERIA.get("greedy_match")(),
-                     CRITERIA.get("dropmatch_js")(K=5, p_drop=0.0), CRITERIA.get("dropmatch_naive")(K=3, p_drop=0.0)):
-            out = _gen(pair, prompt, L, crit)
+        for crit, heads in ((rule("rejection"), HeadSpec()), (rule("greedy_match"), HeadSpec()),
+                            (rule("dropmatch_js"), HeadSpec(5, 0.0)), (rule("dropmatch_naive"), HeadSpec(3, 0.0))):
+            out = _gen(pair, prompt, L, crit, heads=heads)
             assert out.output_token_ids == ar.output_token_ids, (crit.name, prompt)
+            assert_identity(out)
             partial += sum(0 < a < L for a in out.accepted_per_round)
     if L > 1:
         assert partial > 0, "no round with partial acceptance: rollback untested"
 
 
+@pytest.mark.parametrize("n", range(12, 24))
+def test_cap_anywhere_in_a_round_counts_only_output_tokens(pair, n):
+    """Issue 10 item 1: max_new_tokens ending inside a round; tokens past the cap are not accepted."""
+    out = _gen(pair, PROMPTS[0], 5, rule("greedy_match"), n=n)
+    ar = _gen(pair, PROMPTS[0], 0, None, n=n)
+    assert out.output_token_ids == ar.output_token_ids
+    assert len(out.output_token_ids) <= n
+    assert_identity(out)
+
+
 def test_counters_invariants(pair):
-    out = _gen(pair, PROMPTS[0], 4, CRITERIA.get("dropmatch_js")(K=5, p_drop=0.3), n=60)
+    out = _gen(pair, PROMPTS[0], 4, rule("dropmatch_js"), heads=HeadSpec(5, 0.3), n=60)
     c = out.counters
     assert sum(c.num_accepted_tokens_per_pos) == c.num_accepted_tokens
     assert all(a >= b for a, b in zip(c.num_accepted_tokens_per_pos, c.num_accepted_tokens_per_pos[1:]))
     assert c.num_accepted_tokens <= c.num_draft_tokens <= 4 * c.num_drafts
     assert c.num_drafts == len(out.accepted_per_round)
     assert sum(out.accepted_per_round) == c.num_accepted_tokens
+    assert_identity(out)
 
 
 def test_prefix_caching_does_not_change_outputs(pair):
     for prompt in PROMPTS:
-        a = _gen(pair, prompt, 3, CRITERIA.get("rejection")(), prefix_caching=True)
-        b = _gen(pair, prompt, 3, CRITERIA.get("rejection")(), prefix_caching=False)
+        a = _gen(pair, prompt, 3, rule("rejection"), prefix_caching=True)
+        b = _gen(pair, prompt, 3, rule("rejection"), prefix_caching=False)
         assert a.output_token_ids == b.output_token_ids
 
 
 def test_same_seed_same_output_and_max_new_tokens(pair):
-    crit = CRITERIA.get("dropmatch_js")(K=5, p_drop=0.3)
-    a = _gen(pair, PROMPTS[1], 5, crit, n=17, seed=3)
-    b = _gen(pair, PROMPTS[1], 5, crit, n=17, seed=3)
+    crit, heads = rule("dropmatch_js"), HeadSpec(5, 0.3)
+    a = _gen(pair, PROMPTS[1], 5, crit, n=17, seed=3, heads=heads)
+    b = _gen(pair, PROMPTS[1], 5, crit, n=17, seed=3, heads=heads)
     assert a.output_token_ids == b.output_token_ids
     assert len(a.output_token_ids) <= 17
 
@@ -86,22 +114,63 @@ def test_kv_rollback_matches_recompute(pair):
 
 
 def test_stop_string_cuts_output(pair):
-    free = _gen(pair, PROMPTS[0], 3, CRITERIA.get("rejection")(), n=40)
+    free = _gen(pair, PROMPTS[0], 3, rule("rejection"), n=40)
     assert len(free.output_text) > 4
     stop = free.output_text[2:4]
-    out = _gen(pair, PROMPTS[0], 3, CRITERIA.get("rejection")(), n=40, stop=[stop])
+    out = _gen(pair, PROMPTS[0], 3, rule("rejection"), n=40, stop=[stop])
     assert stop not in out.output_text
     assert free.output_text.startswith(out.output_text)
 
 
+def test_stop_strings_cut_ids_and_sd_equals_ar(pair):
+    """Issue 10 item 2: ids end at the token that completes the stop; greedy SD ids == AR ids for every stop."""
+    free = _gen(pair, PROMPTS[0], 0, None, n=40)
+    text = free.output_text
+    stops = sorted({text[i : i + 2] for i in range(2, len(text) - 2) if text[i : i + 2].strip()})[:20]
+    assert len(stops) >= 5
+    tok = pair.tokenizer
+    for stop in stops:
+        ar = _gen(pair, PROMPTS[0], 0, None, n=40, stop=[stop])
+        sd = _gen(pair, PROMPTS[0], 5, rule("greedy_match"), n=40, stop=[stop])
+        assert sd.output_token_ids == ar.output_token_ids, stop
+        assert stop in tok.decode(sd.output_token_ids, skip_special_tokens=True)
+        assert stop not in tok.decode(sd.output_token_ids[:-1], skip_special_tokens=True)
+        assert sd.stop_reason == "stop" and stop not in sd.output_text
+        assert_identity(sd)
+
+
 def test_dropout_path_and_draft_only_decode(pair):
     ar = _gen(pair, PROMPTS[0], 0, None)
-    p0 = _gen(pair, PROMPTS[0], 0, None, ar_dropout_p=0.0, ar_path=1)
+    path = rule("dropout_path")
+    p0 = _gen(pair, PROMPTS[0], 0, path, heads=HeadSpec(1, 0.0), seed_stream=1)
     assert p0.output_token_ids == ar.output_token_ids  # p_drop = 0: the path is the plain head
-    p1 = _gen(pair, PROMPTS[0], 0, None, ar_dropout_p=0.5, ar_path=1)
-    p1b = _gen(pair, PROMPTS[0], 0, None, ar_dropout_p=0.5, ar_path=1)
-    p2 = _gen(pair, PROMPTS[0], 0, None, ar_dropout_p=0.5, ar_path=2)
+    p1 = _gen(pair, PROMPTS[0], 0, path, heads=HeadSpec(1, 0.5), seed_stream=1)
+    p1b = _gen(pair, PROMPTS[0], 0, path, heads=HeadSpec(1, 0.5), seed_stream=1)
+    p2 = _gen(pair, PROMPTS[0], 0, path, heads=HeadSpec(1, 0.5), seed_stream=2)
     assert p1.output_token_ids == p1b.output_token_ids
     assert p1.output_token_ids != p2.output_token_ids or p1.output_token_ids != ar.output_token_ids
     d = _gen(pair, PROMPTS[0], 0, None, ar_model="draft")
     assert d.output_token_ids != ar.output_token_ids
+
+
+def test_eos_inside_an_accepted_run(pair):
+    """Issue 10 item 1: an EOS inside the accepted drafts ends the output there; later tokens are not counted."""
+    s = Sample("t/eos", [{"role": "user", "content": PROMPTS[0]}])
+    free = HFLoopBackend(pair).generate_one(s, DecodingConfig(num_speculative_tokens=0, max_new_tokens=40), AR,
+                                            HeadSpec())
+    seen = 0
+    for pos in range(3, 20):
+        eos = free.output_token_ids[pos]
+        if eos in free.output_token_ids[:pos]:
+            continue
+        outs = []
+        for L, crit in ((0, AR), (5, rule("greedy_match"))):
+            be = HFLoopBackend(pair)
+            be.eos_ids = set(be.eos_ids) | {eos}
+            outs.append(be.generate_one(s, DecodingConfig(num_speculative_tokens=L, max_new_tokens=40), crit, HeadSpec()))
+        ar, sd = outs
+        assert sd.output_token_ids == ar.output_token_ids == free.output_token_ids[:pos]
+        assert sd.stop_reason == "eos" and sd.eos_removed == 1
+        assert_identity(sd)
+        seen += sum(a > 0 for a in sd.accepted_per_round)
+    assert seen > 0

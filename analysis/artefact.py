@@ -1,0 +1,154 @@
+"""The contract every table and figure module implements, and what it returns.
+
+An artefact module (``analysis/tables/tableN.py``, ``analysis/figures/<name>.py``) defines:
+
+    NAME: str                                         # "table6": results/<NAME>/ and the CLI name
+    def select(runs: DataFrame, profile: Profile) -> DataFrame
+        # the run records (rows of analysis.load.load_runs) the artefact may read; no I/O
+    def build(selected: DataFrame) -> Artefact
+        # tables (numbers + their formatted view) and figures, with footers; reads only the
+        # selected runs' records (samples.jsonl for items and traces); writes nothing
+
+and nothing else is needed: ``python -m analysis.render <NAME> --profile P`` (:mod:`analysis.render`)
+loads the records, calls both, writes every file and logs to W&B. A module tabulates every setting it finds
+in the selected runs (every (p_drop, K), every L, every backend chosen by :func:`pick_backend`): no flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from runners.paths import REPO_ROOT
+
+PAPER_SETTING = (0.3, 5)  # the paper's DropMatch (p_drop, K) (Tables 5-7, 10)
+
+
+@dataclass
+class Table:
+    """One table of an artefact.
+
+    Attributes:
+        stem: file name without suffix under ``results/<artefact>/`` (``table6``, ``table6_p0.1_K5``).
+        title: caption (Markdown heading, LaTeX ``\\caption``).
+        data: numbers only (what the CSV holds): numeric columns plus label columns (pair, method ...).
+        display: the same rows formatted for reading (strings; Markdown and LaTeX); None: ``data``.
+        footer: lines under the table (Markdown list, LaTeX comments): n, intervals, provenance.
+    """
+
+    stem: str
+    title: str
+    data: pd.DataFrame
+    display: pd.DataFrame | None = None
+    footer: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Figure:
+    """One figure of an artefact: a matplotlib figure plus the numbers it plots.
+
+    Attributes:
+        stem: file name without suffix (``.png``, ``.pdf``, ``.csv`` of ``data``, ``.md`` caption).
+        caption: what the panels show, (a), (b), ... in order; provenance goes in ``footer``, not the plot.
+        fig: a ``matplotlib.figure.Figure`` drawn with :mod:`analysis.style`.
+        data: the plotted numbers (CSV).
+        footer: n, settings and provenance lines (Markdown caption file).
+    """
+
+    stem: str
+    caption: str
+    fig: Any
+    data: pd.DataFrame
+    footer: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Artefact:
+    """What :func:`build` returns.
+
+    Attributes:
+        name: the artefact (``results/<name>/``).
+        tables, figures: its outputs (at least one of them non-empty when it has runs).
+        runs: the run rows actually used (their ids go into ``results/<name>/manifest.json``).
+        notes: lines for the driver to print (e.g. settings left out).
+    """
+
+    name: str
+    tables: list[Table] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    runs: pd.DataFrame = field(default_factory=pd.DataFrame)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.tables and not self.figures
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A profile as analysis sees it: its name and the backend its config selects.
+
+    Attributes:
+        name: ``conf/profile/<name>.yaml``; None = runs of any profile.
+        backend: the backend the profile overrides (``override /backend: vllm`` in its defaults), else None
+            (the artefact's or the run config's default).
+    """
+
+    name: str | None
+    backend: str | None = None
+
+    @classmethod
+    def load(cls, name: str | None, conf_dir: Path | None = None) -> "Profile":
+        """Read ``conf/profile/<name>.yaml`` (``any`` or None: all profiles, no backend)."""
+        if name in (None, "any"):
+            return cls(None, None)
+        path = (conf_dir or REPO_ROOT / "conf") / "profile" / f"{name}.yaml"
+        backend = None
+        if path.is_file():
+            cfg = yaml.safe_load(path.read_text()) or {}
+            for d in cfg.get("defaults") or []:
+                if isinstance(d, dict):
+                    for k, v in d.items():
+                        if str(k).strip() in ("override /backend", "/backend", "backend"):
+                            backend = str(v)
+        return cls(name, backend)
+
+
+def of_profile(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
+    """Runs of ``profile`` (all runs when its name is None)."""
+    if runs.empty or profile.name is None:
+        return runs
+    return runs[runs["profile"] == profile.name]
+
+
+def pick_backend(runs: pd.DataFrame, profile: Profile, default: str | None = None) -> pd.DataFrame:
+    """Runs of one backend, taken from the profile or the records.
+
+    The profile's backend when it has runs; else ``default`` (the artefact's own, e.g. ``hf``) when it
+    has runs; else the backend with the most runs (ties: alphabetical). Tables never mix backends (their
+    throughputs are not comparable).
+    """
+    if runs.empty:
+        return runs
+    have = runs["backend"].value_counts()
+    for b in (profile.backend, default):
+        if b is not None and b in have.index:
+            return runs[runs["backend"] == b]
+    best = sorted(have.index, key=lambda b: (-have[b], b))[0]
+    return runs[runs["backend"] == best]
+
+
+def setting_stem(name: str, p_drop: float, K: int, paper: tuple[float, int] = PAPER_SETTING) -> str:
+    """``name`` for the paper's (p_drop, K), else ``<name>_p<p_drop>_K<K>``."""
+    return name if (float(p_drop), int(K)) == paper else f"{name}_p{float(p_drop):g}_K{int(K)}"
+
+
+def dm_settings(runs: pd.DataFrame, methods: tuple[str, ...] = ("dropmatch", "dropmatch_naive")) -> list[tuple[float, int]]:
+    """Every (p_drop, K) of DropMatch runs in ``runs``, the paper's first, then sorted."""
+    dm = runs[runs["method"].isin(list(methods))] if not runs.empty else runs
+    found = sorted({(float(p), int(k)) for p, k in zip(dm.get("p_drop", []), dm.get("K", []))})
+    return sorted(found, key=lambda s: (s != PAPER_SETTING, s))

@@ -1,0 +1,86 @@
+"""Per-cell numbers with intervals from a run's items (:func:`analysis.load.load_items`), for the tables.
+
+A *cell* is one run (pair, benchmark, method, L, setting). Its accuracy, tau and tok/s come with 95 %
+bootstrap intervals over the run's items; a speedup between two cells is paired on the items both hold
+(:func:`analysis.stats.paired_speedup`). Estimators and the bootstrap are documented in :mod:`analysis.stats`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import pandas as pd
+
+from analysis.load import load_items
+from analysis.stats import B_DEFAULT, NAN, SEED, Estimate, mean_ci, paired_speedup, repeat_spread, tau_ci
+
+CI_NOTE = (f"value [95% CI]: percentile bootstrap over items (B={B_DEFAULT}, seed {SEED}); τ pooled over items "
+           "(1 + Σaccepted / Σrounds), accuracy and tok/s as means over items")
+SPEEDUP_NOTE = ("speedup = mean per-item tok/s of the row / that of its reference on the items both runs hold "
+                "(Spec-Bench's speedup ratio), 95% CI by paired bootstrap over those items")
+
+
+@dataclass
+class Cell:
+    """One run's numbers. ``acc`` in percent, ``tau`` in tokens per round, ``tps`` in tokens/s."""
+
+    run_id: str
+    n: int
+    acc: Estimate
+    tau: Estimate
+    tps: Estimate
+    repeats: int
+    spread: float
+    items: pd.DataFrame = field(repr=False)
+
+
+class ItemCache:
+    """Reads each run's ``samples.jsonl`` once per artefact build."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, pd.DataFrame] = {}
+
+    def items(self, run: pd.Series) -> pd.DataFrame:
+        key = str(run["run_dir"])
+        if key not in self._items:
+            self._items[key] = load_items(key)
+        return self._items[key]
+
+    def cell(self, run: pd.Series) -> Cell:
+        """The numbers of one run (a row of :func:`analysis.load.load_runs`)."""
+        it = self.items(run)
+        acc = mean_ci(it["correct"]).scaled(100.0) if it["correct"].notna().any() else NAN
+        reps = min((len(r) for r in it["wall_s_repeats"]), default=1)
+        return Cell(run_id=str(run["run_id"]), n=len(it), acc=acc, tau=tau_ci(it["accepted"], it["rounds"]),
+                    tps=mean_ci(it["tok_per_s"]), repeats=reps, spread=repeat_spread(list(it["wall_s_repeats"])),
+                    items=it)
+
+
+def speedup(a: Cell | None, b: Cell | None) -> Estimate:
+    """Speedup of cell ``a`` over cell ``b`` on the items both hold (paired); NaN when either is missing."""
+    if a is None or b is None:
+        return NAN
+    m = a.items[["sample_id", "tok_per_s"]].merge(b.items[["sample_id", "tok_per_s"]], on="sample_id",
+                                                  suffixes=("_a", "_b")).dropna()
+    return paired_speedup(m["tok_per_s_a"], m["tok_per_s_b"])
+
+
+def est_columns(prefix: str, e: Estimate) -> dict[str, float]:
+    """CSV columns ``<prefix>``, ``<prefix>_lo``, ``<prefix>_hi`` (NaN when undefined)."""
+    return {prefix: e.value, f"{prefix}_lo": e.lo, f"{prefix}_hi": e.hi}
+
+
+def timing_note(cells: Iterable[Cell]) -> str:
+    """Footer line: timing repeats per item and how much an item's time moved between them."""
+    cells = list(cells)
+    reps = sorted({c.repeats for c in cells})
+    spreads = [c.spread for c in cells if not math.isnan(c.spread)]
+    if not reps or max(reps) <= 1:
+        return ("timing: one timing per item (no repeats): tok/s intervals reflect item-to-item variation, "
+                "not timing noise")
+    rtext = "/".join(map(str, reps))
+    med = sorted(spreads)[len(spreads) // 2] if spreads else math.nan
+    return (f"timing: {rtext} repeats per item, an item's wall time = the median of its repeats; median spread "
+            f"between repeats (max-min)/median = {100.0 * med:.1f}%")

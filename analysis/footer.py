@@ -1,0 +1,81 @@
+"""Provenance footer lines of a table or figure, from the rows of the runs it used (:func:`analysis.load.load_runs`).
+
+Every footer names: pair, backend, profile; device; the date span and run count; the git commits that wrote
+the runs (each with its run count; a table from several commits says so); uncommitted changes; the model
+identity per pair (weights' sha256 or hub revision, dtype); the decision-code fingerprint of the acceptance
+rule when the records carry one (several in one table: said so, with counts).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterable
+
+import pandas as pd
+
+
+def _counted(values: Iterable[str]) -> str:
+    c = Counter(values)
+    return ", ".join(f"{k} ({n} run{'s' if n > 1 else ''})" for k, n in sorted(c.items()))
+
+
+def commit_lines(runs: pd.DataFrame) -> list[str]:
+    """The git commits of the runs (a resumed run may count several); dirty worktrees flagged."""
+    shas = [str(s)[:10] for row in runs.get("git_shas", pd.Series(dtype=object)) for s in (row or ())]
+    if not shas and "git_sha" in runs:
+        shas = [str(s)[:10] for s in runs["git_sha"].dropna()]
+    if not shas:
+        return ["git: not recorded"]
+    distinct = sorted(set(shas))
+    line = f"git commits of the runs: {_counted(shas)}"
+    if len(distinct) > 1:
+        line += f" -- runs from {len(distinct)} commits in one table"
+    out = [line]
+    if "git_dirty" in runs and runs["git_dirty"].astype(bool).any():
+        out.append(f"uncommitted changes when {int(runs['git_dirty'].astype(bool).sum())} of the runs were made")
+    return out
+
+
+def identity_lines(runs: pd.DataFrame) -> list[str]:
+    """Model identity per pair (MIXED when one pair's runs used different weights or dtypes)."""
+    if "model_identity" not in runs:
+        return []
+    out = []
+    for pair, g in runs.groupby("pair", sort=True):
+        ids = sorted(set(g["model_identity"].astype(str)))
+        if len(ids) == 1:
+            out.append(f"model identity ({pair}): {ids[0]}")
+        else:
+            out.append(f"MIXED model identity ({pair}): {_counted(g['model_identity'].astype(str))}")
+    return out
+
+
+def decision_lines(runs: pd.DataFrame) -> list[str]:
+    """Decision-code fingerprint(s); MIXED when the cells were decided by different code."""
+    if "decision_code" not in runs:
+        return []
+    fps = runs["decision_code"].dropna().astype(str)
+    missing = int(runs["decision_code"].isna().sum())
+    if fps.empty:
+        return ["decision code fingerprint: not recorded in these runs"]
+    tail = f"; not recorded in {missing} run{'s' if missing > 1 else ''}" if missing else ""
+    if fps.nunique() == 1:
+        return [f"decision code fingerprint: {fps.iloc[0]}{tail}"]
+    return [f"MIXED decision code: {_counted(fps)}{tail} -- acceptance decisions may differ between cells"]
+
+
+def provenance_lines(runs: pd.DataFrame) -> list[str]:
+    """n of runs, pair, backend, profile, device, dates, commits, model identity, decision code."""
+    if runs.empty:
+        return ["no runs"]
+    dates = sorted(d for d in runs["date_utc"].dropna())
+    span = f"{dates[0][:10]} .. {dates[-1][:10]}" if dates else "?"
+    return [
+        f"pair: {', '.join(sorted(runs['pair'].unique()))}; backend: {', '.join(sorted(runs['backend'].unique()))}; "
+        f"profile: {', '.join(sorted(str(p) for p in runs['profile'].unique()))}",
+        f"device: {', '.join(sorted(str(d) for d in runs['device'].dropna().unique()))}",
+        f"date (UTC): {span}; runs: {len(runs)}",
+        *commit_lines(runs),
+        *identity_lines(runs),
+        *decision_lines(runs),
+    ]

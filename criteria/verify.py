@@ -1,0 +1,143 @@
+"""One verify round, in one place: target hidden states -> plain + dropout heads -> the rule's decision.
+
+Paper: DropMatch (arXiv 2603.03333) Fig. 2 and Algorithm 1 (the K MC-dropout heads read the target's final
+hidden states of the verify pass); Leviathan et al. 2023 Alg. 1 (round = L drafts + one verify pass).
+
+Every backend (the transformers loop and the vLLM hook) calls :func:`verify_round`, so for the same hidden
+states, drafts and seeds they make the same decisions. It owns the order of random draws:
+
+  for each row b (sequence), with that row's generator ``generators[b]``:
+    1. the dropout masks, one ``torch.rand((L+1, K, d))`` (only when ``heads.K >= 1`` and ``p_drop > 0``);
+    2. then, at T > 0 only, the rule's own draws (head tokens, acceptance uniforms, the emitted token).
+
+Rows never share a stream, so a sequence decides the same in a batch of B as alone (up to the batch-shape
+numerics of the forward pass that produced ``hidden``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from criteria.base import AcceptResult, VerifyInputs
+from criteria.dropout_heads import HeadSpec, LMHead, dropout_masks, heads_from_masks
+
+
+def head_logits(hidden: torch.Tensor, lm_head: LMHead, heads: HeadSpec,
+                generators: Sequence[torch.Generator | None]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Plain and dropout-head logits of B rows in one matmul (Eq. 1-3).
+
+    Args:
+        hidden: ``[B, N, d]`` final hidden states (LM-head input), the model's dtype.
+        lm_head: the target's LM head.
+        heads: K and p_drop; ``K = 0``: plain head only.
+        generators: B generators on ``hidden``'s device (used only when ``K >= 1`` and ``p_drop > 0``).
+
+    Returns:
+        ``target_logits`` ``[B, N, V]`` float32 and ``head_logits`` ``[B, N, K, V]`` float32 (None when K = 0).
+    """
+    B, N, d = hidden.shape
+    W, b = lm_head.rows()
+    flat = hidden.reshape(B * N, d)
+    if not heads.active:
+        return torch.nn.functional.linear(flat, W, b).float().view(B, N, -1), None
+    K, p = heads.K, heads.p_drop
+    if p == 0:  # every head is the plain head: copy it so the rows are bitwise identical
+        plain = torch.nn.functional.linear(flat, W, b).float().view(B, N, 1, -1)
+        return plain[:, :, 0], plain.expand(B, N, K, plain.shape[-1]).contiguous()
+    keep = torch.cat([dropout_masks(N, K, d, p, g, hidden.device) for g in generators])  # [B*N, K, d]
+    logits = heads_from_masks(flat, keep, p, W, b).float().view(B, N, 1 + K, -1)  # [B, N, 1+K, V]
+    return logits[:, :, 0], logits[:, :, 1:]
+
+
+def verify_round(
+    hidden: torch.Tensor,
+    lm_head: LMHead,
+    draft_token_ids: torch.Tensor,
+    rule: Any,
+    heads: HeadSpec,
+    *,
+    temperature: float,
+    generators: Sequence[torch.Generator | None],
+    draft_probs: torch.Tensor | None = None,
+    draft_hidden: torch.Tensor | None = None,
+    trace: bool = False,
+) -> AcceptResult:
+    """Decide one round of B sequences with ``rule``.
+
+    Paper: Algorithm 1 (DropMatch rules), Eq. (4) (naive), Leviathan et al. Alg. 1 (``rejection``);
+    ``L = 0`` is an autoregressive step (the rule emits the next token; ``dropout_path`` decodes one
+    MC-dropout path).
+
+    Args:
+        hidden: ``[B, L+1, d]`` the target's final hidden states at ``[pending, d_1..d_L]`` (model dtype).
+        lm_head: the target's LM head (weight ``[V_rows, d]``, bias, real vocabulary size V).
+        draft_token_ids: ``[B, L]`` int64.
+        rule: a registered criterion (``criteria.registry.CRITERIA``), built from its own settings.
+        heads: the run's :class:`HeadSpec`; must have ``K >= 1`` when ``rule.needs_heads``.
+        temperature: ``>= 0`` (0 = greedy).
+        generators: B seeded generators, one per row, on ``hidden``'s device.
+        draft_probs: ``[B, L, V]`` float or None (required when the rule needs them).
+        draft_hidden: ``[B, L, d_draft]`` or None, passed to rules with ``needs_hidden``.
+        trace: ask the rule for its per-position trace.
+
+    Returns:
+        :class:`AcceptResult` with ``accept_mask`` ``[B, L]``, ``num_accepted`` ``[B]``, ``next_token_ids`` ``[B]``.
+
+    Raises:
+        ValueError: shapes that do not fit, a generator count other than B, a rule that needs heads with a
+            HeadSpec of ``K = 0`` (names ``dropmatch.K``), or the rule's own input errors.
+    """
+    if hidden.ndim != 3:
+        raise ValueError(f"hidden must be [B, L+1, d]; got shape {tuple(hidden.shape)}")
+    B, N, _ = hidden.shape
+    if draft_token_ids.shape != (B, N - 1):
+        raise ValueError(f"draft_token_ids must be [B, L] = [{B}, {N - 1}]; got {tuple(draft_token_ids.shape)}")
+    if len(generators) != B:
+        raise ValueError(f"need one generator per row: B={B}, got {len(generators)}")
+    if getattr(rule, "needs_heads", False) and not heads.active:
+        raise ValueError(f"rule {rule.name!r} needs MC-dropout heads; dropmatch.K={heads.K} (allowed: >= 1)")
+    target_logits, head_l = head_logits(hidden, lm_head, heads, generators)  # [B, N, V], [B, N, K, V]
+    V = target_logits.shape[-1]
+    if draft_probs is not None and draft_probs.shape[-1] != V:
+        draft_probs = draft_probs[..., :V]  # the draft's padded vocabulary rows
+    needs_hidden = bool(getattr(rule, "needs_hidden", False))
+    inputs = VerifyInputs(
+        draft_token_ids=draft_token_ids, target_logits=target_logits, draft_probs=draft_probs,
+        head_logits=head_l, temperature=float(temperature), generator=None,
+        target_hidden=hidden if needs_hidden else None, draft_hidden=draft_hidden if needs_hidden else None,
+    )
+    if temperature == 0:  # no random draws: one batched call
+        return rule(inputs, trace=trace)
+    rows = [rule(_row(inputs, i, generators[i]), trace=trace) for i in range(B)]  # each row its own stream
+    return _stack(rows)
+
+
+def _row(inputs: VerifyInputs, i: int, generator: torch.Generator | None) -> VerifyInputs:
+    def pick(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t[i : i + 1]
+
+    return VerifyInputs(
+        draft_token_ids=inputs.draft_token_ids[i : i + 1], target_logits=inputs.target_logits[i : i + 1],
+        draft_probs=pick(inputs.draft_probs), head_logits=pick(inputs.head_logits), temperature=inputs.temperature,
+        generator=generator, target_hidden=pick(inputs.target_hidden), draft_hidden=pick(inputs.draft_hidden),
+    )
+
+
+def _stack(rows: list[AcceptResult]) -> AcceptResult:
+    trace = None
+    if rows[0].trace is not None:
+        trace = {k: torch.cat([r.trace[k] for r in rows]) for k in rows[0].trace}
+    return AcceptResult(
+        accept_mask=torch.cat([r.accept_mask for r in rows]), num_accepted=torch.cat([r.num_accepted for r in rows]),
+        next_token_ids=torch.cat([r.next_token_ids for r in rows]), trace=trace,
+    )
+
+
+def trace_to_json(trace: dict[str, torch.Tensor], row: int, upto: int) -> dict[str, list]:
+    """One row's trace as JSON lists of its first ``upto`` positions (the accepted prefix + the rejected one).
+
+    Both backends store traces in this layout (``samples.jsonl`` ``trace``: a list of these per round).
+    """
+    return {k: v[row, :upto].tolist() for k, v in trace.items() if torch.is_tensor(v) and v.dim() >= 2}

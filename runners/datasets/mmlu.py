@@ -70,6 +70,9 @@ class MmluDataset(LmEvalDataset):
     local_filename = "mmlu.jsonl"
 
     def __init__(self, *, order: str = "interleaved", subjects: list[str] | None = None, **common: Any) -> None:
+        if common.get("lm_eval_task") is None and common.get("scorer") == "lm_eval_mmlu_generative":
+            # a config written before mmlu_llama (no lm_eval_task): rebuild the prompts its outputs answered
+            common.update(lm_eval_task="mmlu_{subject}_generative", num_fewshot=0)
         super().__init__(**common)
         if order not in ORDERS:
             raise ValueError(f"dataset.order={order!r} unknown; allowed: {', '.join(ORDERS)}")

@@ -198,6 +198,15 @@ class TestMmlu:
         assert s.meta["target"] == "ABCD"[doc["answer"]] + "." and s.meta["lm_eval_task"] == "mmlu_llama_abstract_algebra"
         assert ds.stop == ["."] and ds.max_new_tokens == 10
 
+    def test_older_generative_config_rebuilds_its_prompts(self, make_dataset) -> None:
+        """A run configured before mmlu_llama (scorer lm_eval_mmlu_generative, no lm_eval_task) is rescored
+        against the zero-shot mmlu_generative prompt it answered."""
+        s = make_dataset("mmlu", limit=1, lm_eval_task=None, num_fewshot=None, scorer="lm_eval_mmlu_generative").load()[0]
+        assert s.meta["lm_eval_task"] == "mmlu_abstract_algebra_generative"
+        assert s.messages[0] == {"role": "system", "content": "The following are multiple choice questions (with "
+                                 "answers) about abstract algebra.\n\n"}
+        assert s.messages[1]["content"].endswith("\nAnswer:") and s.meta["target"] == "ABCD"[s.reference["answer"]]
+
     def test_row_formats(self) -> None:
         from runners.datasets.mmlu import normalize_row
 

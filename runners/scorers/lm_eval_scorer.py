@@ -27,6 +27,7 @@ A sample's task is ``sample.meta["lm_eval_task"]`` (set by the lm-eval datasets)
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import math
 import random
@@ -122,9 +123,10 @@ class LmEvalScorer:
             state = random.getstate()
             try:
                 for key, filtered in inst.filtered_resps.items():
-                    # an IFEval checker with invalid kwargs draws them from `random`: seed per item (and
-                    # restore the caller's state) so an item always gets the same score
-                    random.seed(f"{name}/{doc_id}/{doc.get('key', '')}")
+                    # an IFEval checker with invalid kwargs draws them from `random`: seed by the item itself
+                    # (not its position in this call) and restore the caller's state, so an item always gets
+                    # the same score, alone or in a batch, at generation time or on rescore
+                    random.seed(f"{name}/{json.dumps(doc, sort_keys=True, default=str)}")
                     metrics = task.process_results(doc, [filtered])
                     res[f"filtered,{key}"] = filtered
                     res.update({f"{m},{key}": _plain(v) for m, v in metrics.items()})

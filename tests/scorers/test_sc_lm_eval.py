@@ -167,6 +167,9 @@ class TestIfeval:
         out = "#a #b #c #d " + "e" * 50
         first = sc.score([s], [out])
         assert all(sc.score([s], [out]) == first for _ in range(5))
+        others = ifeval_ds.load()[:3]
+        in_batch = sc.score(others + [s], ["x"] * 3 + [out])[-1]  # same score at another position in a batch
+        assert in_batch == first[0]
 
     def test_agrees_with_lm_eval(self, ifeval_ds, tmp_path: Path, lm_eval_evaluate, lm_eval_user_task) -> None:
         import random

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -53,21 +54,33 @@ class LMHead:
     """The target's LM head as the verify round uses it.
 
     Attributes:
-        weight: ``[V_rows, d]`` (rows beyond ``vocab_size`` are padding and are cut).
-        bias: ``[V_rows]`` or None.
-        vocab_size: V, the number of real vocabulary rows (``<= V_rows``); None = all rows.
+        weight: ``[V_rows, d]`` (rows beyond ``vocab_size`` are padding and are cut). Under tensor
+            parallelism: this rank's vocabulary shard ``[V_padded / tp, d]``.
+        bias: ``[V_rows]`` or None (the shard's rows under tensor parallelism).
+        vocab_size: V, the number of real vocabulary rows (``<= V_rows``, or of the gathered rows); None = all.
+        gather: None, or (tensor parallelism) a function from this shard's logits ``[..., V_padded / tp]`` to
+            every shard's, concatenated along the vocabulary ``[..., V_padded]`` (vLLM's
+            ``tensor_model_parallel_all_gather(x, dim=-1)``); the padding is cut after it.
     """
 
     weight: torch.Tensor
     bias: torch.Tensor | None = None
     vocab_size: int | None = None
+    gather: Callable[[torch.Tensor], torch.Tensor] | None = None
 
     def rows(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``(weight[:V], bias[:V])``: the unpadded head."""
+        """``(weight[:V], bias[:V])``: the unpadded head (the whole shard when ``gather`` is set)."""
         V = self.vocab_size
-        if V is None or V == self.weight.shape[0]:
+        if self.gather is not None or V is None or V == self.weight.shape[0]:
             return self.weight, self.bias
         return self.weight[:V], None if self.bias is None else self.bias[:V]
+
+    def full(self, logits: torch.Tensor) -> torch.Tensor:
+        """Logits of :meth:`rows` ``[..., V_rows]`` -> the whole vocabulary ``[..., V]`` (gathered, padding cut)."""
+        if self.gather is None:
+            return logits
+        logits = self.gather(logits.contiguous())
+        return logits if self.vocab_size is None else logits[..., : self.vocab_size]
 
 
 def dropout_masks(n: int, K: int, d: int, p_drop: float, generator: torch.Generator,

@@ -30,7 +30,7 @@ def head_logits(hidden: torch.Tensor, lm_head: LMHead, heads: HeadSpec,
 
     Args:
         hidden: ``[B, N, d]`` final hidden states (LM-head input), the model's dtype.
-        lm_head: the target's LM head.
+        lm_head: the target's LM head (a vocabulary shard with ``gather`` under tensor parallelism).
         heads: K and p_drop; ``K = 0``: plain head only.
         generators: B generators on ``hidden``'s device (used only when ``K >= 1`` and ``p_drop > 0``).
 
@@ -41,13 +41,13 @@ def head_logits(hidden: torch.Tensor, lm_head: LMHead, heads: HeadSpec,
     W, b = lm_head.rows()
     flat = hidden.reshape(B * N, d)
     if not heads.active:
-        return torch.nn.functional.linear(flat, W, b).float().view(B, N, -1), None
+        return lm_head.full(torch.nn.functional.linear(flat, W, b)).float().view(B, N, -1), None
     K, p = heads.K, heads.p_drop
     if p == 0:  # every head is the plain head: copy it so the rows are bitwise identical
-        plain = torch.nn.functional.linear(flat, W, b).float().view(B, N, 1, -1)
+        plain = lm_head.full(torch.nn.functional.linear(flat, W, b)).float().view(B, N, 1, -1)
         return plain[:, :, 0], plain.expand(B, N, K, plain.shape[-1]).contiguous()
     keep = torch.cat([dropout_masks(N, K, d, p, g, hidden.device) for g in generators])  # [B*N, K, d]
-    logits = heads_from_masks(flat, keep, p, W, b).float().view(B, N, 1 + K, -1)  # [B, N, 1+K, V]
+    logits = lm_head.full(heads_from_masks(flat, keep, p, W, b)).float().view(B, N, 1 + K, -1)  # [B, N, 1+K, V]
     return logits[:, :, 0], logits[:, :, 1:]
 
 

@@ -7,90 +7,45 @@ Run it from the separate vLLM venv (``runners/backends/install_vllm.sh``; CPU: `
 Registered lazily (``BACKENDS.register_lazy("vllm", "runners.backends.vllm_engine:VLLMBackend")``), so
 nothing imports vLLM unless ``backend=vllm`` is selected.
 
-Counters. Per sample: vLLM's own per-request spec-decode metrics
-(``CompletionOutput.spec_decode_metrics.per_step_accepted / per_step_drafted``, enabled with
-``per_request_spec_decode_metrics="detailed"``) fed to :meth:`SpecDecodeCounters.observe_draft`. Per
-batch, they are checked against the difference of ``llm.get_metrics()`` snapshots of
-``vllm:spec_decode_num_drafts`` / ``_num_draft_tokens`` / ``_num_accepted_tokens`` /
-``_num_accepted_tokens_per_pos`` taken before and after the batch (a mismatch raises).
+What it runs (:attr:`VLLMBackend.SUPPORTED_RULES`): the target's AR baseline (``autoregressive``, L = 0, a
+target-only engine) and SD with ``greedy_match`` / ``rejection`` / ``dropmatch_naive`` / ``dropmatch_js``
+(L >= 1). Not the draft decoding alone (``method=draft_only``) nor one dropout path (``method=dropout_path``):
+:meth:`VLLMBackend.generate` refuses them (and ``decoding.top_p != 1``) before building an engine.
 
-Timing: ``wall_s`` is the wall time of the batch's ``llm.generate`` call (per sample when
-``batch_size == 1``, the default, which is what the speed tables use); ``prefill_s`` is vLLM's
-first-token latency of the request; ``criterion_s`` is the hook's decision time, split evenly over the
-batch.
+Output. vLLM stops a request at EOS / stop token ids (the HF backend's end-of-sequence ids,
+:func:`runners.backends.output.end_of_sequence_ids`), at a stop string (vLLM 0.32 already drops the tokens of
+the same step after the one completing it) and at ``max_tokens``; the ids it returns are then cut again with
+the HF backend's :func:`runners.backends.output.finalize` (EOS removed, ids end at the token completing the
+first stop string, text cut before it), so both backends end an output at the same token.
+
+Counters (issue 10 item 1): ours, counted only over the tokens in the output, as the HF backend's; how and
+why vLLM's own metrics count differently (drafts past the output's end; nothing per request for a stop-string
+end) is in :mod:`runners.backends.vllm_counters`. vLLM's numbers serve as a cross-check only (a mismatch
+raises). For this the hook is installed for every SD run, also with ``native_verify`` (it then only logs).
+
+Timing (one definition with the HF backend, :func:`runners.backends.vllm_counters.request_times`):
+``wall_s`` is the request's generation after the prefill (vLLM's ``decode_time``), ``prefill_s`` its prefill
+(vLLM's ``prefill_time``), both per request, also when ``batch_size > 1`` (overlapping in time then).
+``criterion_s`` is the hook's decision time, split evenly over the batch.
 """
 
 from __future__ import annotations
 
 import gc
 import os
-import time
 from typing import Any, Iterable, Iterator, Mapping
 
 from runners.backends.base import DecodingConfig, SampleResult
-from runners.counters import SpecDecodeCounters
-from runners.datasets.base import Sample, prompt_token_ids
+from runners.backends.output import end_of_sequence_ids, finalize
+from runners.backends.seeding import sample_seed
+from runners.backends.vllm_counters import (check_against_vllm, logged_rounds, metrics_delta, output_counters,
+                                            raw_counters, read_spec_metrics, request_times)
+from runners.datasets.base import Sample
 
-END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>")
-SPEC_METRICS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "num_accepted_tokens_per_pos")
 HOOK_EXTENSION = "runners.backends.vllm_dropmatch_hook.DropMatchWorkerExtension"
 NATIVE_RULES = ("greedy_match", "rejection")  # what vLLM's own RejectionSampler implements
+SD_RULES = ("greedy_match", "rejection", "dropmatch_naive", "dropmatch_js")  # L >= 1 through the hook
 _SHARED: dict[str, Any] = {}  # {"key", "llm"}: the process's engine, reused across runs (see VLLMBackend.engine)
-
-
-def sample_seed(seed: int, sample_id: str) -> int:
-    """The HF backend's per-sample seed (same function, so both backends seed the same generator)."""
-    from runners.backends.hf_loop import sample_seed as hf_sample_seed
-
-    return hf_sample_seed(seed, sample_id)
-
-
-def read_spec_metrics(llm: Any) -> dict[str, Any]:
-    """Current values of vLLM's ``vllm:spec_decode_*`` counters (zeros / [] when absent)."""
-    out: dict[str, Any] = {k: 0 for k in SPEC_METRICS}
-    out["num_accepted_tokens_per_pos"] = []
-    for m in llm.get_metrics():
-        key = m.name.removeprefix("vllm:spec_decode_")
-        if m.name.startswith("vllm:spec_decode_") and key in SPEC_METRICS:
-            out[key] = list(m.values) if hasattr(m, "values") else int(m.value)
-    return out
-
-
-def metrics_delta(before: Mapping[str, Any], after: Mapping[str, Any], L: int) -> SpecDecodeCounters:
-    """Counters of what happened between two :func:`read_spec_metrics` snapshots."""
-    pos_a = list(after["num_accepted_tokens_per_pos"]) + [0] * L
-    pos_b = list(before["num_accepted_tokens_per_pos"]) + [0] * L
-    return SpecDecodeCounters(
-        num_speculative_tokens=L,
-        num_drafts=int(after["num_drafts"] - before["num_drafts"]),
-        num_draft_tokens=int(after["num_draft_tokens"] - before["num_draft_tokens"]),
-        num_accepted_tokens=int(after["num_accepted_tokens"] - before["num_accepted_tokens"]),
-        num_accepted_tokens_per_pos=[a - b for a, b in zip(pos_a[:L], pos_b[:L])],
-    )
-
-
-def request_counters(completion: Any, L: int) -> tuple[SpecDecodeCounters, list[int]]:
-    """One request's counters from vLLM's per-request spec-decode metrics.
-
-    Args:
-        completion: a ``vllm.CompletionOutput`` of an engine built with
-            ``per_request_spec_decode_metrics="detailed"`` (``spec_decode_metrics.per_step_drafted`` /
-            ``per_step_accepted``: one entry per engine step, in tokens).
-        L: draft length (``num_speculative_tokens``).
-
-    Returns:
-        (counters, accepted tokens per round); steps with no draft (the prefill step) are not rounds of the
-        counters but keep their 0 in the per-round list, as the HF backend's ``accepted_per_round``.
-    """
-    counters = SpecDecodeCounters(num_speculative_tokens=L)
-    per_round: list[int] = []
-    sdm = getattr(completion, "spec_decode_metrics", None)
-    if L > 0 and sdm is not None:
-        for n, a in zip(sdm.per_step_drafted, sdm.per_step_accepted):
-            if n > 0:
-                counters.observe_draft(int(n), int(a))
-            per_round.append(int(a))
-    return counters, per_round
 
 
 def as_rounds(items: Iterable[Any]) -> list[Any]:
@@ -127,6 +82,17 @@ def _attr(pair: Any, key: str, default: Any = None) -> Any:
     return pair.get(key, default) if isinstance(pair, Mapping) else getattr(pair, key, default)
 
 
+def generation_eos(model_dir: str) -> Any:
+    """``eos_token_id`` of the model's generation config, as transformers gives the HF backend's model
+    (``generation_config.json``, else derived from ``config.json``); None when neither names one."""
+    from transformers import AutoConfig, GenerationConfig
+
+    try:
+        return GenerationConfig.from_pretrained(model_dir).eos_token_id
+    except OSError:
+        return getattr(GenerationConfig.from_model_config(AutoConfig.from_pretrained(model_dir)), "eos_token_id", None)
+
+
 class VLLMBackend:
     """Batches of chat prompts through ``vllm.LLM`` with draft-model SD and a project verify rule.
 
@@ -136,19 +102,28 @@ class VLLMBackend:
         enforce_eager: no torch.compile / CUDA graphs (required for the CPU build's draft-model SD).
         kvcache_space_gib: ``VLLM_CPU_KVCACHE_SPACE`` (CPU only; set if not already in the env).
         dtype: model dtype passed to vLLM (``float32`` matches the HF reference on CPU).
-        max_model_len: context limit in tokens (prompt + output + L).
+        max_model_len: context limit in tokens; every prompt must fit ``prompt + max_new_tokens + L + 1``.
         batch_size: samples per ``llm.generate`` call.
         native_verify: use vLLM's own ``RejectionSampler`` instead of the hook (only for ``greedy_match``
-            and ``rejection``); the reference the hook is tested against.
+            and ``rejection``, no traces); the reference the hook is tested against.
         enable_prefix_caching: vLLM's automatic prefix caching.
         gpu_memory_utilization: CUDA only.
         tensor_parallel_size: vLLM tensor parallelism (the pair's ``tensor_parallel_size``); the hook computes
             the dropout heads on each rank's vocab shard and all-gathers them.
         spec_method: vLLM speculative method, ``draft_model`` (``pair.draft_dir`` is a full draft LM) or
             ``eagle3`` (``pair.draft_dir`` is an EAGLE-3 head for the target).
+
+    Class attributes (what the backend can run, read by config validation):
+        SUPPORTED_RULES: ``method.criterion`` values; ``autoregressive`` at L = 0 (the target's AR baseline),
+            the others at L >= 1.
+        SUPPORTS_AR_DRAFT_MODEL: False: no ``method=draft_only`` (the draft decoding alone).
+        SUPPORTS_DROPOUT_PATH: False: no ``method=dropout_path`` (one MC-dropout path decoding alone).
     """
 
     name = "vllm"
+    SUPPORTED_RULES = ("autoregressive",) + SD_RULES
+    SUPPORTS_AR_DRAFT_MODEL = False
+    SUPPORTS_DROPOUT_PATH = False
 
     def __init__(self, pair: Any, enforce_eager: bool = True, kvcache_space_gib: int = 4, dtype: str = "float32",
                  max_model_len: int = 4096, batch_size: int = 1, native_verify: bool = False,
@@ -170,6 +145,7 @@ class VLLMBackend:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         self._llm: Any = None
         self._llm_key: tuple | None = None
+        self._eos_ids: set[int] | None = None
 
     # -- engine -------------------------------------------------------------------------------------
     def engine(self, L: int, probabilistic_draft: bool) -> Any:
@@ -200,7 +176,8 @@ class VLLMBackend:
         if self._llm is not None:
             self._llm = None
             gc.collect()
-        kw: dict[str, Any] = dict(model=self.target_dir, seed=0, disable_log_stats=False,
+        # async_scheduling off: the hook decides and logs each verify step in order, for requests still running
+        kw: dict[str, Any] = dict(model=self.target_dir, seed=0, disable_log_stats=False, async_scheduling=False,
                                   worker_extension_cls=HOOK_EXTENSION, **self.engine_kwargs)
         if L > 0:
             if self.draft_dir is None:
@@ -229,90 +206,149 @@ class VLLMBackend:
                            use_tqdm=False)
         self._llm.reset_prefix_cache()
 
-    def install_rule(self, criterion: Any, *, record_inputs: bool = False, record_trace: bool = False) -> str:
-        """Install ``criterion`` (a rule object from ``CRITERIA``) in the engine's verify step."""
-        K = int(getattr(criterion, "num_heads", 0) or 0)
-        kwargs = {"K": K, "p_drop": float(criterion.p_drop)} if K > 0 else {}
-        return self._llm.collective_rpc(
-            "dropmatch_install", args=(criterion.name, kwargs, 0, record_inputs, record_trace))[0]
+    def install_rule(self, rule: Any, heads: Any, *, record_inputs: bool = False, record_trace: bool = False) -> str:
+        """Install ``rule`` (a built ``CRITERIA`` rule; None: vLLM's own sampler, rounds logged) and ``heads`` (a
+        ``HeadSpec``) in the engine's verify step.
+
+        Raises:
+            RuntimeError: the worker rebuilt the rule with other settings than ``rule`` has.
+        """
+        from runners.backends.vllm_dropmatch_hook import rule_settings
+
+        name, kwargs = (None, {}) if rule is None else (rule.name, rule_settings(rule))
+        got = self._llm.collective_rpc("dropmatch_install", args=(name, kwargs, heads.as_dict(), 0, record_inputs,
+                                                                  record_trace))[0]
+        if got != repr(rule):
+            raise RuntimeError(f"the vLLM worker built {got}, not {rule!r}")
+        return got
 
     # -- Backend protocol ---------------------------------------------------------------------------
     def encode(self, sample: Sample) -> list[int]:
-        """Prompt token ids (:func:`runners.datasets.base.prompt_token_ids`, as the HF backend)."""
-        return prompt_token_ids(self.tokenizer, sample.messages)
+        """Prompt token ids: the HF backend's ``encode`` itself (one chat-template call for both backends)."""
+        from runners.backends.hf_loop import HFLoopBackend
 
-    def stop_token_ids(self) -> list[int]:
-        vocab = self.tokenizer.get_vocab()
-        return sorted({vocab[t] for t in END_OF_TURN_TOKENS if t in vocab})
+        return HFLoopBackend.encode(self, sample)
 
-    def generate(self, samples: Iterable[Sample], decoding: DecodingConfig, criterion: Any) -> Iterator[SampleResult]:
-        """Yield one :class:`SampleResult` per sample, batch by batch (``batch_size``)."""
-        from vllm import SamplingParams, TokensPrompt
+    @property
+    def eos_ids(self) -> set[int]:
+        """The HF backend's end-of-sequence ids (:func:`runners.backends.output.end_of_sequence_ids`)."""
+        if self._eos_ids is None:
+            self._eos_ids = end_of_sequence_ids(self.tokenizer, generation_eos(self.target_dir))
+        return self._eos_ids
 
+    def check(self, decoding: DecodingConfig, rule: Any, heads: Any) -> None:
+        """Refuse what this backend would decode as something else (before any engine is built).
+
+        Raises:
+            ValueError: naming the field and its allowed values: ``decoding.top_p != 1``, ``method=draft_only``
+                (``method.ar_model='draft'``), ``method=dropout_path``, a ``method.criterion`` outside
+                :attr:`SUPPORTED_RULES` or at the wrong L, a rule / heads / trace that ``backend.native_verify``
+                cannot run.
+        """
+        L, name = int(decoding.num_speculative_tokens), getattr(rule, "name", None)
+        if float(decoding.top_p) != 1.0:
+            raise ValueError(f"decoding.top_p={decoding.top_p} is not supported by backend=vllm (the project's rules "
+                             f"do not apply nucleus sampling); allowed: 1.0")
+        if L == 0 and str(decoding.ar_model) != "target":
+            raise ValueError(f"method.ar_model={decoding.ar_model!r} (method=draft_only: the draft decoding alone) is "
+                             f"not supported by backend=vllm; allowed: 'target' (run draft_only with backend=hf)")
+        if name == "dropout_path" or (L == 0 and heads.active):
+            raise ValueError("method.criterion='dropout_path' (method=dropout_path) is not supported by backend=vllm; "
+                             f"allowed: {', '.join(self.SUPPORTED_RULES)} (run dropout_path with backend=hf)")
+        if name not in self.SUPPORTED_RULES:
+            raise ValueError(f"method.criterion={name!r} is not supported by backend=vllm; allowed: "
+                             f"{', '.join(self.SUPPORTED_RULES)}")
+        if (L == 0) != (name == "autoregressive"):
+            raise ValueError(f"method.criterion={name!r} with L={L}: backend=vllm runs 'autoregressive' at L = 0 "
+                             f"and {', '.join(SD_RULES)} at L >= 1")
+        if L > 0 and self.native_verify and (name not in NATIVE_RULES or heads.active or decoding.trace):
+            raise ValueError(f"backend.native_verify=true runs vLLM's own sampler: method.criterion={name!r}, "
+                             f"dropmatch.K={heads.K}, trace={decoding.trace}; allowed: criterion in {NATIVE_RULES}, "
+                             f"no heads, trace=false")
+
+    def generate(self, samples: Iterable[Sample], decoding: DecodingConfig, rule: Any,
+                 heads: Any) -> Iterator[SampleResult]:
+        """Yield one :class:`SampleResult` per sample, batch by batch (``batch_size``).
+
+        Args:
+            samples: the samples; decoding: the run's decoding settings; rule: a built ``CRITERIA`` rule;
+            heads: the run's ``criteria.dropout_heads.HeadSpec``.
+
+        Raises:
+            ValueError: see :meth:`check`; a prompt too long for ``backend.max_model_len``.
+        """
+        self.check(decoding, rule, heads)
         L = int(decoding.num_speculative_tokens)
-        T = float(decoding.temperature)
-        llm = self.engine(L, probabilistic_draft=T > 0)
-        name = getattr(criterion, "name", None)
-        hooked = L > 0 and not self.native_verify
-        if L > 0 and self.native_verify and name not in NATIVE_RULES:
-            raise ValueError(f"native_verify=True runs vLLM's own sampler; criterion={name!r} needs the hook "
-                             f"(allowed with native_verify: {NATIVE_RULES})")
-        if hooked:
-            self.install_rule(criterion, record_trace=decoding.trace)
-        elif L > 0:
-            llm.collective_rpc("dropmatch_uninstall")
+        llm = self.engine(L, probabilistic_draft=float(decoding.temperature) > 0)
+        if L > 0:  # vLLM's own sampler (native_verify) logged by the hook: rounds per request for the counters
+            self.install_rule(None if self.native_verify else rule, heads, record_trace=decoding.trace)
         batch: list[Sample] = []
         for sample in samples:
             batch.append(sample)
             if len(batch) == self.batch_size:
-                yield from self._run_batch(llm, batch, decoding, hooked, SamplingParams, TokensPrompt)
+                yield from self._run_batch(llm, batch, decoding)
                 batch = []
         if batch:
-            yield from self._run_batch(llm, batch, decoding, hooked, SamplingParams, TokensPrompt)
+            yield from self._run_batch(llm, batch, decoding)
 
-    def _run_batch(self, llm, batch, decoding, hooked, SamplingParams, TokensPrompt) -> Iterator[SampleResult]:
-        L = int(decoding.num_speculative_tokens)
-        prompts = [TokensPrompt(prompt_token_ids=self.encode(s)) for s in batch]
+    def encode_batch(self, batch: list[Sample], decoding: DecodingConfig) -> list[list[int]]:
+        """Prompt ids of ``batch``.
+
+        Raises:
+            ValueError: ``prompt + max_new_tokens + L + 1`` tokens exceed ``backend.max_model_len`` (vLLM would
+                then decode the last steps without drafts, which are not rounds).
+        """
+        L, cap, limit = int(decoding.num_speculative_tokens), int(decoding.max_new_tokens), \
+            int(self.engine_kwargs["max_model_len"])
+        prompts = [self.encode(s) for s in batch]
+        for s, p in zip(batch, prompts):
+            if len(p) + cap + L + 1 > limit:
+                raise ValueError(f"sample {s.sample_id}: prompt ({len(p)}) + decoding.max_new_tokens ({cap}) + L ({L}) "
+                                 f"+ 1 tokens exceed backend.max_model_len={limit}; allowed: backend.max_model_len >= "
+                                 f"{len(p) + cap + L + 1}")
+        return prompts
+
+    def _run_batch(self, llm: Any, batch: list[Sample], decoding: DecodingConfig) -> Iterator[SampleResult]:
+        from vllm import SamplingParams, TokensPrompt
+
+        L, cap, stops = int(decoding.num_speculative_tokens), int(decoding.max_new_tokens), list(decoding.stop)
+        prompts = [TokensPrompt(prompt_token_ids=p) for p in self.encode_batch(batch, decoding)]
         params = [
-            SamplingParams(temperature=decoding.temperature, top_p=decoding.top_p,
-                           max_tokens=decoding.max_new_tokens, stop=list(decoding.stop) or None,
-                           stop_token_ids=self.stop_token_ids(), seed=sample_seed(decoding.seed, s.sample_id),
-                           skip_special_tokens=True)
+            SamplingParams(temperature=float(decoding.temperature), max_tokens=cap, stop=stops or None,
+                           stop_token_ids=sorted(self.eos_ids), skip_special_tokens=True,
+                           seed=sample_seed(decoding.seed, s.sample_id, decoding.seed_stream))
             for s in batch
         ]
-        crit_s0 = llm.collective_rpc("dropmatch_criterion_s")[0] if hooked else 0.0
-        before = read_spec_metrics(llm)
-        t0 = time.perf_counter()
+        crit_s0 = llm.collective_rpc("dropmatch_criterion_s")[0] if L > 0 else 0.0
+        before = read_spec_metrics(llm) if L > 0 else None
         outputs = llm.generate(prompts, params, use_tqdm=False)
-        wall_s = time.perf_counter() - t0
-        after = read_spec_metrics(llm)
-        crit_s = (llm.collective_rpc("dropmatch_criterion_s")[0] - crit_s0) if hooked else 0.0
-        rounds = as_rounds(llm.collective_rpc("dropmatch_take_rounds")[0]) if hooked else []
-        traces: dict[str, list] = {}
-        for r in rounds:
-            if r.trace is not None:
-                traces.setdefault(r.req_id, []).append(r.trace)
+        after = read_spec_metrics(llm) if L > 0 else None
+        crit_s = (llm.collective_rpc("dropmatch_criterion_s")[0] - crit_s0) if L > 0 else 0.0
+        rounds = as_rounds(llm.collective_rpc("dropmatch_take_rounds")[0]) if L > 0 else []
 
-        results, total = [], SpecDecodeCounters(num_speculative_tokens=L)
+        results = []
         for sample, out in zip(batch, outputs):
             comp = out.outputs[0]
-            counters, per_round = request_counters(comp, L)
-            total = total + counters
-            m = getattr(out, "metrics", None)
+            mine = [r for r in rounds if _same_request(r.req_id, out.request_id)]
+            drafted, accepted = logged_rounds(mine)
+            check_against_vllm(comp, drafted, accepted, sample.sample_id)
+            fin = finalize(list(comp.token_ids), self.tokenizer, self.eos_ids, stops, cap)
+            counters, kept = output_counters(drafted, accepted, fin.emitted, L)
+            wall_s, prefill_s = request_times(out)
             results.append(SampleResult(
-                sample_id=sample.sample_id, output_text=comp.text, output_token_ids=list(comp.token_ids),
-                counters=counters, num_output_tokens=len(comp.token_ids), wall_s=wall_s,
-                prefill_s=float(getattr(m, "first_token_latency", 0.0) or 0.0),
-                criterion_s=crit_s / len(batch), accepted_per_round=per_round,
-                trace=[t for rid, ts in traces.items() if _same_request(rid, out.request_id) for t in ts]
-                if decoding.trace else None,
+                sample_id=sample.sample_id, output_text=fin.text, output_token_ids=fin.token_ids, counters=counters,
+                num_output_tokens=len(fin.token_ids), wall_s=wall_s, prefill_s=prefill_s,
+                criterion_s=crit_s / len(batch), accepted_per_round=kept, stop_reason=fin.stop_reason,
+                eos_removed=fin.eos_removed,
+                trace=[r.trace for r in mine[: len(kept)]] if decoding.trace else None,
             ))
-        if L > 0:
+        if L > 0:  # cross-check: vLLM's own (raw, uncut) count of the batch == the hook's uncut log
+            raw = raw_counters(*logged_rounds(rounds), L)
             delta = metrics_delta(before, after, L)
-            if delta.to_dict() != total.to_dict():
+            if delta.to_dict() != raw.to_dict():
                 hint = ("; the get_metrics() counters did not move: vLLM keeps only the newest engine's metrics in "
                         "its process-wide Prometheus registry, so was another vllm.LLM created in this process after "
-                        "this one?") if delta.num_drafts == 0 and total.num_drafts > 0 else ""
-                raise RuntimeError(f"per-request spec-decode counters {total.to_dict()} do not add up to the "
-                                   f"get_metrics() delta {delta.to_dict()}{hint}")
+                        "this one?") if delta.num_drafts == 0 and raw.num_drafts > 0 else ""
+                raise RuntimeError(f"the hook's uncut rounds {raw.to_dict()} do not add up to vLLM's get_metrics() "
+                                   f"delta {delta.to_dict()}{hint}")
         yield from results

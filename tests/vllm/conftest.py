@@ -64,3 +64,28 @@ def llm(tiny_pair):
         speculative_config={"method": "draft_model", "model": str(draft), "num_speculative_tokens": L},
     )
     return engine  # never torn down mid-session (vLLM's parallel groups are process-wide)
+
+
+@pytest.fixture(scope="session")
+def hf_pair(tiny_pair):
+    """The tiny pair loaded with transformers (float32), shaped as the HF backend's ``LoadedPair``."""
+    from types import SimpleNamespace
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target, draft = tiny_pair
+    load = lambda p: AutoModelForCausalLM.from_pretrained(p, dtype=torch.float32).eval()  # noqa: E731
+    return SimpleNamespace(tokenizer=AutoTokenizer.from_pretrained(target), target=load(target), draft=load(draft),
+                           target_dir=str(target), draft_dir=str(draft))
+
+
+@pytest.fixture
+def backends(hf_pair, llm):
+    """``(hf, vllm)`` backends on the tiny pair; the vLLM one reuses the session engine (L = 3, greedy drafts)."""
+    from runners.backends.hf_loop import HFLoopBackend
+    from runners.backends.vllm_engine import VLLMBackend
+
+    vb = VLLMBackend(hf_pair, max_model_len=512)
+    vb._llm, vb._llm_key = llm, (L, False)
+    return HFLoopBackend(hf_pair, prefix_caching=False), vb

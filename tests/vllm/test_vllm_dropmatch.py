@@ -39,7 +39,7 @@ def test_metrics_api_matches_per_request_counts(llm):
     Runs before any other engine exists in the session (conftest orders the tests): the Prometheus
     registry holds only the newest engine's counters.
     """
-    from runners.backends.vllm_engine import metrics_delta, read_spec_metrics
+    from runners.backends.vllm_counters import metrics_delta, read_spec_metrics
 
     before = read_spec_metrics(llm)
     _, per_request, rounds, outs = _run(llm, "dropmatch_js", {"K": 5, "p_drop": 0.3})
@@ -66,27 +66,25 @@ def test_same_seed_same_decisions(llm):
 
 
 @pytest.mark.parametrize("rule", ["dropmatch_naive", "dropmatch_js"])
-def test_hook_decisions_equal_direct_criteria_call(llm, rule):
-    """Replay each recorded round through criteria.* directly: same seed state -> same mask and token."""
-    from criteria.base import VerifyInputs
-    from criteria.dropout_heads import dropout_head_logits
+def test_hook_decisions_equal_replayed_verify_round(llm, rule):
+    """Replay each recorded round (captured hidden states, drafts, generator state) through verify_round with
+    the target's LM head read from the worker: same mask and token as the hook decided inside vLLM."""
+    from criteria.dropout_heads import HeadSpec, LMHead
     from criteria.registry import CRITERIA
+    from criteria.verify import verify_round
 
     import criteria.rules  # noqa: F401
 
     _, _, rounds, _ = _run(llm, rule, {"K": 5, "p_drop": 0.3}, record_inputs=True)
     weight, bias, V = llm.collective_rpc("dropmatch_lm_head")[0]
-    crit = CRITERIA.get(rule)(K=5, p_drop=0.3)
+    head, crit = LMHead(weight, bias, vocab_size=V), CRITERIA.get(rule)()
     assert rounds and any(r.num_accepted > 0 for r in rounds)
     for r in rounds:
         x = r.inputs
-        gen = torch.Generator()
+        gen = torch.Generator(device=x["hidden"].device)
         gen.set_state(x["generator_state"])
-        heads = dropout_head_logits(x["hidden"], weight[:V], None if bias is None else bias[:V],
-                                    num_heads=5, p_drop=0.3, generator=gen)  # [L+1, 1+K, V]
-        res = crit(VerifyInputs(draft_token_ids=x["draft_token_ids"], target_logits=heads[:, 0].float()[None],
-                                draft_probs=x["draft_probs"], head_logits=heads[:, 1:].float()[None],
-                                temperature=x["temperature"], generator=gen))
+        res = verify_round(x["hidden"][None], head, x["draft_token_ids"], crit, HeadSpec(K=5, p_drop=0.3),
+                           temperature=x["temperature"], generators=[gen], draft_probs=x["draft_probs"])
         assert res.accept_mask[0].tolist() == r.accept_mask
         assert int(res.next_token_ids[0]) == r.next_token_id
 

@@ -31,7 +31,7 @@ def _model_dir(name: str) -> str:
 
 
 def test_real_pair_dropmatch_in_vllm():
-    from runners.backends.vllm_engine import metrics_delta, read_spec_metrics
+    from runners.backends.vllm_counters import metrics_delta, read_spec_metrics
     from runners.counters import acceptance_rate, mean_acceptance_length
 
     target, draft = _model_dir("Qwen2.5-Coder-1.5B-Instruct"), _model_dir("Qwen2.5-Coder-0.5B-Instruct")
@@ -50,7 +50,7 @@ def test_real_pair_dropmatch_in_vllm():
         if rule is None:
             llm.collective_rpc("dropmatch_uninstall")
         else:
-            llm.collective_rpc("dropmatch_install", args=(rule, kw, 0, False, False))
+            llm.collective_rpc("dropmatch_install", args=(rule, {}, kw, 0, False, False))
         ids, c = [], None
         before, t0 = read_spec_metrics(llm), time.perf_counter()
         for i, p in enumerate(prompts):  # batch 1, as the speed tables

@@ -33,6 +33,10 @@ def test_run_records_dropmatch_through_vllm(tiny_pair, tmp_path, monkeypatch):
     assert len({r["sample_id"] for r in rows}) == 2
     assert all(0 < len(r["output_token_ids"]) <= 12 and r["spec"]["num_drafts"] == len(r["accepted_per_round"])
                for r in rows)
+    for r in rows:  # issue 10 item 1: every record counts only the tokens in its output
+        assert r["spec"]["num_drafts"] + r["spec"]["num_accepted_tokens"] == \
+            len(r["output_token_ids"]) - 1 + r["eos_removed"]
+        assert r["stop_reason"] in ("eos", "stop", "length") and r["speed"]["wall_s"] > 0
     assert sum(r["spec"]["num_drafts"] for r in rows) == drafts
     again = run(cfg, log=lambda *_: None)   # resumable: nothing to redo
     assert again["run_id"] == summary["run_id"]

@@ -17,6 +17,7 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     import criteria.rules  # noqa: F401
+    from criteria.dropout_heads import HeadSpec
     from criteria.registry import CRITERIA
     from runners.backends.base import DecodingConfig
     from runners.backends.vllm_engine import VLLMBackend
@@ -29,7 +30,7 @@ def main() -> None:
     dec = DecodingConfig(num_speculative_tokens=3, max_new_tokens=24, seed=11, trace=True)
     result = {}
     for rule in ("dropmatch_naive", "dropmatch_js"):
-        res = list(backend.generate(samples, dec, CRITERIA.get(rule)(K=5, p_drop=0.3)))
+        res = list(backend.generate(samples, dec, CRITERIA.get(rule)(), HeadSpec(K=5, p_drop=0.3)))
         result[rule] = [{"ids": r.output_token_ids, "rounds": r.accepted_per_round, "counters": r.counters.to_dict(),
                          "trace_rounds": len(r.trace or [])} for r in res]
     out.write_text(json.dumps(result))

@@ -6,20 +6,24 @@ L = 3
 PROMPTS = ["def add(a, b):", "The quick brown"]
 
 
-def _run(llm, rule=None, kwargs=None, *, max_tokens=24, seed=7, record_inputs=False, record_trace=False):
-    """Generate PROMPTS greedily; return (token ids, counters, recorded rounds, outputs).
+def _run(llm, rule=None, heads=None, *, rule_kwargs=None, max_tokens=24, seed=7, record_inputs=False,
+         record_trace=False):
+    """Generate PROMPTS greedily with ``rule`` (None: vLLM's own sampler) and ``heads`` (``{"K", "p_drop"}``);
+    return (token ids, counters, recorded rounds, outputs).
 
-    The counters are the sum of vLLM's per-request spec-decode metrics, which belong to ``llm`` itself.
+    The counters are the sum of vLLM's raw per-request spec-decode metrics (``ignore_eos``, so nothing is cut
+    but the last step's drafts past ``max_tokens``), which belong to ``llm`` itself.
     ``llm.get_metrics()`` is not used here: vLLM's Prometheus registry is process-wide and keeps only the
     newest engine's counters, and a test session holds several engines (see ``conftest.py``).
     """
     if rule is None:
         llm.collective_rpc("dropmatch_uninstall")
     else:
-        llm.collective_rpc("dropmatch_install", args=(rule, kwargs or {}, 0, record_inputs, record_trace))
+        llm.collective_rpc("dropmatch_install", args=(rule, rule_kwargs or {}, heads or {}, 0, record_inputs,
+                                                         record_trace))
     import vllm
 
-    from runners.backends.vllm_engine import request_counters
+    from runners.backends.vllm_counters import request_counters
     from runners.counters import SpecDecodeCounters
 
     sp = [vllm.SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True, seed=seed + i)

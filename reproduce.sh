@@ -12,11 +12,12 @@ ARTEFACTS="table1 table2 table3 table4 table5 table6 table7 table8 table9 table1
 
 usage() {
   cat >&2 <<USAGE
-usage: ./reproduce.sh <artefact|all|test|setup> [hydra overrides | pytest args]
+usage: ./reproduce.sh <artefact|all|test|setup|rescore> [hydra overrides | pytest args | runs]
   artefacts: $ARTEFACTS
   all        every artefact that has a config (conf/experiment/<name>.yaml)
   test       the test suite (CI): ./reproduce.sh test ; quick loop: ./reproduce.sh test -m "not slow"
   setup      create .venv and install (done automatically on first use)
+  rescore    rescore stored outputs with the installed scorers: ./reproduce.sh rescore <run_id|run dir|artefact> ...
 examples:
   ./reproduce.sh table6
   ./reproduce.sh table6 -m method=sd,dropmatch L=5,10 dropmatch.p_drop=0.1,0.2,0.3
@@ -40,7 +41,8 @@ setup() {
   "$PY" -m pip install --quiet --upgrade pip >&2
   # torch first, pinned, so the CPU build is used (set DROPMATCH_TORCH_INDEX to a CPU wheel index if needed).
   "$PY" -m pip install --quiet ${DROPMATCH_TORCH_INDEX:+--index-url "$DROPMATCH_TORCH_INDEX"} torch==2.13.0 >&2
-  "$PY" -m pip install --quiet -e ".[test]" >&2
+  # extras the tests and artefacts use (vLLM has its own venv: setup_vllm)
+  "$PY" -m pip install --quiet -e ".[test,slurm,wandb,fig3]" >&2
   echo "$want" > "$stamp"
 }
 
@@ -123,6 +125,7 @@ cmd=${1:-}
 case "$cmd" in
   -h|--help|"") usage; [ -n "$cmd" ] && exit 0; exit 2 ;;
   setup) setup ;;
+  rescore) setup; "$PY" -m runners.rescore "$@" ;;
   test)
     setup
     rc=0

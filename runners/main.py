@@ -37,4 +37,12 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    from runners.extras import MissingExtraError, check_launcher
+    from runners.paths import REPO_ROOT
+
+    try:
+        check_launcher(sys.argv[1:], str(REPO_ROOT / "conf" / "local" / "default.yaml"))
+    except MissingExtraError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        sys.exit(2)
     main()

@@ -143,6 +143,16 @@ def _repeat(backend: Any, sample: Any, decoding: Any, rule: Any, heads: Any, fir
     return again.wall_s
 
 
+def _write_exports(run_dir: Any, samples: list, tokenizer: Any, log) -> None:
+    """lm-eval / Spec-Bench / EvalPlus files beside the record (derived: ``runners.rescore`` rewrites them)."""
+    from runners.exports import write_exports
+
+    try:
+        write_exports(run_dir, samples, tokenizer)
+    except Exception as e:  # the record is complete; a failed export is reported, not fatal
+        log(f"[run {run_dir.name}] exports failed: {type(e).__name__}: {e} (retry: ./reproduce.sh rescore {run_dir.name})")
+
+
 def run(cfg: Any, log=print) -> dict:
     """Execute one run (resumable) and return its summary.
 
@@ -156,6 +166,7 @@ def run(cfg: Any, log=print) -> dict:
     import runners.datasets  # noqa: F401
     import runners.scorers  # noqa: F401
     from runners.backends.base import DecodingConfig
+    from runners.datasets.base import prompt_record
     from runners.logger import make_logger
     from runners.provenance import provenance
     from runners.registry import BACKENDS, DATASETS, SCORERS, build
@@ -196,8 +207,9 @@ def run(cfg: Any, log=print) -> dict:
             backend = build(BACKENDS, c["backend"], pair=pair)
             decoding = DecodingConfig(
                 num_speculative_tokens=L, temperature=float(c["decoding"]["temperature"]),
-                top_p=float(c["decoding"].get("top_p", 1.0)), max_new_tokens=int(c["decoding"]["max_new_tokens"]),
-                stop=list(c["dataset"].get("stop") or []), seed=int(c["decoding"]["seed"]), trace=bool(c.get("trace")),
+                top_p=float(c["decoding"].get("top_p", 1.0)),
+                max_new_tokens=int(c["decoding"]["max_new_tokens"] or dataset.max_new_tokens),  # null: lm-eval's cap
+                stop=list(dataset.stop or []), seed=int(c["decoding"]["seed"]), trace=bool(c.get("trace")),
                 ar_model=str(c["method"].get("ar_model", "target")),
                 seed_stream=int(c["dropmatch"].get("path") or 0) if c["method"].get("ar_dropout_path") else 0,
             )
@@ -209,6 +221,7 @@ def run(cfg: Any, log=print) -> dict:
                 quality = scorer.score([sample], [res.output_text])[0]
                 rec = {
                     "sample_id": res.sample_id,
+                    "prompt": prompt_record(pair.tokenizer, sample.messages),
                     "output_text": res.output_text,
                     "output_token_ids": res.output_token_ids,
                     "reference": sample.reference,
@@ -237,6 +250,7 @@ def run(cfg: Any, log=print) -> dict:
         summary.update({"run_id": record.run_id, "complete": len(all_samples) == len(samples),
                         "num_expected": len(samples), **provenance()})
         record.write_summary(summary)
+        _write_exports(record.dir, samples, pair.tokenizer if todo else None, log)
     logger.log_summary(summary)
     logger.finish()
     log(f"[run {record.run_id}] done: tau={summary['spec/mean_acceptance_length']:.3f} "

@@ -90,7 +90,9 @@ class WandbLogger:
     """
 
     def __init__(self, cfg: Mapping[str, Any], run_id: str, run_cfg: Mapping[str, Any]) -> None:
-        import wandb
+        from runners.extras import require
+
+        wandb = require("wandb", "logger=wandb")
 
         s = _settings(cfg)
         self.wandb = wandb

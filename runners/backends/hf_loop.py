@@ -27,7 +27,7 @@ from runners.backends.base import DecodingConfig, SampleResult
 from runners.backends.kv_state import KVState, PrefixCache
 from runners.backends.output import cut_rounds, end_of_sequence_ids, finalize, is_finished, round_counters
 from runners.backends.seeding import make_generator, sample_seed
-from runners.datasets.base import Sample
+from runners.datasets.base import Sample, prompt_token_ids
 from runners.registry import BACKENDS
 
 _PREFIX_CACHES: dict[int, PrefixCache] = {}
@@ -67,11 +67,9 @@ class HFLoopBackend:
                                                                    "eos_token_id", None))
 
     def encode(self, sample: Sample) -> list[int]:
-        """Prompt token ids: the target's chat template with the generation prompt."""
-        ids = self.tokenizer.apply_chat_template(sample.messages, add_generation_prompt=True, tokenize=True)
-        if isinstance(ids, dict) or hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        return [int(i) for i in ids]
+        """Prompt token ids: the target's chat template with the generation prompt (a final assistant message
+        is continued), as lm-eval's HFLM builds them (:func:`runners.datasets.base.prompt_token_ids`)."""
+        return prompt_token_ids(self.tokenizer, sample.messages)
 
     def generate(self, samples: Iterable[Sample], decoding: DecodingConfig, rule: Any,
                  heads: HeadSpec) -> Iterator[SampleResult]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -12,9 +13,11 @@ class Sample:
 
     Attributes:
         sample_id: stable id within the dataset (e.g. ``"gsm8k/test/17"``); resumption keys on it.
-        messages: the prompt as chat messages ``[{"role": ..., "content": ...}, ...]``; backends apply
-            the target tokenizer's chat template with ``add_generation_prompt=True``. Few-shot
-            examples are earlier turns, so every item of a dataset shares the same token prefix.
+        messages: the prompt as chat messages ``[{"role": ..., "content": ...}, ...]``; backends encode
+            them with :func:`prompt_token_ids` (the target tokenizer's chat template, generation prompt
+            added; a final assistant message is an unfinished turn that the model continues, as
+            lm-eval's ``gen_prefix``). Few-shot examples are earlier turns, so every item of a dataset
+            shares the same token prefix.
         reference: what the scorer needs (gold answer, test code, instruction ids ...); JSON-serialisable.
         meta: free-form JSON-serialisable extras (topic, task_id ...).
     """
@@ -44,3 +47,36 @@ class TaskDataset(Protocol):
     def load(self) -> list[Sample]:
         """Return the selected items (after ``offset`` / ``limit``), in a fixed order."""
         ...
+
+
+def continues_final_message(messages: list[dict[str, str]]) -> bool:
+    """True when the last message is the assistant's unfinished turn (a pre-filled answer start)."""
+    return bool(messages) and messages[-1].get("role") == "assistant"
+
+
+def _chat_kwargs(messages: list[dict[str, str]]) -> dict[str, bool]:
+    # as lm_eval.models.huggingface.HFLM.apply_chat_template with add_generation_prompt = not gen_prefix
+    cont = continues_final_message(messages)
+    return {"add_generation_prompt": not cont, "continue_final_message": cont}
+
+
+def prompt_text(tokenizer: Any, messages: list[dict[str, str]]) -> str:
+    """The prompt string: ``tokenizer.apply_chat_template`` as lm-eval's HFLM renders it for a chat model."""
+    return tokenizer.apply_chat_template(messages, tokenize=False, **_chat_kwargs(messages))
+
+
+def prompt_token_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    """Prompt token ids a backend sends: :func:`prompt_text` tokenized without added special tokens
+    (the chat template already holds them; lm-eval's HFLM adds none for a template with no BOS)."""
+    ids = tokenizer.apply_chat_template(messages, tokenize=True, **_chat_kwargs(messages))
+    if isinstance(ids, dict) or hasattr(ids, "keys"):
+        ids = ids["input_ids"]
+    return [int(i) for i in ids]
+
+
+def prompt_record(tokenizer: Any, messages: list[dict[str, str]]) -> dict[str, Any]:
+    """What a run record stores of the prompt: the text (a few kB), its token count and the sha256 of the
+    token ids (``"<id> <id> ..."``); the ids themselves are re-derivable from the text and tokenizer."""
+    ids = prompt_token_ids(tokenizer, messages)
+    return {"text": prompt_text(tokenizer, messages), "num_tokens": len(ids),
+            "token_ids_sha256": hashlib.sha256(" ".join(map(str, ids)).encode()).hexdigest()}

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from runners.datasets.base import Sample
 from runners.datasets.sources import load_rows
+
+logger = logging.getLogger(__name__)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -33,7 +36,7 @@ class BenchmarkDataset:
         limit: number of items after ``offset`` (``None``: all).
         offset: items skipped at the start of the canonical order.
         max_new_tokens: generation limit in tokens.
-        stop: stop strings.
+        stop: stop strings (``None``: none, or for an lm-eval task its ``generation_kwargs.until``).
         scorer: key in ``runners.registry.SCORERS``.
 
     Attributes:
@@ -50,11 +53,11 @@ class BenchmarkDataset:
         source: Mapping[str, Any],
         split: str,
         max_new_tokens: int,
-        stop: list[str],
         scorer: str,
+        stop: list[str] | None = None,
         limit: int | None = None,
         offset: int = 0,
-        log: Callable[[str], None] = print,
+        log: Callable[[str], None] = logger.info,
     ) -> None:
         if limit is not None and int(limit) < 0:
             raise ValueError(f"dataset.limit must be null or >= 0, got {limit}")
@@ -62,14 +65,14 @@ class BenchmarkDataset:
             raise ValueError(f"dataset.offset must be >= 0, got {offset}")
         if int(max_new_tokens) <= 0:
             raise ValueError(f"dataset.max_new_tokens must be > 0, got {max_new_tokens}")
-        if not all(isinstance(s, str) and s for s in stop):
+        if stop is not None and not all(isinstance(s, str) and s for s in stop):
             raise ValueError(f"dataset.stop must be a list of non-empty strings, got {stop!r}")
         self.source = dict(source)
         self.split = str(split)
         self.limit = None if limit is None else int(limit)
         self.offset = int(offset)
         self.max_new_tokens = int(max_new_tokens)
-        self.stop = list(stop)
+        self.stop = None if stop is None else list(stop)
         self.scorer = str(scorer)
         self.provenance: str | None = None
         self._log = log
@@ -86,10 +89,16 @@ class BenchmarkDataset:
         raise NotImplementedError
 
     # --- TaskDataset -----------------------------------------------------------------------------
-    def load(self) -> list[Sample]:
-        """The selected items (after ``offset`` / ``limit``), in the canonical order."""
+    def selected_docs(self) -> list[tuple[str, dict[str, Any]]]:
+        """``(sample_id, doc)`` of the selected items (after ``offset`` / ``limit``), canonical order."""
         rows, self.provenance = load_rows(self.name, self.source, self.split, self.read_file,
                                           local_filename=self.local_filename, log=self._log)
         docs = self.docs(rows)
         end = None if self.limit is None else self.offset + self.limit
-        return [self.to_sample(sample_id, doc) for sample_id, doc in docs[self.offset:end]]
+        return docs[self.offset:end]
+
+    def load(self) -> list[Sample]:
+        """The selected items (after ``offset`` / ``limit``), in the canonical order."""
+        if self.stop is None:
+            self.stop = []
+        return [self.to_sample(sample_id, doc) for sample_id, doc in self.selected_docs()]

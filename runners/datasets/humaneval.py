@@ -4,11 +4,12 @@ Paper: Table 1, Table 2, Table 6 (HumanEval pass@1 via EvalPlus).
 
 Prompt (EvalPlus ``codegen`` for a chat model, ``evalplus.provider.utility.make_raw_chat_prompt``):
 one user turn ``"Please provide a self-contained Python script that solves the following problem in a
-markdown code block:\\n```\\n<prompt.strip()>\\n```\\n"``. EvalPlus also pre-fills the assistant turn
-with "Below is a Python script with a self-contained function that solves the problem and passes
-corresponding tests:\\n```python\\n"; a :class:`Sample` cannot carry a partial assistant turn, so the
-model writes that part itself (known deviation). The answer's code is extracted by EvalPlus's
-sanitizer at scoring time. Stop strings are EvalPlus's chat-model ``eos`` list.
+markdown code block:\\n```\\n<prompt.strip()>\\n```\\n"``, then EvalPlus's pre-filled assistant turn
+"Below is a Python script with a self-contained function that solves the problem and passes
+corresponding tests:\\n```python\\n", which the backend continues (a final assistant message, see
+:func:`runners.datasets.base.prompt_token_ids`); the rendered prompt equals ``make_raw_chat_prompt``'s.
+The answer's code is extracted by EvalPlus's sanitizer at scoring time. Stop strings are EvalPlus's
+chat-model ``eos`` list (with ``"\\n```\\n"``).
 ``sample_id`` is ``"humaneval/<split>/<problem number>"``; order is the problem number.
 """
 
@@ -22,6 +23,13 @@ from runners.registry import DATASETS
 
 INSTRUCTION_PREFIX = ("Please provide a self-contained Python script that solves the following problem in a "
                       "markdown code block:")
+RESPONSE_PREFIX = ("Below is a Python script with a self-contained function that solves the problem and passes "
+                   "corresponding tests:")
+
+
+def response_start(response_prefix: str = RESPONSE_PREFIX) -> str:
+    """EvalPlus's pre-filled start of the assistant turn (``make_raw_chat_prompt``'s ``response`` up to the code)."""
+    return f"{response_prefix}\n```python\n"
 
 
 def instruct_prompt(prompt: str, instruction_prefix: str = INSTRUCTION_PREFIX) -> str:
@@ -36,6 +44,7 @@ class HumanevalDataset(BenchmarkDataset):
 
     Args:
         instruction_prefix: first line of the user message (EvalPlus's default instruct prefix).
+        response_prefix: start of the pre-filled assistant turn (EvalPlus's default response prefix).
         **common: see :class:`BenchmarkDataset`.
 
     ``reference`` is ``{task_id, prompt, entry_point, test}``: the original HumanEval problem, whose
@@ -45,9 +54,11 @@ class HumanevalDataset(BenchmarkDataset):
     name = "humaneval"
     local_filename = "HumanEval.jsonl.gz"
 
-    def __init__(self, *, instruction_prefix: str = INSTRUCTION_PREFIX, **common: Any) -> None:
+    def __init__(self, *, instruction_prefix: str = INSTRUCTION_PREFIX, response_prefix: str = RESPONSE_PREFIX,
+                 **common: Any) -> None:
         super().__init__(**common)
         self.instruction_prefix = instruction_prefix
+        self.response_prefix = response_prefix
 
     def docs(self, rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
         docs = [{k: r[k] for k in ("task_id", "prompt", "entry_point", "test")} for r in rows]
@@ -56,5 +67,7 @@ class HumanevalDataset(BenchmarkDataset):
 
     def to_sample(self, sample_id: str, doc: dict[str, Any]) -> Sample:
         content = instruct_prompt(doc["prompt"], self.instruction_prefix)
-        return Sample(sample_id=sample_id, messages=[{"role": "user", "content": content}], reference=doc,
+        messages = [{"role": "user", "content": content},
+                    {"role": "assistant", "content": response_start(self.response_prefix)}]
+        return Sample(sample_id=sample_id, messages=messages, reference=doc,
                       meta={"task_id": doc["task_id"], "entry_point": doc["entry_point"]})

@@ -1,11 +1,19 @@
-"""MMLU test split, zero-shot generative (lm-eval's ``mmlu_<subject>_generative`` tasks).
+"""MMLU test split as lm-eval's ``mmlu_llama_<subject>`` tasks (Meta's Llama 3.1 instruct format), zero-shot.
 
 Paper: Table 6 (MMLU accuracy via lm-evaluation-harness).
 
-Prompt (as ``lm_eval --apply_chat_template`` builds it for ``mmlu_generative``): a system message with
-the subject's description ("The following are multiple choice questions (with answers) about
-<subject>.\\n\\n"), then one user turn ``"<question>\\nA. ...\\nB. ...\\nC. ...\\nD. ...\\nAnswer:"``.
-The model should reply with the letter; generation stops at the first newline.
+Why this variant: lm-eval's zero-shot ``mmlu_generative`` takes the reply's first line as the answer, and an
+instruct model such as Qwen2.5-Coder-1.5B-Instruct replies "The correct answer is C. ..." (scored 0).
+``mmlu_llama`` (``lm_eval/tasks/llama3/instruct/mmlu``) asks for "The best answer is [letter]" and
+pre-fills the assistant turn with ``gen_prefix`` "The best answer is", so the model continues with " C."
+(stop ".", ``max_gen_toks`` 10); its filter strips whitespace and ``exact_match`` compares with "C."
+ignoring case, punctuation and a final ".". Deviation: lm-eval's default is 5-shot from the ``dev``
+split, which no pinned offline source ships, so ``num_fewshot: 0`` (``conf/dataset/mmlu.yaml``).
+
+Prompt (lm-eval ``fewshot_context`` with the chat template): one user turn "Given the following question
+and four candidate answers (A, B, C and D), choose the best answer.\nQuestion: ...\nA. ...\nD. ...\nYour
+response should end with \"The best answer is [the_answer_letter]\" ...", then the assistant's unfinished
+turn "The best answer is" that the backend continues.
 
 Canonical order (what ``offset`` / ``limit`` index): ``order: interleaved`` (default) deals the
 subjects round-robin in alphabetical order (item 0 of every subject, then item 1, ...), so any
@@ -19,12 +27,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from runners.datasets.base import Sample
-from runners.datasets.common import BenchmarkDataset, read_jsonl
-from runners.datasets.lm_eval_tasks import render, task_config
+from runners.datasets.common import read_jsonl
+from runners.datasets.lm_eval_dataset import LmEvalDataset
 from runners.registry import DATASETS
 
-LM_EVAL_TASK_DIR = "mmlu/generative"
 LETTERS = ("A", "B", "C", "D")
 ORDERS = ("interleaved", "subject")
 
@@ -46,22 +52,27 @@ def normalize_row(row: dict[str, Any]) -> dict[str, Any] | None:
 
 
 @DATASETS.register("mmlu")
-class MmluDataset(BenchmarkDataset):
+class MmluDataset(LmEvalDataset):
     """MMLU items as :class:`Sample`.
 
     Args:
         order: ``"interleaved"`` or ``"subject"`` (see module docstring).
         subjects: optional list of subjects (underscore names, e.g. ``abstract_algebra``) to keep.
-        **common: see :class:`BenchmarkDataset`.
+        lm_eval_task: registered task name with a ``{subject}`` placeholder (default ``mmlu_llama_{subject}``).
+        **common: see :class:`~runners.datasets.lm_eval_dataset.LmEvalDataset`.
 
     ``reference`` is the lm-eval doc ``{question, subject, choices, answer}`` (``answer`` 0-3);
-    ``meta`` holds ``subject`` and the gold ``target`` letter.
+    ``meta`` holds ``subject``, ``lm_eval_task`` and the gold ``target`` (lm-eval's ``doc_to_target``, "C.").
     """
 
     name = "mmlu"
+    default_task = "mmlu_llama_{subject}"
     local_filename = "mmlu.jsonl"
 
     def __init__(self, *, order: str = "interleaved", subjects: list[str] | None = None, **common: Any) -> None:
+        if common.get("lm_eval_task") is None and common.get("scorer") == "lm_eval_mmlu_generative":
+            # a config written before mmlu_llama (no lm_eval_task): rebuild the prompts its outputs answered
+            common.update(lm_eval_task="mmlu_{subject}_generative", num_fewshot=0)
         super().__init__(**common)
         if order not in ORDERS:
             raise ValueError(f"dataset.order={order!r} unknown; allowed: {', '.join(ORDERS)}")
@@ -89,12 +100,8 @@ class MmluDataset(BenchmarkDataset):
         depth = max((len(v) for v in keyed.values()), default=0)
         return [keyed[s][i] for i in range(depth) for s in names if i < len(keyed[s])]
 
-    def to_sample(self, sample_id: str, doc: dict[str, Any]) -> Sample:
-        cfg = task_config(f"{LM_EVAL_TASK_DIR}/mmlu_{doc['subject']}.yaml")
-        messages = []
-        description = render(cfg["description"], doc) if cfg.get("description") else ""
-        if description:
-            messages.append({"role": "system", "content": description})
-        messages.append({"role": "user", "content": render(cfg["doc_to_text"], doc)})
-        return Sample(sample_id=sample_id, messages=messages, reference=doc,
-                      meta={"subject": doc["subject"], "target": render(cfg["doc_to_target"], doc)})
+    def task_of(self, doc: dict[str, Any]) -> str:
+        return self.lm_eval_task.format(subject=doc["subject"])
+
+    def sample_meta(self, doc: dict[str, Any]) -> dict[str, Any]:
+        return {"subject": doc["subject"]}

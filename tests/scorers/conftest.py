@@ -43,38 +43,49 @@ class _FixedLM:
         return FixedLM()
 
 
+def _lm_eval_user_task(name: str, docs: list[dict[str, Any]], data_dir: Any, **overrides: Any) -> Any:
+    """lm-eval's own task ``name`` loaded the way a user loads one: ``TaskManager`` + a local JSON file as
+    its test split (lm-eval's documented ``dataset_path: json``), independent of our ``custom_dataset`` hook."""
+    import json
+
+    from lm_eval.tasks import TaskManager
+
+    data = data_dir / f"{name}.jsonl"
+    data.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    spec = {"task": name, "dataset_path": "json", "dataset_name": None, "test_split": "test",
+            "validation_split": None, "fewshot_split": None,
+            "dataset_kwargs": {"data_files": {"test": str(data)}, "cache_dir": str(data_dir / "hf")}, **overrides}
+    return TaskManager().load([{"group": "user", "task": [spec]}])["tasks"][name]
+
+
 @pytest.fixture(scope="session")
-def lm_eval_evaluate(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., dict[str, Any]]:
-    """``lm_eval_evaluate(configs, samples, outputs, doc_ids)``: lm-eval's own ``evaluator.evaluate``.
+def lm_eval_user_task() -> Callable[..., Any]:
+    """``lm_eval_user_task(name, docs, data_dir, **overrides)``: see :func:`_lm_eval_user_task`."""
+    return _lm_eval_user_task
+
+
+@pytest.fixture(scope="session")
+def lm_eval_evaluate() -> Callable[..., dict[str, Any]]:
+    """``lm_eval_evaluate(tasks, samples, outputs)``: lm-eval's own ``evaluator.evaluate`` over fixed outputs.
 
     Args:
-        configs: ``{task_name: lm-eval task config dict}`` (dataset fields already pointing at local files).
+        tasks: ``{task_name: lm-eval task}`` (e.g. from the ``lm_eval_user_task`` fixture), docs in our samples' order.
         samples, outputs: our samples and the fixed model outputs for them.
-        doc_ids: ``{task_name: [doc indices]}`` selecting the same items in lm-eval's test split.
 
     Returns:
         lm-eval's ``results`` dict (``{task_name: {"exact_match,strict-match": ..., ...}}``).
     """
     import json
 
-    def run(configs: dict[str, dict[str, Any]], samples: list[Any], outputs: list[str],
-            doc_ids: dict[str, list[int]], fewshot_as_multiturn: bool = True) -> dict[str, Any]:
+    def run(tasks: dict[str, Any], samples: list[Any], outputs: list[str]) -> dict[str, Any]:
         from lm_eval import evaluator
-        from lm_eval.api.task import ConfigurableTask
 
-        tasks = {}
-        for name, cfg in configs.items():
-            cfg = dict(cfg)
-            kwargs = dict(cfg.get("dataset_kwargs") or {})
-            kwargs["cache_dir"] = str(tmp_path_factory.mktemp("hf_datasets"))
-            cfg["dataset_kwargs"] = kwargs
-            task = ConfigurableTask(config=cfg)
+        for task in tasks.values():
             task.set_fewshot_seed(seed=1234)
-            tasks[name] = task
         answers = {json.dumps(s.messages): o for s, o in zip(samples, outputs)}
         out = evaluator.evaluate(_FixedLM.make(answers), {"tasks": tasks, "groups": {}, "group_map": {}},
-                                 samples=doc_ids, apply_chat_template=True,
-                                 fewshot_as_multiturn=fewshot_as_multiturn, bootstrap_iters=10, log_samples=False)
+                                 apply_chat_template=True, fewshot_as_multiturn=True, bootstrap_iters=10,
+                                 log_samples=False)
         return out["results"]
 
     return run

@@ -60,15 +60,20 @@ def scorer() -> Any:
 
 class TestSandbox:
     def test_protocol(self, scorer) -> None:
-        assert isinstance(scorer, Scorer) and scorer.metric == "pass@1,base" and scorer.higher_is_better
+        assert isinstance(scorer, Scorer) and scorer.metric == "pass@1,check" and scorer.higher_is_better
         built = build(SCORERS, {"name": "evalplus_humaneval"})
         assert built.plus == "auto" and built.base_timeout_s > 1
+        assert SCORERS.get("evalplus_humaneval")(plus=True).metric == "pass@1,base"  # EvalPlus's own name
 
     def test_default_build_offline_is_base_only(self, samples, problems, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("HUMANEVAL_OVERRIDE_PATH", "/nonexistent/HumanEvalPlus.jsonl")
         built = build(SCORERS, {"name": "evalplus_humaneval"})
         (res,) = built.score([samples["HumanEval/0"]], [canonical(problems["HumanEval/0"])])
-        assert built.plus_available is False and res["correct"] == 1 and "pass@1,plus" not in res
+        assert built.metric == "pass@1,check" and built.plus_available is False
+        assert res["correct"] == 1 and res["pass@1,check"] == 1.0
+        assert "pass@1,plus" not in res and "pass@1,base" not in res  # never named as EvalPlus's numbers
+        agg = built.aggregate([res])
+        assert agg["evalplus_ran"] == 0 and "only HumanEval's original check() tests ran" in agg["note"]
 
     def test_known_outputs(self, scorer, samples, problems) -> None:
         p0, p3 = problems["HumanEval/0"], problems["HumanEval/3"]
@@ -76,17 +81,18 @@ class TestSandbox:
                  (samples["HumanEval/0"], wrong(p0), "fail"), (samples["HumanEval/3"], loop(p3), "timeout"),
                  (samples["HumanEval/0"], crash(p0), "fail"), (samples["HumanEval/3"], hard_exit(p3), "fail")]
         res = scorer.score([c[0] for c in cases], [c[1] for c in cases])
-        assert [r["status,base"] for r in res] == [c[2] for c in cases]
+        assert [r["status,check"] for r in res] == [c[2] for c in cases]
         assert [r["correct"] for r in res] == [1, 1, 0, 0, 0, 0]
         assert "def has_close_elements" in res[0]["solution"] and "Sure!" not in res[0]["solution"]
         agg = scorer.aggregate(res)
-        assert agg["accuracy"] == agg["pass@1,base"] == pytest.approx(2 / 6)
-        assert agg["num_timeout,base"] == 1 and agg["metric"] == "pass@1,base"
+        assert agg["accuracy"] == agg["pass@1,check"] == pytest.approx(2 / 6)
+        assert agg["pass@1_stderr,check"] == pytest.approx((2 / 6 * 4 / 6 / 5) ** 0.5)
+        assert agg["num_timeout,check"] == 1 and agg["metric"] == "pass@1,check" and agg["evalplus_ran"] == 0
 
     def test_malformed_scores_zero(self, scorer, samples) -> None:
         outputs = [None, "", "I cannot help with that.", "```python\ndef f(:\n```", 42]
         res = scorer.score([samples["HumanEval/5"]] * len(outputs), outputs)
-        assert [r["correct"] for r in res] == [0] * 5 and {r["status,base"] for r in res} == {"fail"}
+        assert [r["correct"] for r in res] == [0] * 5 and {r["status,check"] for r in res} == {"fail"}
 
     def test_guard_blocks_destructive_calls(self, scorer, samples, problems, tmp_path: Path) -> None:
         victim = tmp_path / "victim.txt"
@@ -95,14 +101,14 @@ class TestSandbox:
         code = (f"import os\ndef {p['entry_point']}(strings, substring):\n    os.remove({str(victim)!r})\n"
                 f"    return [s for s in strings if substring in s]")
         (res,) = scorer.score([samples["HumanEval/7"]], [md(code)])
-        assert res["status,base"] == "fail" and victim.read_text() == "keep me"
+        assert res["status,check"] == "fail" and victim.read_text() == "keep me"
 
     def test_memory_limit(self, scorer, samples, problems, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("EVALPLUS_MAX_MEMORY_BYTES", str(512 * 1024 * 1024))
         p = problems["HumanEval/12"]
         code = f"def {p['entry_point']}(strings):\n    x = bytearray(2 * 1024 ** 3)\n    return None"
         (res,) = scorer.score([samples["HumanEval/12"]], [md(code)])
-        assert res["status,base"] == "fail"
+        assert res["status,check"] == "fail"
 
     def test_length_mismatch_raises(self, scorer, samples) -> None:
         with pytest.raises(ValueError):
@@ -152,13 +158,12 @@ def test_agrees_with_evalplus_check_correctness(samples, problems, tmp_path: Pat
     monkeypatch.setenv("HUMANEVAL_OVERRIDE_PATH", str(plus_file))
     ours = SCORERS.get("evalplus_humaneval")(base_timeout_s=1.0, plus="auto", n_workers=2)
     res = ours.score([samples[tid] for tid, _ in cases], [make(problems[tid]) for tid, make in cases])
-    assert ours.plus_available is True
-    assert [(r["status,evalplus_base"], r["status,plus"]) for r in res] == direct
-    # the offline base tests (HumanEval's check()) pass exactly where EvalPlus's base inputs pass (EvalPlus
-    # reports a per-input time-out as "fail", ours as "timeout": both score 0)
-    assert [r["status,base"] == "pass" for r in res] == [d[0] == "pass" for d in direct]
+    assert ours.plus_available is True and ours.metric == "pass@1,base"
+    assert [(r["status,base"], r["status,plus"]) for r in res] == direct
+    assert "status,check" not in res[0]  # EvalPlus's evaluator replaces the hand-run check()
     assert [r["pass@1,plus"] for r in res] == [float(b == p == "pass") for b, p in direct]
     assert [make for _, make in cases if make is canonical] and all(
         r["correct"] == (make is canonical) for r, (_, make) in zip(res, cases))
     agg = ours.aggregate(res)
-    assert agg["pass@1,plus"] == agg["pass@1,base"] == pytest.approx(0.25)
+    assert agg["pass@1,plus"] == agg["pass@1,base"] == agg["accuracy"] == pytest.approx(0.25)
+    assert agg["evalplus_ran"] == 1 and "note" not in agg

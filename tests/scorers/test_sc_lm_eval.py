@@ -1,4 +1,4 @@
-"""lm-eval scorers (GSM8K, MMLU generative, IFEval): known outputs, malformed outputs, agreement with lm-eval."""
+"""lm-eval scorers (GSM8K, MMLU llama, IFEval): known outputs, malformed outputs, scoring errors, agreement with lm-eval."""
 
 from __future__ import annotations
 
@@ -20,18 +20,13 @@ MALFORMED = [None, "", 17, "The final answer is", "\x00\x01 garbage ]]]"]
 EIGHT_SENTENCES = " ".join(f"This is sentence {i}." for i in range(8))
 
 
+def used(kwargs: dict) -> dict:
+    """An IFEval checker's arguments without the unused (None) fields lm-eval's doc carries."""
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
 def scorer_for(dataset) -> Any:
     return build(SCORERS, {"name": dataset.scorer})
-
-
-def lm_eval_cfg(relpath: str, data_file: Path, split: str, resolve_func: bool = False, **extra: Any) -> dict:
-    from lm_eval.tasks._yaml_loader import load_yaml
-
-    from runners.datasets.lm_eval_tasks import lm_eval_tasks_dir
-
-    cfg = load_yaml(lm_eval_tasks_dir() / relpath, resolve_func=resolve_func)
-    cfg.update(dataset_path="json", dataset_name=None, dataset_kwargs={"data_files": {split: str(data_file)}}, **extra)
-    return cfg
 
 
 @pytest.fixture(scope="module")
@@ -81,17 +76,15 @@ class TestGsm8k:
         with pytest.raises(ValueError):
             scorer_for(gsm8k_ds).score([s], [])
 
-    def test_agrees_with_lm_eval(self, gsm8k_ds, shared_data: Path, lm_eval_evaluate) -> None:
+    def test_agrees_with_lm_eval(self, gsm8k_ds, tmp_path: Path, lm_eval_evaluate, lm_eval_user_task) -> None:
         samples = gsm8k_ds.load()
         outputs = []
         for i, s in enumerate(samples):
             gold = s.meta["target"]
             outputs.append([f"Reasoning... The final answer is {gold}", f"so {gold} apples", "The final answer is 3",
                             f"The final answer is {gold}.\n\nQ: next", ""][i % 5])
-        cfg = lm_eval_cfg("gsm8k/gsm8k-cot-llama.yaml", shared_data / "gsm8k/test.jsonl", "test")
-        ids = [int(s.sample_id.split("/")[-1]) for s in samples]
-        theirs = lm_eval_evaluate({"gsm8k_cot_llama": cfg}, samples, outputs, {"gsm8k_cot_llama": ids})
-        theirs = theirs["gsm8k_cot_llama"]
+        task = lm_eval_user_task("gsm8k_cot_llama", [s.reference for s in samples], tmp_path)
+        theirs = lm_eval_evaluate({"gsm8k_cot_llama": task}, samples, outputs)["gsm8k_cot_llama"]
         sc = scorer_for(gsm8k_ds)
         ours = sc.aggregate(sc.score(samples, outputs))
         for key in ("exact_match,strict-match", "exact_match,flexible-extract",
@@ -103,42 +96,45 @@ class TestGsm8k:
 
 
 class TestMmlu:
+    def test_protocol(self, mmlu_ds) -> None:
+        sc = scorer_for(mmlu_ds)
+        assert isinstance(sc, Scorer) and sc.metric == "exact_match,strict_match"
+
     def test_known_outputs(self, mmlu_ds) -> None:
+        """Continuations of the pre-filled "The best answer is" (generation stops at ".")."""
         s = mmlu_ds.load()[0]
-        gold = s.meta["target"]
+        gold = s.meta["target"][0]
         wrong = next(c for c in "ABCD" if c != gold)
-        outputs = [gold, f" {gold}", f"{gold.lower()}.", f"({gold})", f"{gold}\nBecause...", wrong,
-                   f"The answer is {gold}"]
+        outputs = [f" {gold}", gold, f" {gold.lower()}", f" ({gold})", f" {gold} because", f" {wrong}", ""]
         res = scorer_for(mmlu_ds).score([s] * len(outputs), outputs)
-        assert [r["correct"] for r in res] == [1, 1, 1, 1, 1, 0, 0]
+        assert [r["correct"] for r in res] == [1, 1, 1, 1, 0, 0, 0]
+        assert res[0]["filtered,strict_match"] == gold and res[0]["target"] == f"{gold}."
 
     def test_malformed_scores_zero(self, mmlu_ds) -> None:
         s = mmlu_ds.load()[0]
         res = scorer_for(mmlu_ds).score([s] * len(MALFORMED), MALFORMED)
         assert [r["correct"] for r in res] == [0] * len(MALFORMED)
+        assert not any(r.get("scoring_error") for r in res)  # malformed outputs are wrong answers, not errors
 
-    def test_agrees_with_lm_eval(self, mmlu_ds, tmp_path: Path, lm_eval_evaluate) -> None:
+    def test_agrees_with_lm_eval(self, mmlu_ds, tmp_path: Path, lm_eval_evaluate, lm_eval_user_task) -> None:
         samples = mmlu_ds.load()
-        configs, doc_ids, picked = {}, {}, []
+        tasks, picked = {}, []
         for subject in ("college_physics", "virology"):
             mine = [s for s in samples if s.meta["subject"] == subject][:15]
-            data = tmp_path / f"{subject}.jsonl"
-            data.write_text("".join(json.dumps(s.reference) + "\n" for s in mine))
-            name = f"mmlu_{subject}_generative"
-            configs[name] = lm_eval_cfg(f"mmlu/generative/mmlu_{subject}.yaml", data, "test",
-                                        fewshot_split=None, num_fewshot=0)
-            doc_ids[name] = list(range(len(mine)))
+            name = f"mmlu_llama_{subject}"
+            tasks[name] = lm_eval_user_task(name, [s.reference for s in mine], tmp_path, num_fewshot=0)
             picked += mine
-        outputs = [[s.meta["target"], "A", f" {s.meta['target']}.\nok", "The answer is B"][i % 4]
+        outputs = [[f" {s.meta['target'][0]}", " A", f"{s.meta['target'][0].lower()}", " B because"][i % 4]
                    for i, s in enumerate(picked)]
-        theirs = lm_eval_evaluate(configs, picked, outputs, doc_ids)
+        theirs = lm_eval_evaluate(tasks, picked, outputs)
         sc = scorer_for(mmlu_ds)
         per = sc.score(picked, outputs)
-        for name in configs:
-            sel = [r for r, s in zip(per, picked) if f"mmlu_{s.meta['subject']}_generative" == name]
+        for name in tasks:
+            sel = [r for r, s in zip(per, picked) if s.meta["lm_eval_task"] == name]
             ours = sc.aggregate(sel)
-            assert ours["accuracy"] == pytest.approx(float(theirs[name]["exact_match,get_response"]))
-            assert ours["accuracy_stderr"] == pytest.approx(float(theirs[name]["exact_match_stderr,get_response"]))
+            assert ours["accuracy"] == pytest.approx(float(theirs[name]["exact_match,strict_match"]))
+            assert ours["accuracy_stderr"] == pytest.approx(float(theirs[name]["exact_match_stderr,strict_match"]))
+        assert 0 < sc.aggregate(per)["accuracy"] < 1
 
 
 class TestIfeval:
@@ -146,7 +142,7 @@ class TestIfeval:
         comma = by_instruction[("punctuation:no_comma",)][0]
         lower = by_instruction[("change_case:english_lowercase",)][0]
         sentences = next(s for s in by_instruction[("length_constraints:number_sentences",)]
-                         if s.reference["kwargs"][0] == {"relation": "less than", "num_sentences": 6})
+                         if used(s.reference["kwargs"][0]) == {"relation": "less than", "num_sentences": 6})
         cases = [(comma, "Hello world. No commas here.", 1, 1), (comma, "Hello, world.", 0, 0),
                  (lower, "all lowercase text here.", 1, 1), (lower, "Sure Thing:\nall lowercase text here.", 0, 1),
                  (sentences, "One. Two. Three.", 1, 1), (sentences, EIGHT_SENTENCES, 0, 0)]
@@ -171,8 +167,11 @@ class TestIfeval:
         out = "#a #b #c #d " + "e" * 50
         first = sc.score([s], [out])
         assert all(sc.score([s], [out]) == first for _ in range(5))
+        others = ifeval_ds.load()[:3]
+        in_batch = sc.score(others + [s], ["x"] * 3 + [out])[-1]  # same score at another position in a batch
+        assert in_batch == first[0]
 
-    def test_agrees_with_lm_eval(self, ifeval_ds, shared_data: Path, lm_eval_evaluate) -> None:
+    def test_agrees_with_lm_eval(self, ifeval_ds, tmp_path: Path, lm_eval_evaluate, lm_eval_user_task) -> None:
         import random
 
         sc = scorer_for(ifeval_ds)
@@ -199,14 +198,31 @@ class TestIfeval:
             direct = utils.process_results(s.reference, [o])
             assert r["prompt_level_strict_acc,none"] == direct["prompt_level_strict_acc"]
             assert r["inst_level_loose_acc,none"] == direct["inst_level_loose_acc"]
-        cfg = lm_eval_cfg("ifeval/ifeval.yaml", shared_data / "ifeval/input_data.jsonl", "train", resolve_func=True)
-        theirs = lm_eval_evaluate({"ifeval": cfg}, samples, outputs, {"ifeval": doc_ids})["ifeval"]
+        task = lm_eval_user_task("ifeval", [s.reference for s in samples], tmp_path)
+        theirs = lm_eval_evaluate({"ifeval": task}, samples, outputs)["ifeval"]
         ours = sc.aggregate(per)
         for m in ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc"):
             assert ours[f"{m},none"] == pytest.approx(float(theirs[f"{m},none"])), m
         assert ours["prompt_level_strict_acc_stderr,none"] == pytest.approx(
             float(theirs["prompt_level_strict_acc_stderr,none"]))
         assert 0 < ours["accuracy"] < ours["inst_level_loose_acc,none"] < 1
+
+
+def test_scoring_errors_are_counted(make_dataset) -> None:
+    """An exception inside lm-eval's scoring marks the item, counts it, and never raises or hides it."""
+    from runners.datasets.base import Sample
+
+    good = make_dataset("ifeval", limit=2).load()
+    bad = Sample(sample_id="ifeval/train/x", messages=[{"role": "user", "content": "x"}],
+                 reference={**good[0].reference, "instruction_id_list": ["no_such:checker"]},
+                 meta={"lm_eval_task": "ifeval"})
+    sc = build(SCORERS, {"name": "lm_eval_ifeval"})
+    res = sc.score([good[0], bad, good[1]], ["hello", "hello", "HELLO"])
+    assert [r.get("scoring_error", 0) for r in res] == [0, 1, 0]
+    assert "KeyError" in res[1]["error"] and res[1]["correct"] == 0
+    agg = sc.aggregate(res)
+    assert agg["scoring_errors"] == 1 and agg["n"] == 3
+    assert agg["accuracy"] == pytest.approx(sum(r["correct"] for r in res) / 3)
 
 
 def test_ifeval_runs_offline_on_pinned_punkt(tmp_path: Path, shared_data: Path) -> None:
@@ -224,7 +240,8 @@ source = {{"local_path": {str(shared_data / "ifeval/input_data.jsonl")!r}}}
 ds = build(DATASETS, {{"name": "ifeval", "source": source, "split": "train", "max_new_tokens": 8, "stop": [],
                       "scorer": "lm_eval_ifeval"}})
 s = next(x for x in ds.load() if x.reference["instruction_id_list"] == ["length_constraints:number_sentences"]
-         and x.reference["kwargs"][0] == {{"relation": "less than", "num_sentences": 6}})
+         and {{k: v for k, v in x.reference["kwargs"][0].items() if v is not None}}
+         == {{"relation": "less than", "num_sentences": 6}})
 res = build(SCORERS, {{"name": "lm_eval_ifeval"}}).score([s, s], ["One. Two.", {EIGHT_SENTENCES!r}])
 assert [r["correct"] for r in res] == [1, 0], res
 found = str(nltk.data.find("tokenizers/punkt_tab/english/"))

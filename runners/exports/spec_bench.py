@@ -1,0 +1,64 @@
+"""A run as a Spec-Bench answer file (``evaluation/speed.py`` reads it: tokens/s, τ, speedup vs a baseline file).
+
+Layout (Spec-Bench ``evaluation/eval.py``, one JSON line per question)::
+
+    {"question_id", "category", "answer_id", "model_id", "tstamp",
+     "choices": [{"index": 0, "turns": [output], "decoding_steps": [rounds], "new_tokens": [tokens],
+                  "wall_time": [seconds], "accept_lengths": [tokens committed per round, ...]}]}
+
+``accept_lengths`` per round = accepted drafts + 1 (the target's own token), so their mean is τ as
+Spec-Bench prints it ("#Mean accepted tokens"); an autoregressive run commits one token per step.
+``question_id`` is the item's own id where it has one (Spec-Bench / EAGLE sets, IFEval key, HumanEval task),
+else our ``sample_id``; ``category`` is the Spec-Bench category or the dataset name. One turn per question
+(first turns only, as every benchmark here decodes).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+SPEC_BENCH_DIR = "spec_bench"
+
+
+def model_id(config: Mapping[str, Any]) -> str:
+    """``<target>-<method>[-L<L>]-<dtype>-temperature-<t>`` (Spec-Bench's file naming)."""
+    target = str(((config.get("pair") or {}).get("target") or {}).get("name") or "model").split("/")[-1]
+    method = str((config.get("method") or {}).get("name") or "run")
+    L = int(config.get("L") or 0)
+    dtype = str((config.get("pair") or {}).get("dtype") or "float32")
+    temp = float((config.get("decoding") or {}).get("temperature") or 0.0)
+    return f"{target}-{method}" + (f"-L{L}" if L else "") + f"-{dtype}-temperature-{temp}"
+
+
+def answer_line(rec: Mapping[str, Any], dataset: str, mid: str, run_id: str) -> dict[str, Any]:
+    """One Spec-Bench answer object for a run record."""
+    ref = rec.get("reference") if isinstance(rec.get("reference"), dict) else {}
+    qid = ref.get("question_id", ref.get("key", ref.get("task_id", rec["sample_id"])))
+    speed = rec.get("speed") or {}
+    tokens = int(speed.get("num_output_tokens") or 0)
+    accepted = rec.get("accepted_per_round")
+    accept_lengths = [int(a) + 1 for a in accepted] if accepted else [1] * tokens
+    return {"question_id": qid, "category": str(ref.get("category") or dataset),
+            "answer_id": f"{run_id}/{rec['sample_id']}", "model_id": mid,
+            "choices": [{"index": 0, "turns": [str(rec.get("output_text") or "")],
+                         "decoding_steps": [len(accept_lengths)], "new_tokens": [tokens],
+                         "wall_time": [float(speed.get("wall_s") or 0.0)], "accept_lengths": accept_lengths}],
+            "tstamp": None}
+
+
+def write_spec_bench_answers(run_dir: Path, records: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> Path:
+    """Write ``<run_dir>/spec_bench/<model_id>.jsonl`` (replacing an older one) and return its path."""
+    out_dir = Path(run_dir) / SPEC_BENCH_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.glob("*.jsonl"):
+        old.unlink()
+    mid = model_id(config)
+    path = out_dir / f"{mid}.jsonl"
+    dataset = str((config.get("dataset") or {}).get("name") or "")
+    run_id = str(config.get("run_id") or Path(run_dir).name)
+    with open(path, "w", encoding="utf-8") as f:
+        for rec in records:
+            f.write(json.dumps(answer_line(rec, dataset, mid, run_id), ensure_ascii=False) + "\n")
+    return path

@@ -46,12 +46,57 @@ def _validate_logger(logger: Mapping[str, Any]) -> None:
         raise ConfigError("logger=wandb needs the 'wandb' package (pip install wandb); allowed here: logger=none")
 
 
+def _method_files() -> dict[str, dict]:
+    """``{name: conf/method/<name>.yaml}`` (for the allowed values of ``method``)."""
+    import yaml
+
+    from runners.paths import REPO_ROOT
+
+    out = {}
+    for path in sorted((REPO_ROOT / "conf" / "method").glob("*.yaml")):
+        with open(path, encoding="utf-8") as f:
+            out[path.stem] = yaml.safe_load(f) or {}
+    return out
+
+
+def _validate_modes(cfg: Mapping[str, Any]) -> None:
+    """Refuse a method (or ``trace``) the backend cannot run (:mod:`runners.backends.modes`)."""
+    from runners.backends.modes import BACKEND_MODES, modes_of, supported_modes
+
+    backend = cfg["backend"]
+    name = backend["name"]
+    try:
+        have = supported_modes(backend)
+    except KeyError:
+        raise ConfigError(f"backend={name!r} declares no supported modes (runners/backends/modes.py); "
+                          f"allowed: {', '.join(BACKEND_MODES)}") from None
+    missing = [m for m in modes_of(cfg) if m not in have]
+    if not missing:
+        return
+    where = f"backend={name}" + (" with backend.native_verify=true" if name == "vllm" and backend.get("native_verify")
+                                 else "")
+    others = [b for b, modes in BACKEND_MODES.items() if b != name and set(missing) <= modes]
+    alt = f"; or backend={', '.join(others)}" if others else ""
+    if missing == ["trace"]:
+        raise ConfigError(f"trace=true is not supported by {where} (no per-round criterion traces); "
+                          f"allowed: trace=false{alt}")
+    L = int(cfg.get("L") or 0) or 1
+    ok = [m for m, spec in _method_files().items()
+          if set(modes_of({**cfg, "method": spec, "L": 0 if spec.get("autoregressive") else L, "trace": False}))
+          <= have]
+    raise ConfigError(f"method={cfg['method'].get('name')} is not supported by {where} (it has no "
+                      f"{'/'.join(missing)} decoding; it would record a different computation under this "
+                      f"method); allowed with {where}: method={', '.join(ok)}{alt}")
+
+
 def validate(cfg: Mapping[str, Any]) -> None:
     """Raise :class:`ConfigError` for the first invalid field.
 
     Checks: L, dropmatch.p_drop, dropmatch.K, decoding.temperature, method/criterion, backend and
-    dataset names against their registries, that an optional backend package is installed, the logger
-    and its mode, and that a GPU-only pair/profile/backend has a GPU.
+    dataset names against their registries, that the backend supports the run's modes
+    (:mod:`runners.backends.modes`: e.g. ``method=draft_only`` with ``backend=vllm`` is refused), that an
+    optional backend package is installed, the logger and its mode, and that a GPU-only
+    pair/profile/backend has a GPU.
     """
     import criteria.rules  # noqa: F401  (fills CRITERIA)
     import runners.backends  # noqa: F401
@@ -82,6 +127,7 @@ def validate(cfg: Mapping[str, Any]) -> None:
         raise ConfigError(f"backend={cfg['backend']['name']!r} is unknown; allowed: {', '.join(BACKENDS.names())}")
     if cfg["dataset"]["name"] not in DATASETS:
         raise ConfigError(f"dataset={cfg['dataset']['name']!r} is unknown; allowed: {', '.join(DATASETS.names())}")
+    _validate_modes(cfg)
     needs_gpu = [f"{k}={cfg[k]['name']}" for k in ("pair", "profile", "backend") if (cfg.get(k) or {}).get("requires_gpu")]
     if needs_gpu and not _gpu_available():
         raise ConfigError(

@@ -26,6 +26,17 @@ BAD = [
     (["pair=llama31_8b_70b"], r"pair=llama31_8b_70b needs a CUDA GPU"),
     (["logger=wandb", "logger.mode=sometimes"],
      r"logger.mode='sometimes' is invalid; allowed: online, offline, disabled"),
+    # a backend refuses modes it cannot run instead of recording another computation under their name
+    (["backend=vllm", "method=draft_only"], r"method=draft_only is not supported by backend=vllm \(it has no "
+     r"draft_only decoding.*allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf$"),
+    (["backend=vllm", "method=dropout_path"], r"method=dropout_path is not supported by backend=vllm \(it has no "
+     r"dropout_path decoding.*allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf$"),
+    (["backend=vllm", "backend.native_verify=true", "method=dropmatch_naive"],
+     r"method=dropmatch_naive is not supported by backend=vllm with backend.native_verify=true \(it has no "
+     r"dropmatch decoding.*allowed with backend=vllm with backend.native_verify=true: method=ar, sd; or backend=hf$"),
+    (["backend=vllm", "backend.native_verify=true", "method=sd", "trace=true"],
+     r"trace=true is not supported by backend=vllm with backend.native_verify=true .*allowed: trace=false; "
+     r"or backend=hf$"),
 ]
 
 
@@ -79,6 +90,35 @@ def test_cli_prints_the_error_and_exits_2_without_loading(sweep_env):
     assert "config error: L=0 is invalid; allowed: an integer >= 1" in p.stderr
     assert "Loading weights" not in p.stdout + p.stderr
     assert not (Path(sweep_env["DROPMATCH_RESULTS"]) / "runs").exists()
+
+
+@pytest.mark.parametrize("method", ["draft_only", "dropout_path"])
+def test_cli_refuses_a_method_the_backend_cannot_run(sweep_env, method):
+    """Before: vLLM decoded the target and recorded it as draft_only / dropout_path (or, without vLLM, the
+    error named only the missing package). Now: exit 2 naming the field and the allowed methods."""
+    p = run_main(sweep_env, "backend=vllm", f"method={method}", timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert (f"config error: method={method} is not supported by backend=vllm (it has no {method} decoding"
+            in p.stderr), p.stderr
+    assert "allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf" in p.stderr
+    assert not (Path(sweep_env["DROPMATCH_RESULTS"]) / "runs").exists()
+
+
+def test_every_backend_declares_its_modes():
+    import runners.backends  # noqa: F401
+    from runners.backends.modes import BACKEND_MODES, MODES, modes_of
+    from runners.registry import BACKENDS
+
+    assert set(BACKEND_MODES) == set(BACKENDS.names())
+    assert all(set(m) <= set(MODES) for m in BACKEND_MODES.values())
+    # every method in conf/method/ maps to exactly one decoding mode
+    from runners.validate import _method_files
+
+    got = {name: modes_of({"method": spec, "L": 0 if spec.get("autoregressive") else 3, "trace": True})
+           for name, spec in _method_files().items()}
+    assert got == {"ar": ["ar"], "draft_only": ["draft_only"], "dropout_path": ["dropout_path"],
+                   "sd": ["sd", "trace"], "dropmatch": ["dropmatch", "trace"],
+                   "dropmatch_naive": ["dropmatch", "trace"]}
 
 
 def test_sweep_with_an_invalid_point_refuses_before_any_run(sweep_env):

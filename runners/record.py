@@ -3,7 +3,11 @@
 Identity: the run id hashes the resolved config without the fields that do not change what is computed
 (:data:`IDENTITY_EXCLUDE` at the top level, :data:`IDENTITY_EXCLUDE_ANYWHERE` at any depth: where a model or
 data set was read from, not what it is), so the same sweep point run on a laptop or a cluster node, from
-any sweep or artefact, is one run.
+any sweep or artefact, is one run. Numbers are hashed in a canonical form, so ``0`` and ``0.0`` are one
+run: a field declared in :data:`runners.fields.NUMERIC` as a float hashes as a float
+(``decoding.temperature=0`` -> ``0.0``, ``dropmatch.p_drop=0`` -> ``0.0``), every other number with an
+integral value as an int (``2.0`` -> ``2``); bools stay bools. This keeps the ids of records made before
+the rule (their configs held ``0.0`` / ``1.0`` only in declared float fields).
 
 Crash safety (``kill -9`` at any instant loses nothing already reported and duplicates nothing):
 each finished sample is one complete JSON line written by a single ``os.write`` on an ``O_APPEND``
@@ -44,12 +48,27 @@ class RunLockedError(RuntimeError):
     """Another live process is writing this run directory."""
 
 
-def _strip(node: Any) -> Any:
+def _strip(node: Any, path: str = "") -> Any:
+    """Drop :data:`IDENTITY_EXCLUDE_ANYWHERE` keys and put every number in its canonical form."""
     if isinstance(node, Mapping):
-        return {k: _strip(v) for k, v in node.items() if k not in IDENTITY_EXCLUDE_ANYWHERE}
+        return {k: _strip(v, f"{path}.{k}" if path else str(k)) for k, v in node.items()
+                if k not in IDENTITY_EXCLUDE_ANYWHERE}
     if isinstance(node, (list, tuple)):
-        return [_strip(v) for v in node]
-    return node
+        return [_strip(v, path) for v in node]
+    return canonical_number(node, path)
+
+
+def canonical_number(value: Any, path: str = "") -> Any:
+    """The hashed form of a number at ``path`` (see the module docstring); anything else unchanged."""
+    from runners.fields import FLOAT_PATHS
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    if path in FLOAT_PATHS:
+        return float(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def identity_of(cfg: Mapping[str, Any]) -> dict:

@@ -8,6 +8,8 @@
   which are one run; that process completes it) or ``failed`` (the run raised);
 - in-process launchers also print, after each job,
   ``[sweep] 3/12 runs ended (2 done, 1 skipped, 0 concurrent, 0 failed), elapsed 0:02:05, ETA 0:04:10``;
+- a single run (no ``-m``) is validated before Hydra creates its output directory (:func:`refuse_invalid_run`):
+  a bad value exits 2 and writes nothing;
 - before launching, every sweep point is composed and validated (:func:`invalid_sweep_points`); any invalid
   point refuses the whole sweep (exit 2, each error printed), so nothing runs;
 - the launching process prints one line when the sweep ends (also when it stops on a failure or
@@ -133,6 +135,33 @@ def _finished_run(config: DictConfig) -> tuple[Any, bool]:
         return None, False
 
 
+def refuse_invalid_run(config: DictConfig) -> None:
+    """Exit 2 with the config error if a single run's config is invalid (before Hydra creates its output dir).
+
+    Prints what ``runners.main`` prints for a :class:`~runners.validate.ConfigError` (what the run would do,
+    then ``config error: <field>=<value> is invalid; allowed: ...``). Other errors are left to the run.
+    """
+    from runners.run import resolve_run_config
+    from runners.validate import ConfigError
+
+    task = copy.deepcopy(config)
+    with read_write(task), open_dict(task):
+        del task["hydra"]
+    try:
+        resolve_run_config(task)
+    except ConfigError as e:
+        from runners.main import describe
+
+        try:
+            print(describe(task), file=sys.stderr)
+        except Exception:  # noqa: BLE001  (a config too broken to describe still gets its error line)
+            pass
+        print(f"config error: {e}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    except Exception:  # noqa: BLE001  (left to the run, which reports it in full)
+        return
+
+
 def _multirun(config: DictConfig) -> bool:
     return str(OmegaConf.select(config, "hydra.mode")).endswith("MULTIRUN")
 
@@ -159,6 +188,10 @@ class SweepSummary(Callback):
         print(msg, file=sys.stdout if self.stream == "stdout" else sys.stderr, flush=True)
 
     # -- launching process --------------------------------------------------------------------
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A single run: an invalid config exits 2 before Hydra writes anything (:func:`refuse_invalid_run`)."""
+        refuse_invalid_run(config)
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         bad = invalid_sweep_points(config)
         if bad:

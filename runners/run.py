@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any, Mapping
 
+from runners.fields import canonical
 from runners.paths import results_dir
 from runners.record import RunLockedError, RunRecord
 from runners.validate import validate
@@ -20,7 +21,8 @@ from runners.validate import validate
 def resolve_run_config(cfg: Any) -> dict:
     """Validate, then normalise to the plain dict the run id hashes and ``config.json`` stores.
 
-    Normalisation: the profile's per-dataset ``limit`` / ``max_new_tokens`` fill unset fields;
+    Normalisation: numeric fields take their declared type (:func:`runners.fields.canonical`); the
+    profile's per-dataset ``limit`` / ``max_new_tokens`` fill unset fields;
     autoregressive methods get ``L = 0``; DropMatch fields a method does not use are fixed (so a sweep
     over ``dropmatch.p_drop`` runs SD once, not once per value).
 
@@ -38,6 +40,7 @@ def resolve_run_config(cfg: Any) -> dict:
     if method.get("autoregressive"):
         c["L"] = 0
     validate(c)
+    canonical(c)  # each numeric field as its declared type (decoding.temperature=0 -> 0.0), as config.json stores it
     if method.get("measure"):  # a measurement run (runners/measure/): its own fields are checked before loading
         from runners.measure import check
 

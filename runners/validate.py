@@ -89,10 +89,31 @@ def _validate_modes(cfg: Mapping[str, Any]) -> None:
                       f"method); allowed with {where}: method={', '.join(ok)}{alt}")
 
 
+PROGRESS = ("auto", "bar", "log", "quiet")
+
+
+def _validate_fields(cfg: Mapping[str, Any]) -> None:
+    """Every numeric field of :data:`runners.fields.NUMERIC` (type and range), ``trace`` and ``progress``."""
+    import copy
+
+    from runners.fields import FieldError, canonical
+
+    try:
+        canonical(copy.deepcopy(dict(cfg)))
+    except FieldError as e:
+        raise ConfigError(str(e)) from None
+    if not isinstance(cfg.get("trace", False), bool):
+        raise ConfigError(f"trace={cfg.get('trace')!r} is invalid; allowed: true, false")
+    if cfg.get("progress", "auto") not in PROGRESS:
+        raise ConfigError(f"progress={cfg.get('progress')!r} is invalid; allowed: {', '.join(PROGRESS)}")
+
+
 def validate(cfg: Mapping[str, Any]) -> None:
     """Raise :class:`ConfigError` for the first invalid field.
 
-    Checks: L, dropmatch.p_drop, dropmatch.K, decoding.temperature, method/criterion, backend and
+    Checks: L, every numeric field of :data:`runners.fields.NUMERIC` (dropmatch.p_drop / K / path,
+    decoding.temperature / top_p / seed / max_new_tokens, dataset.limit / offset / max_new_tokens, repeats,
+    the profile's caps, the backend's sizes: type and range), trace, progress, method/criterion, backend and
     dataset names against their registries, that the backend supports the run's modes
     (:mod:`runners.backends.modes`: e.g. ``method=draft_only`` with ``backend=vllm`` is refused), that an
     optional backend package is installed, the logger and its mode, and that a GPU-only
@@ -108,19 +129,10 @@ def validate(cfg: Mapping[str, Any]) -> None:
     if method.get("autoregressive"):
         if L != 0:
             raise ConfigError(f"L={L} with method={method['name']}; autoregressive methods have no drafts (L is set to 0)")
-    elif not isinstance(L, int) or isinstance(L, bool) or L < 1:
+    elif not isinstance(L, (int, float)) or isinstance(L, bool) or not float(L).is_integer() or L < 1:
         raise ConfigError(f"L={L!r} is invalid; allowed: an integer >= 1 (draft tokens per round; "
                           f"method=ar for the autoregressive baseline)")
-    dm = cfg.get("dropmatch") or {}
-    p = dm.get("p_drop")
-    if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0.0 <= float(p) < 1.0:
-        raise ConfigError(f"dropmatch.p_drop={p!r} is invalid; allowed: a number in [0, 1)")
-    K = dm.get("K")
-    if not isinstance(K, int) or isinstance(K, bool) or K < 1:
-        raise ConfigError(f"dropmatch.K={K!r} is invalid; allowed: an integer >= 1 (MC-dropout heads)")
-    T = cfg["decoding"].get("temperature")
-    if not isinstance(T, (int, float)) or T < 0:
-        raise ConfigError(f"decoding.temperature={T!r} is invalid; allowed: a number >= 0 (0 = greedy)")
+    _validate_fields(cfg)
     if method.get("criterion") is not None and method["criterion"] not in CRITERIA:
         raise ConfigError(f"method.criterion={method['criterion']!r} is unknown; allowed: {', '.join(CRITERIA.names())}")
     if cfg["backend"]["name"] not in BACKENDS:

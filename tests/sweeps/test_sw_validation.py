@@ -26,6 +26,28 @@ BAD = [
     (["pair=llama31_8b_70b"], r"pair=llama31_8b_70b needs a CUDA GPU"),
     (["logger=wandb", "logger.mode=sometimes"],
      r"logger.mode='sometimes' is invalid; allowed: online, offline, disabled"),
+    # every user-settable numeric field: type and range (issue 10 item 11)
+    (["decoding.max_new_tokens=0"], r"^decoding.max_new_tokens=0 is invalid; allowed: an integer >= 1 or null"),
+    (["dataset.limit=-3"], r"^dataset.limit=-3 is invalid; allowed: an integer >= 1 or null"),
+    (["dataset.limit=0"], r"^dataset.limit=0 is invalid; allowed: an integer >= 1 or null"),
+    (["dataset.offset=-1"], r"^dataset.offset=-1 is invalid; allowed: an integer >= 0"),
+    (["dataset.max_new_tokens=0"], r"^dataset.max_new_tokens=0 is invalid; allowed: an integer >= 1"),
+    (["decoding.top_p=0"], r"^decoding.top_p=0 is invalid; allowed: a number in \(0, 1\]"),
+    (["decoding.top_p=1.5"], r"^decoding.top_p=1.5 is invalid; allowed: a number in \(0, 1\]"),
+    (["decoding.seed=-1"], r"^decoding.seed=-1 is invalid; allowed: an integer >= 0"),
+    (["decoding.seed=0.5"], r"^decoding.seed=0.5 is invalid; allowed: an integer >= 0"),
+    (["decoding.temperature=true"], r"^decoding.temperature=True is invalid; allowed: a number >= 0"),
+    (["repeats=0"], r"^repeats=0 is invalid; allowed: an integer >= 1 or null"),
+    (["dropmatch.K=2.5"], r"^dropmatch.K=2.5 is invalid; allowed: an integer >= 1"),
+    (["method=dropout_path", "dropmatch.path=-1"], r"^dropmatch.path=-1 is invalid; allowed: an integer >= 0"),
+    (["profile.limit.gsm8k=0"], r"^profile.limit.gsm8k=0 is invalid; allowed: an integer >= 1 or null"),
+    (["profile.max_new_tokens.gsm8k=-1"], r"^profile.max_new_tokens.gsm8k=-1 is invalid; allowed: an integer >= 1"),
+    (["profile.repeats=0"], r"^profile.repeats=0 is invalid; allowed: an integer >= 1"),
+    (["backend=vllm", "backend.batch_size=0"], r"^backend.batch_size=0 is invalid; allowed: an integer >= 1"),
+    (["backend=vllm", "backend.gpu_memory_utilization=1.2"],
+     r"^backend.gpu_memory_utilization=1.2 is invalid; allowed: a number in \(0, 1\]"),
+    (["trace=yes"], r"^trace='yes' is invalid; allowed: true, false"),
+    (["progress=loud"], r"^progress='loud' is invalid; allowed: auto, bar, log, quiet"),
     # a backend refuses modes it cannot run instead of recording another computation under their name
     (["backend=vllm", "method=draft_only"], r"method=draft_only is not supported by backend=vllm \(it has no "
      r"draft_only decoding.*allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf$"),
@@ -90,6 +112,32 @@ def test_cli_prints_the_error_and_exits_2_without_loading(sweep_env):
     assert "config error: L=0 is invalid; allowed: an integer >= 1" in p.stderr
     assert "Loading weights" not in p.stdout + p.stderr
     assert not (Path(sweep_env["DROPMATCH_RESULTS"]) / "runs").exists()
+
+
+@pytest.mark.parametrize("override,message", [
+    ("decoding.max_new_tokens=0", "decoding.max_new_tokens=0 is invalid; allowed: an integer >= 1 or null"),
+    ("dataset.limit=-3", "dataset.limit=-3 is invalid; allowed: an integer >= 1 or null"),
+    ("decoding.top_p=0", "decoding.top_p=0 is invalid; allowed: a number in (0, 1]"),
+])
+def test_cli_bad_number_exits_2_and_writes_nothing(sweep_env, override, message):
+    """Before: max_new_tokens=0 loaded both models and wrote a record with accuracy 0 (exit 0), limit=-3
+    printed a traceback (exit 1). Now: exit 2, the field and its allowed values, no results directory at all
+    (not even Hydra's run directory)."""
+    p = run_main(sweep_env, "method=sd", "L=3", override, timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert f"config error: {message}" in p.stderr
+    assert "Traceback" not in p.stdout + p.stderr and "Loading weights" not in p.stdout + p.stderr
+    assert not Path(sweep_env["DROPMATCH_RESULTS"]).exists()
+
+
+def test_int_fields_accept_integral_floats_and_store_the_declared_type(monkeypatch):
+    """``dropmatch.K=5.0`` is the integer 5 and ``decoding.temperature=0`` the float 0.0 in config.json."""
+    from runners.run import resolve_run_config
+
+    monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
+    c = resolve_run_config(compose(["method=dropmatch", "dropmatch.K=5.0", "decoding.temperature=0", "L=3.0"]))
+    assert (c["dropmatch"]["K"], c["decoding"]["temperature"], c["L"]) == (5, 0.0, 3)
+    assert [type(x) for x in (c["dropmatch"]["K"], c["decoding"]["temperature"], c["L"])] == [int, float, int]
 
 
 @pytest.mark.parametrize("method", ["draft_only", "dropout_path"])

@@ -93,7 +93,8 @@ def invalid_sweep_points(config: DictConfig) -> list[str]:
     bad, seen = [], set()
     for job in jobs:
         try:
-            resolve_run_config(compose(config_name=str(config.hydra.job.config_name), overrides=job))
+            resolve_run_config(compose(config_name=str(config.hydra.job.config_name), overrides=job),
+                               identify_models=False)
         except ConfigError as e:
             if str(e) not in seen:
                 seen.add(str(e))
@@ -148,7 +149,7 @@ def refuse_invalid_run(config: DictConfig) -> None:
     with read_write(task), open_dict(task):
         del task["hydra"]
     try:
-        resolve_run_config(task)
+        resolve_run_config(task, identify_models=False)
     except ConfigError as e:
         from runners.main import describe
 

@@ -42,6 +42,8 @@ IDENTITY_EXCLUDE_ANYWHERE = ("local_path",)
 # ``runners.run.resolve_run_config``, so editing the cap of one benchmark changes only that benchmark's runs;
 # the name stays because tables select runs by profile.
 IDENTITY_ONLY = {"profile": ("name",)}
+# The resolved weights of the pair (runners.run.resolve_run_config adds it; see identity_of).
+MODEL_IDENTITY = "model_identity"
 
 
 class RunLockedError(RuntimeError):
@@ -72,11 +74,23 @@ def canonical_number(value: Any, path: str = "") -> Any:
 
 
 def identity_of(cfg: Mapping[str, Any]) -> dict:
-    """The part of a resolved config that the run id hashes."""
+    """The part of a resolved config that the run id hashes.
+
+    ``model_identity`` (the resolved weights, :func:`runners.models.identity.model_identity`) counts only where
+    the config does not already fix the weights (:func:`runners.models.identity.unfixed`): a local directory,
+    a hub revision, a resolved ``auto`` dtype. Runs on different weights get different ids; runs on the
+    configured pinned weights keep the ids they had before the identity was recorded.
+    """
     out = {}
     for k, v in cfg.items():
         if k in IDENTITY_EXCLUDE:
             continue
+        if k == MODEL_IDENTITY:
+            from runners.models.identity import unfixed
+
+            v = unfixed(v or {}, cfg.get("pair") or {})
+            if not v:
+                continue
         if k in IDENTITY_ONLY and isinstance(v, Mapping):
             v = {kk: v[kk] for kk in IDENTITY_ONLY[k] if kk in v}
         out[k] = v

@@ -18,13 +18,15 @@ from runners.record import RunLockedError, RunRecord
 from runners.validate import validate
 
 
-def resolve_run_config(cfg: Any) -> dict:
+def resolve_run_config(cfg: Any, identify_models: bool = True) -> dict:
     """Validate, then normalise to the plain dict the run id hashes and ``config.json`` stores.
 
     Normalisation: numeric fields take their declared type (:func:`runners.fields.canonical`); the
     profile's per-dataset ``limit`` / ``max_new_tokens`` fill unset fields;
     autoregressive methods get ``L = 0``; DropMatch fields a method does not use are fixed (so a sweep
-    over ``dropmatch.p_drop`` runs SD once, not once per value).
+    over ``dropmatch.p_drop`` runs SD once, not once per value); ``model_identity`` records the weights
+    each model will be loaded from (:func:`runners.models.identity.model_identity`; skipped with
+    ``identify_models=False``, for validation only).
 
     Raises:
         runners.validate.ConfigError: an invalid field (nothing has been loaded yet).
@@ -64,6 +66,10 @@ def resolve_run_config(cfg: Any) -> dict:
         c["dropmatch"] = {"K": 1, "p_drop": dm["p_drop"], "path": dm.get("path", 0)}
     else:
         c["dropmatch"] = {"unused": True}
+    if identify_models:
+        from runners.models.identity import model_identity
+
+        c["model_identity"] = model_identity(c["pair"])
     return c
 
 
@@ -191,9 +197,16 @@ def run(cfg: Any, log=print) -> dict:
     if finished is not None and finished.get("num_expected") == len(samples):
         log(f"[run {record.run_id}] {tag}: finished earlier, skipped ({record.dir})")
         return finished
+    roles = ["target"] + (["draft"] if L > 0 or c["method"].get("ar_model") == "draft" else [])
+    for role in roles:  # no record under the id of weights that cannot be loaded
+        ident = c["model_identity"].get(role) or {}
+        if ident.get("source") == "unavailable":
+            from runners.models.sources import ModelUnavailableError
+
+            raise ModelUnavailableError(f"pair.{role}: {ident.get('reason')}")
     with record:
         try:
-            record.open({**provenance(), "run_id": record.run_id})
+            record.open({**provenance(), "run_id": record.run_id, "model_identity": c["model_identity"]})
         except RunLockedError as e:  # e.g. two points of one parallel sweep with the same identity (AR at L=5, 10)
             log(f"[run {record.run_id}] {tag}: skipped here, {e}; that process finishes it")
             return {"run_id": record.run_id, "complete": False, "running_elsewhere": True}

@@ -162,6 +162,7 @@ def _file_sha256(path: Path) -> str:
             known = json.loads(store.read_text())
         except (OSError, ValueError):
             known = {}
+        known = {k: v for k, v in known.items() if _current(k)}  # forget files that changed or are gone
         known[key] = h.hexdigest()
         try:
             store.parent.mkdir(parents=True, exist_ok=True)
@@ -170,6 +171,16 @@ def _file_sha256(path: Path) -> str:
             pass
     _MEMO[key] = known[key]
     return known[key]
+
+
+def _current(key: str) -> bool:
+    """True if the file of a cache key ``path|size|mtime_ns`` still exists unchanged."""
+    path, size, mtime = key.rsplit("|", 2)
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return False
+    return str(st.st_size) == size and str(st.st_mtime_ns) == mtime
 
 
 def unfixed(identity: Mapping[str, Any], pair_cfg: Mapping[str, Any]) -> dict:

@@ -98,16 +98,16 @@ class TestPinned:
 def test_data_tests_fall_back_to_the_bundled_sources(tmp_path, monkeypatch):
     """A fresh clone has no ../shared/data: the data tests then read the product's own pinned copies instead of
     skipping (before: 40 data/scorer tests skipped with "benchmark test data not found")."""
-    import sys
+    import importlib.util
 
     from runners.datasets.sources import sha256_file
     from runners.paths import REPO_ROOT
 
-    sys.path.insert(0, str(REPO_ROOT / "tests"))
-    try:
-        from conftest import DATA_FILES, benchmark_data_dir, dataset_cfg
-    finally:
-        sys.path.remove(str(REPO_ROOT / "tests"))
+    # tests/conftest.py by path (the module name "conftest" is shared by every conftest of the run)
+    spec = importlib.util.spec_from_file_location("tests_root_conftest", REPO_ROOT / "tests" / "conftest.py")
+    root = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(root)
+    DATA_FILES, benchmark_data_dir, dataset_cfg = root.DATA_FILES, root.benchmark_data_dir, root.dataset_cfg
     monkeypatch.setenv("DROPMATCH_TEST_DATA", str(tmp_path / "no_shared_data"))
     out = benchmark_data_dir(tmp_path / "data")
     assert out == tmp_path / "data"

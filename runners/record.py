@@ -7,7 +7,9 @@ any sweep or artefact, is one run. Numbers are hashed in a canonical form, so ``
 run: a field declared in :data:`runners.fields.NUMERIC` as a float hashes as a float
 (``decoding.temperature=0`` -> ``0.0``, ``dropmatch.p_drop=0`` -> ``0.0``), every other number with an
 integral value as an int (``2.0`` -> ``2``); bools stay bools. This keeps the ids of records made before
-the rule (their configs held ``0.0`` / ``1.0`` only in declared float fields).
+the rule (their configs held ``0.0`` / ``1.0`` only in declared float fields). An empty mapping is hashed as
+absent (it adds no setting), so declaring an option block with its default ``{}`` (``pair.chat_template_kwargs``)
+keeps the ids of runs made before the block existed.
 
 Crash safety (``kill -9`` at any instant loses nothing already reported and duplicates nothing):
 each finished sample is one complete JSON line written by a single ``os.write`` on an ``O_APPEND``
@@ -52,9 +54,9 @@ class RunLockedError(RuntimeError):
 
 def _strip(node: Any, path: str = "") -> Any:
     """Drop :data:`IDENTITY_EXCLUDE_ANYWHERE` keys and put every number in its canonical form."""
-    if isinstance(node, Mapping):
+    if isinstance(node, Mapping):  # an empty mapping (e.g. chat_template_kwargs: {}) is hashed as absent
         return {k: _strip(v, f"{path}.{k}" if path else str(k)) for k, v in node.items()
-                if k not in IDENTITY_EXCLUDE_ANYWHERE}
+                if k not in IDENTITY_EXCLUDE_ANYWHERE and not (isinstance(v, Mapping) and not v)}
     if isinstance(node, (list, tuple)):
         return [_strip(v, path) for v in node]
     return canonical_number(node, path)

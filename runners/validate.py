@@ -139,6 +139,12 @@ def validate(cfg: Mapping[str, Any]) -> None:
         raise ConfigError(f"backend={cfg['backend']['name']!r} is unknown; allowed: {', '.join(BACKENDS.names())}")
     if cfg["dataset"]["name"] not in DATASETS:
         raise ConfigError(f"dataset={cfg['dataset']['name']!r} is unknown; allowed: {', '.join(DATASETS.names())}")
+    ctk = (cfg.get("pair") or {}).get("chat_template_kwargs")
+    if ctk is not None and (not isinstance(ctk, Mapping) or not all(isinstance(k, str) for k in ctk)
+                            or {"add_generation_prompt", "tokenize", "conversation"} & set(ctk)):
+        raise ConfigError(f"pair.chat_template_kwargs={ctk!r} is invalid; allowed: a mapping of chat-template "
+                          f"variables, e.g. {{enable_thinking: false}} ({{}}: the template's defaults; not "
+                          f"add_generation_prompt / tokenize / conversation)")
     _validate_modes(cfg)
     needs_gpu = [f"{k}={cfg[k]['name']}" for k in ("pair", "profile", "backend") if (cfg.get(k) or {}).get("requires_gpu")]
     if needs_gpu and not _gpu_available():

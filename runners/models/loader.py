@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from runners.models.identity import hub_revision, resolve_dtype
@@ -28,6 +28,8 @@ class LoadedPair:
         draft: causal LM or None (``L = 0`` runs, the AR baseline, need no draft).
         target_dir / draft_dir: where they were loaded from (a record field).
         load_s: seconds spent resolving and loading in this call (0 on an in-process cache hit).
+        chat_template_kwargs: the pair's chat-template options (``pair.chat_template_kwargs``); backends pass
+            them to :func:`runners.backends.prompting.encode_chat`.
     """
 
     name: str
@@ -39,6 +41,7 @@ class LoadedPair:
     dtype: str
     device: str
     load_s: float
+    chat_template_kwargs: dict = field(default_factory=dict)
 
 
 def _load_model(path: str, dtype: str, device: str, revision: str | None = None):
@@ -88,4 +91,5 @@ def load_pair(pair: Mapping[str, Any], need_draft: bool = True, load_weights: bo
     return LoadedPair(
         name=str(pair["name"]), tokenizer=tokenizer, target=target, draft=draft, target_dir=target_dir,
         draft_dir=draft_dir, dtype=dtype, device=device, load_s=time.perf_counter() - t0,
+        chat_template_kwargs=dict(pair.get("chat_template_kwargs") or {}),
     )

@@ -3,7 +3,8 @@
 :class:`SweepSummary` reports a multirun at the sweep level, whichever launcher runs the jobs:
 
 - each job writes ``<job output dir>/.dropmatch_status.json`` when it ends, in its own process:
-  ``done`` (ran, the record is complete), ``skipped`` (finished earlier; nothing loaded), ``concurrent``
+  ``done`` (ran, the record is complete), ``skipped`` (finished earlier; nothing loaded; ``"stale": true``
+  when that record was made by other decision code and reused under ``reuse=warn``), ``concurrent``
   (another live process holds the record, e.g. the AR point at L=5 and at L=10 of one parallel sweep,
   which are one run; that process completes it) or ``failed`` (the run raised);
 - in-process launchers also print, after each job,
@@ -120,6 +121,17 @@ def read_statuses(sweep_dir: Path) -> dict[str, int]:
     return counts
 
 
+def count_stale(sweep_dir: Path) -> int:
+    """Jobs of a sweep that reused a record made by other decision code (``"stale": true`` in their status)."""
+    n = 0
+    for f in sweep_dir.glob(f"*/{STATUS_FILE}") if sweep_dir.is_dir() else []:
+        try:
+            n += bool(json.loads(f.read_text()).get("stale"))
+        except (OSError, ValueError):
+            pass
+    return n
+
+
 def _finished_run(config: DictConfig) -> tuple[Any, bool]:
     """``(RunRecord, finished)`` of the run a job config describes, without loading anything heavy."""
     try:
@@ -130,8 +142,11 @@ def _finished_run(config: DictConfig) -> tuple[Any, bool]:
         task = copy.deepcopy(config)  # what the task function gets (as hydra.core.utils.run_job makes it)
         with read_write(task), open_dict(task):
             del task["hydra"]
-        record = RunRecord(results_dir() / "runs", resolve_run_config(task))
-        return record, record.existing_summary() is not None
+        from runners.reuse import will_reuse
+
+        c = resolve_run_config(task)
+        record = RunRecord(results_dir() / "runs", c)
+        return record, will_reuse(record, str(c.get("reuse") or "warn"))
     except Exception:  # an invalid config fails in the job itself, with its message
         return None, False
 
@@ -230,6 +245,10 @@ class SweepSummary(Callback):
         self._print(f"[sweep] {how} after {_hms(time.time() - self.t0)}: {n}{total} runs: {c['done']} done, "
                     f"{c['skipped']} skipped, {c['concurrent']} concurrent, {c['failed']} failed, "
                     f"{c['unreported']} unreported ({self.sweep_dir})")
+        stale = count_stale(Path(self.sweep_dir))
+        if stale:
+            self._print(f"[sweep] WARNING: {stale} of the skipped runs were made by other decision code and reused "
+                        f"(reuse=warn); rerun with reuse=strict to recompute them")
         if how == "stopped" or c["failed"] or c["unreported"]:
             self._print("[sweep] rerun the same command to resume: finished runs are skipped, unfinished ones "
                         "continue at the first sample without a record")
@@ -247,21 +266,24 @@ class SweepSummary(Callback):
         record, finished_before = self._pending
         run_id = record.run_id if record is not None else None
         if job_return.status == JobStatus.COMPLETED:
+            stale = False
             if finished_before:
-                status = "skipped"
+                from runners.reuse import stale_codes
+
+                status, stale = "skipped", bool(stale_codes(record))
             elif record is not None and record.existing_summary() is None:
                 status = "concurrent"  # run() left it to the process holding its lock
             else:
                 status = "done"
             error = None
         else:
-            status, error = "failed", repr(job_return._return_value)[:2000]
+            status, error, stale = "failed", repr(job_return._return_value)[:2000], False
         out_dir = Path(str(config.hydra.runtime.output_dir))
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
             (out_dir / STATUS_FILE).write_text(json.dumps(
                 {"status": status, "run_id": run_id, "job_num": OmegaConf.select(config, "hydra.job.num"),
-                 "overrides": list(config.hydra.overrides.task), "error": error}))
+                 "overrides": list(config.hydra.overrides.task), "error": error, "stale": stale}))
         except OSError as e:
             self._print(f"[sweep] could not write job status to {out_dir}: {e}")
         if self.sweep_dir is None or os.getpid() != self._pid:

@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 # Top-level fields that do not change what a run computes; excluded from the run id.
-# ``artefact`` is informational (analysis selects runs by config fields), so artefacts share runs.
-IDENTITY_EXCLUDE = ("hydra", "logger", "paths", "launcher", "progress", "artefact")
+# ``artefact`` is informational (analysis selects runs by config fields), so artefacts share runs; ``reuse``
+# says what to do with a record made by other code (runners.run), not what to compute.
+IDENTITY_EXCLUDE = ("hydra", "logger", "paths", "launcher", "progress", "artefact", "reuse")
 # Keys excluded at any depth: where a source was found on this machine, not what it is (the pair/dataset
 # name, hub id and pinned sha256 stay in the id).
 IDENTITY_EXCLUDE_ANYWHERE = ("local_path",)
@@ -155,16 +156,14 @@ class RunRecord:
         Raises:
             RunLockedError: another process holds the lock.
         """
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / ".lock", os.O_CREAT | os.O_RDWR)
+        fd: int | None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            os.close(fd)
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                holder = (self.dir / ".lock").read_text().strip() or "unknown"
-                raise RunLockedError(f"run {self.run_id} is being written by another process ({holder}; {self.dir})")
-            # e.g. Lustre mounted without -o flock: no locking, rely on first-line-wins readers
+            fd = self._try_lock()
+        except RunLockedError:
+            holder = (self.dir / ".lock").read_text().strip() or "unknown"
+            raise RunLockedError(f"run {self.run_id} is being written by another process ({holder}; {self.dir})") \
+                from None
+        except OSError as e:  # e.g. Lustre mounted without -o flock: no locking, rely on first-line-wins readers
             warnings.warn(f"no file locking on {self.dir} ({e}); do not run the same run twice at once")
             fd = None
         self._lock_fd = fd
@@ -186,6 +185,64 @@ class RunRecord:
         else:
             old.setdefault("sessions", []).append(session)
             atomic_write_json(meta_path, old)
+
+    def read_meta(self) -> dict:
+        """``meta.json`` ({} when absent or unreadable). Reads without the lock."""
+        try:
+            return json.loads((self.dir / "meta.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _try_lock(self) -> int:
+        """Take the writer lock without waiting; returns its descriptor.
+
+        Raises:
+            RunLockedError: another process holds it.
+        """
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / ".lock", os.O_CREAT | os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise RunLockedError(f"run {self.run_id} is being written by another process ({self.dir})") from None
+            raise
+        return fd
+
+    def note(self, key: str, entry: Mapping[str, Any]) -> None:
+        """Append ``entry`` to the list ``meta.json[key]`` (under the writer lock; e.g. a reuse of a stale run).
+
+        Raises:
+            RunLockedError: another process holds the lock.
+        """
+        fd = self._try_lock()
+        try:
+            meta = self.read_meta()
+            meta.setdefault(key, []).append(dict(entry))
+            atomic_write_json(self.dir / "meta.json", meta)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def retire(self, dest: Path) -> Path:
+        """Move the whole record to ``dest`` (kept, never deleted; out of ``runs/``, so no table reads it), so the
+        run starts again from nothing. Returns ``dest``.
+
+        Raises:
+            RunLockedError: another process holds the lock (nothing is moved).
+        """
+        fd = self._try_lock()
+        try:
+            dest = Path(dest)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(self.dir, dest)
+            _fsync_dir(dest.parent)
+            _fsync_dir(self.dir.parent)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        return dest
 
     def close(self) -> None:
         if self._lock_fd is not None:

@@ -2,7 +2,8 @@
 
 ``run(cfg) -> summary dict`` is the whole job; ``runners.main`` is only the Hydra wrapper around it.
 A finished run (summary present for the same sample count) is returned without loading anything; an
-unfinished one resumes at the first sample id that has no record.
+unfinished one resumes at the first sample id that has no record. A record made by other decision code is
+not reused silently (:mod:`runners.reuse`, config ``reuse: warn | strict``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ import time
 from typing import Any, Mapping
 
 from runners.fields import canonical
+from runners.fingerprint import decision_code
 from runners.paths import results_dir
 from runners.record import RunLockedError, RunRecord
+from runners.reuse import check as check_reuse
+from runners.reuse import recorded_codes
 from runners.validate import validate
 
 
@@ -194,9 +198,13 @@ def run(cfg: Any, log=print) -> dict:
     tag = f"{c['method']['name']} L={L} {c['dataset']['name']} n={len(samples)}"
 
     finished = record.existing_summary()
-    if finished is not None and finished.get("num_expected") == len(samples):
-        log(f"[run {record.run_id}] {tag}: finished earlier, skipped ({record.dir})")
-        return finished
+    if finished is not None and finished.get("num_expected") != len(samples):
+        finished = None  # more samples asked for: the run continues
+    reused = check_reuse(record, str(c.get("reuse") or "warn"), finished, tag, log)  # other decision code?
+    if reused is not None:
+        if not reused.get("stale_decision_code"):
+            log(f"[run {record.run_id}] {tag}: finished earlier, skipped ({record.dir})")
+        return reused
     roles = ["target"] + (["draft"] if L > 0 or c["method"].get("ar_model") == "draft" else [])
     for role in roles:  # no record under the id of weights that cannot be loaded
         ident = c["model_identity"].get(role) or {}
@@ -206,7 +214,8 @@ def run(cfg: Any, log=print) -> dict:
             raise ModelUnavailableError(f"pair.{role}: {ident.get('reason')}")
     with record:
         try:
-            record.open({**provenance(), "run_id": record.run_id, "model_identity": c["model_identity"]})
+            record.open({**provenance(), "run_id": record.run_id, "model_identity": c["model_identity"],
+                         "decision_code": decision_code()})
         except RunLockedError as e:  # e.g. two points of one parallel sweep with the same identity (AR at L=5, 10)
             log(f"[run {record.run_id}] {tag}: skipped here, {e}; that process finishes it")
             return {"run_id": record.run_id, "complete": False, "running_elsewhere": True}
@@ -264,7 +273,8 @@ def run(cfg: Any, log=print) -> dict:
         all_samples = [s for s in record.samples() if s["sample_id"] in {x.sample_id for x in samples}]
         summary = summarize(all_samples, L, scorer.aggregate)
         summary.update({"run_id": record.run_id, "complete": len(all_samples) == len(samples),
-                        "num_expected": len(samples), **provenance()})
+                        "num_expected": len(samples), **provenance(),
+                        "decision_code": decision_code()["fingerprint"], "decision_codes": recorded_codes(record)})
         record.write_summary(summary)
         _write_exports(record.dir, samples, pair.tokenizer if todo else None, log)
     logger.log_summary(summary)

@@ -93,7 +93,7 @@ PROGRESS = ("auto", "bar", "log", "quiet")
 
 
 def _validate_fields(cfg: Mapping[str, Any]) -> None:
-    """Every numeric field of :data:`runners.fields.NUMERIC` (type and range), ``trace`` and ``progress``."""
+    """Every numeric field of :data:`runners.fields.NUMERIC` (type and range), ``trace``, ``reuse``, ``progress``."""
     import copy
 
     from runners.fields import FieldError, canonical
@@ -104,6 +104,8 @@ def _validate_fields(cfg: Mapping[str, Any]) -> None:
         raise ConfigError(str(e)) from None
     if not isinstance(cfg.get("trace", False), bool):
         raise ConfigError(f"trace={cfg.get('trace')!r} is invalid; allowed: true, false")
+    if cfg.get("reuse", "warn") not in ("warn", "strict"):
+        raise ConfigError(f"reuse={cfg.get('reuse')!r} is invalid; allowed: warn, strict")
     if cfg.get("progress", "auto") not in PROGRESS:
         raise ConfigError(f"progress={cfg.get('progress')!r} is invalid; allowed: {', '.join(PROGRESS)}")
 

@@ -48,6 +48,7 @@ BAD = [
      r"^backend.gpu_memory_utilization=1.2 is invalid; allowed: a number in \(0, 1\]"),
     (["trace=yes"], r"^trace='yes' is invalid; allowed: true, false"),
     (["progress=loud"], r"^progress='loud' is invalid; allowed: auto, bar, log, quiet"),
+    (["reuse=always"], r"^reuse='always' is invalid; allowed: warn, strict"),
     # a backend refuses modes it cannot run instead of recording another computation under their name
     (["backend=vllm", "method=draft_only"], r"method=draft_only is not supported by backend=vllm \(it has no "
      r"draft_only decoding.*allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf$"),

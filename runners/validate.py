@@ -75,14 +75,17 @@ def _validate_modes(cfg: Mapping[str, Any]) -> None:
         return
     where = f"backend={name}" + (" with backend.native_verify=true" if name == "vllm" and backend.get("native_verify")
                                  else "")
-    others = [b for b, modes in BACKEND_MODES.items() if b != name and set(missing) <= modes]
+    others = [b for b in BACKEND_MODES if b != name and set(missing) <= supported_modes({"name": b})]
     alt = f"; or backend={', '.join(others)}" if others else ""
+    if "nucleus" in missing:
+        raise ConfigError(f"decoding.top_p={cfg['decoding'].get('top_p')} is not supported by {where} (the project's "
+                          f"rules do not apply nucleus sampling); allowed: 1.0")
     if missing == ["trace"]:
         raise ConfigError(f"trace=true is not supported by {where} (no per-round criterion traces); "
                           f"allowed: trace=false{alt}")
     L = int(cfg.get("L") or 0) or 1
-    ok = [m for m, spec in _method_files().items()
-          if set(modes_of({**cfg, "method": spec, "L": 0 if spec.get("autoregressive") else L, "trace": False}))
+    ok = [m for m, spec in _method_files().items() if not spec.get("measure")
+          and set(modes_of({**cfg, "method": spec, "L": 0 if spec.get("autoregressive") else L, "trace": False}))
           <= have]
     raise ConfigError(f"method={cfg['method'].get('name')} is not supported by {where} (it has no "
                       f"{'/'.join(missing)} decoding; it would record a different computation under this "
@@ -141,12 +144,14 @@ def validate(cfg: Mapping[str, Any]) -> None:
         raise ConfigError(f"backend={cfg['backend']['name']!r} is unknown; allowed: {', '.join(BACKENDS.names())}")
     if cfg["dataset"]["name"] not in DATASETS:
         raise ConfigError(f"dataset={cfg['dataset']['name']!r} is unknown; allowed: {', '.join(DATASETS.names())}")
+    from runners.datasets.base import FIXED_CHAT_KWARGS
+
     ctk = (cfg.get("pair") or {}).get("chat_template_kwargs")
     if ctk is not None and (not isinstance(ctk, Mapping) or not all(isinstance(k, str) for k in ctk)
-                            or {"add_generation_prompt", "tokenize", "conversation"} & set(ctk)):
+                            or set(FIXED_CHAT_KWARGS) & set(ctk)):
         raise ConfigError(f"pair.chat_template_kwargs={ctk!r} is invalid; allowed: a mapping of chat-template "
                           f"variables, e.g. {{enable_thinking: false}} ({{}}: the template's defaults; not "
-                          f"add_generation_prompt / tokenize / conversation)")
+                          f"{' / '.join(FIXED_CHAT_KWARGS)})")
     _validate_modes(cfg)
     needs_gpu = [f"{k}={cfg[k]['name']}" for k in ("pair", "profile", "backend") if (cfg.get(k) or {}).get("requires_gpu")]
     if needs_gpu and not _gpu_available():

@@ -31,7 +31,7 @@ BAD = [
     (["dataset.limit=-3"], r"^dataset.limit=-3 is invalid; allowed: an integer >= 1 or null"),
     (["dataset.limit=0"], r"^dataset.limit=0 is invalid; allowed: an integer >= 1 or null"),
     (["dataset.offset=-1"], r"^dataset.offset=-1 is invalid; allowed: an integer >= 0"),
-    (["dataset.max_new_tokens=0"], r"^dataset.max_new_tokens=0 is invalid; allowed: an integer >= 1"),
+    (["dataset.max_new_tokens=0"], r"^dataset.max_new_tokens=0 is invalid; allowed: an integer >= 1 or null"),
     (["decoding.top_p=0"], r"^decoding.top_p=0 is invalid; allowed: a number in \(0, 1\]"),
     (["decoding.top_p=1.5"], r"^decoding.top_p=1.5 is invalid; allowed: a number in \(0, 1\]"),
     (["decoding.seed=-1"], r"^decoding.seed=-1 is invalid; allowed: an integer >= 0"),
@@ -50,6 +50,9 @@ BAD = [
     (["progress=loud"], r"^progress='loud' is invalid; allowed: auto, bar, log, quiet"),
     (["reuse=always"], r"^reuse='always' is invalid; allowed: warn, strict"),
     # a backend refuses modes it cannot run instead of recording another computation under their name
+    (["decoding.top_p=0.9"], r"^decoding.top_p=0.9 is not supported by backend=hf \(the project's rules do not "
+     r"apply nucleus sampling\); allowed: 1.0"),
+    (["backend=vllm", "decoding.top_p=0.9"], r"^decoding.top_p=0.9 is not supported by backend=vllm"),
     (["backend=vllm", "method=draft_only"], r"method=draft_only is not supported by backend=vllm \(it has no "
      r"draft_only decoding.*allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf$"),
     (["backend=vllm", "method=dropout_path"], r"method=dropout_path is not supported by backend=vllm \(it has no "
@@ -155,11 +158,14 @@ def test_cli_refuses_a_method_the_backend_cannot_run(sweep_env, method):
 
 def test_every_backend_declares_its_modes():
     import runners.backends  # noqa: F401
-    from runners.backends.modes import BACKEND_MODES, MODES, modes_of
+    from runners.backends.modes import BACKEND_MODES, MODES, modes_of, supported_modes
     from runners.registry import BACKENDS
 
     assert set(BACKEND_MODES) == set(BACKENDS.names())
-    assert all(set(m) <= set(MODES) for m in BACKEND_MODES.values())
+    assert supported_modes({"name": "hf"}) == set(MODES) - {"nucleus"}
+    # vLLM: read from VLLMBackend's own declaration (SUPPORTED_RULES, SUPPORTS_*) without importing vllm
+    assert supported_modes({"name": "vllm"}) == {"ar", "sd", "dropmatch", "trace"}
+    assert supported_modes({"name": "vllm", "native_verify": True}) == {"ar", "sd"}
     # every method in conf/method/ maps to exactly one decoding mode
     from runners.validate import _method_files
 
@@ -167,7 +173,8 @@ def test_every_backend_declares_its_modes():
            for name, spec in _method_files().items()}
     assert got == {"ar": ["ar"], "draft_only": ["draft_only"], "dropout_path": ["dropout_path"],
                    "sd": ["sd", "trace"], "dropmatch": ["dropmatch", "trace"],
-                   "dropmatch_naive": ["dropmatch", "trace"]}
+                   "dropmatch_naive": ["dropmatch", "trace"],
+                   "bench": [], "latency": [], "similarity": []}  # measurements check their own backend
 
 
 def test_sweep_with_an_invalid_point_refuses_before_any_run(sweep_env):

@@ -179,7 +179,7 @@ def run(cfg: Any, log=print) -> dict:
     import runners.datasets  # noqa: F401
     import runners.scorers  # noqa: F401
     from runners.backends.base import DecodingConfig
-    from runners.datasets.base import prompt_record
+    from runners.datasets.base import prompt_record, prompt_token_ids
     from runners.logger import make_logger
     from runners.provenance import provenance
     from runners.registry import BACKENDS, DATASETS, SCORERS, build
@@ -238,6 +238,13 @@ def run(cfg: Any, log=print) -> dict:
                 ar_model=str(c["method"].get("ar_model", "target")),
                 seed_stream=int(c["dropmatch"].get("path") or 0) if c["method"].get("ar_dropout_path") else 0,
             )
+            ctk = dict(c["pair"].get("chat_template_kwargs") or {})
+            if ctk and hasattr(backend, "encode"):  # the prompt the record names must be the prompt sent
+                if backend.encode(todo[0]) != prompt_token_ids(pair.tokenizer, todo[0].messages, ctk):
+                    raise RuntimeError(
+                        f"backend={c['backend']['name']} does not apply pair.chat_template_kwargs={ctk} (its encode "
+                        f"gives other prompt ids); it must call runners.datasets.base.prompt_token_ids(tokenizer, "
+                        f"messages, pair.chat_template_kwargs)")
             repeats = int(c.get("repeats") or 1)
             by_id = {s.sample_id: s for s in todo}
             progress = _Progress(len(todo), tag, str(c.get("progress") or "auto"), log)
@@ -246,7 +253,7 @@ def run(cfg: Any, log=print) -> dict:
                 quality = scorer.score([sample], [res.output_text])[0]
                 rec = {
                     "sample_id": res.sample_id,
-                    "prompt": prompt_record(pair.tokenizer, sample.messages),
+                    "prompt": prompt_record(pair.tokenizer, sample.messages, ctk),
                     "output_text": res.output_text,
                     "output_token_ids": res.output_token_ids,
                     "reference": sample.reference,

@@ -29,7 +29,7 @@ class LoadedPair:
         target_dir / draft_dir: where they were loaded from (a record field).
         load_s: seconds spent resolving and loading in this call (0 on an in-process cache hit).
         chat_template_kwargs: the pair's chat-template options (``pair.chat_template_kwargs``); backends pass
-            them to :func:`runners.backends.prompting.encode_chat`.
+            them to :func:`runners.datasets.base.prompt_token_ids`.
     """
 
     name: str

@@ -28,20 +28,20 @@ def tokenizer(tiny_pair_dir):
     return tok
 
 
-def test_encode_chat_passes_the_template_options(tokenizer):
-    from runners.backends.prompting import encode_chat
+def test_prompt_functions_pass_the_template_options(tokenizer):
+    from runners.datasets.base import prompt_record, prompt_text, prompt_token_ids
 
-    plain = tokenizer.decode(encode_chat(tokenizer, MESSAGES, {}))
-    off = tokenizer.decode(encode_chat(tokenizer, MESSAGES, {"enable_thinking": False}))
+    plain = tokenizer.decode(prompt_token_ids(tokenizer, MESSAGES, {}))
+    off = tokenizer.decode(prompt_token_ids(tokenizer, MESSAGES, {"enable_thinking": False}))
     assert plain.endswith("<|im_start|>assistant\n")  # the template's default: the model opens <think> itself
     assert off == plain + "<think>\n\n</think>\n\n"
-    assert encode_chat(tokenizer, MESSAGES, None) == encode_chat(tokenizer, MESSAGES, {})
-    direct = tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=True, tokenize=True)
-    assert encode_chat(tokenizer, MESSAGES, {}) == list(direct["input_ids"] if hasattr(direct, "keys") else direct)
+    assert prompt_text(tokenizer, MESSAGES, {"enable_thinking": False}) == off
+    assert prompt_token_ids(tokenizer, MESSAGES) == prompt_token_ids(tokenizer, MESSAGES, {})
+    assert prompt_record(tokenizer, MESSAGES, {"enable_thinking": False})["text"] == off
     with pytest.raises(TypeError, match="may not set"):
-        encode_chat(tokenizer, MESSAGES, {"tokenize": False})
+        prompt_token_ids(tokenizer, MESSAGES, {"add_generation_prompt": False})
     with pytest.raises(TypeError, match="must be a mapping"):
-        encode_chat(tokenizer, MESSAGES, ["enable_thinking"])
+        prompt_token_ids(tokenizer, MESSAGES, ["enable_thinking"])
 
 
 def test_every_pair_states_its_options():
@@ -81,7 +81,7 @@ def test_options_are_recorded_and_part_of_the_id(monkeypatch):
     assert run_id_of(tiny) == run_id_of(without)
 
 
-@pytest.mark.parametrize("value", ["[1]", "{tokenize: false}", "7"])
+@pytest.mark.parametrize("value", ["[1]", "{tokenize: false}", "{continue_final_message: true}", "7"])
 def test_bad_options_are_refused(value, monkeypatch):
     from runners.validate import ConfigError
 
@@ -99,3 +99,36 @@ def test_loaded_pair_carries_the_options(tiny_pair_dir: Path):
     cfg["chat_template_kwargs"] = {"enable_thinking": False}
     pair = load_pair(cfg, need_draft=False, load_weights=False, log=lambda *_: None)
     assert pair.chat_template_kwargs == {"enable_thinking": False}
+
+
+def test_a_record_never_names_a_prompt_the_backend_did_not_send(tiny_pair_dir, tmp_path, monkeypatch):
+    """With Qwen3-style options, either the backend applies them (the recorded prompt ends in the closed <think>
+    block) or the run stops before generating, naming the call site; never a record of another prompt."""
+    import json
+    import shutil
+
+    from hydra import compose, initialize_config_dir
+
+    from runners.run import run
+
+    pair_dir = tmp_path / "pair"
+    shutil.copytree(tiny_pair_dir, pair_dir)
+    cfg_path = pair_dir / "target" / "tokenizer_config.json"
+    tok_cfg = json.loads(cfg_path.read_text())
+    tok_cfg["chat_template"] = QWEN3_STYLE
+    cfg_path.write_text(json.dumps(tok_cfg))
+    (pair_dir / "target" / "chat_template.jinja").unlink(missing_ok=True)
+    monkeypatch.setenv("DROPMATCH_TINY_PAIR", str(pair_dir))
+    monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("DROPMATCH_CACHE", str(tmp_path / "cache"))
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+        cfg = compose("run", overrides=["pair=tiny", "profile=smoke", "method=sd", "L=2", "decoding.max_new_tokens=4",
+                                        "progress=quiet", "+pair.chat_template_kwargs.enable_thinking=false"])
+    try:
+        summary = run(cfg, log=lambda *_: None)
+    except RuntimeError as e:
+        assert "backend=hf does not apply pair.chat_template_kwargs={'enable_thinking': False}" in str(e)
+        assert "runners.datasets.base.prompt_token_ids(tokenizer, messages, pair.chat_template_kwargs)" in str(e)
+        return
+    rows = (tmp_path / "results" / "runs" / summary["run_id"] / "samples.jsonl").read_text().splitlines()
+    assert json.loads(rows[0])["prompt"]["text"].endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")

@@ -135,6 +135,8 @@ case "$cmd" in
       echo "[test] vLLM suite in $(dirname "$(dirname "$VLLM_PY")")" >&2
       # the real-pair vLLM test (-m "vllm and slow", ~8 min, ~19 GB) runs by hand: see README "Testing"
       "$VLLM_PY" -m pytest tests/vllm -m "vllm and not slow" || rc=$?
+    elif [ $# -eq 0 ]; then
+      echo "[test] vLLM suite skipped: no $VLLM_PY (create it with runners/backends/install_vllm.sh, as .ci/run does)" >&2
     fi
     exit $rc ;;
   all)

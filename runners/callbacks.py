@@ -3,11 +3,14 @@
 :class:`SweepSummary` reports a multirun at the sweep level, whichever launcher runs the jobs:
 
 - each job writes ``<job output dir>/.dropmatch_status.json`` when it ends, in its own process:
-  ``done`` (ran, the record is complete), ``skipped`` (finished earlier; nothing loaded), ``concurrent``
+  ``done`` (ran, the record is complete), ``skipped`` (finished earlier; nothing loaded; ``"stale": true``
+  when that record was made by other decision code and reused under ``reuse=warn``), ``concurrent``
   (another live process holds the record, e.g. the AR point at L=5 and at L=10 of one parallel sweep,
   which are one run; that process completes it) or ``failed`` (the run raised);
 - in-process launchers also print, after each job,
   ``[sweep] 3/12 runs ended (2 done, 1 skipped, 0 concurrent, 0 failed), elapsed 0:02:05, ETA 0:04:10``;
+- a single run (no ``-m``) is validated before Hydra creates its output directory (:func:`refuse_invalid_run`):
+  a bad value exits 2 and writes nothing;
 - before launching, every sweep point is composed and validated (:func:`invalid_sweep_points`); any invalid
   point refuses the whole sweep (exit 2, each error printed), so nothing runs;
 - the launching process prints one line when the sweep ends (also when it stops on a failure or
@@ -91,7 +94,8 @@ def invalid_sweep_points(config: DictConfig) -> list[str]:
     bad, seen = [], set()
     for job in jobs:
         try:
-            resolve_run_config(compose(config_name=str(config.hydra.job.config_name), overrides=job))
+            resolve_run_config(compose(config_name=str(config.hydra.job.config_name), overrides=job),
+                               identify_models=False)
         except ConfigError as e:
             if str(e) not in seen:
                 seen.add(str(e))
@@ -117,6 +121,17 @@ def read_statuses(sweep_dir: Path) -> dict[str, int]:
     return counts
 
 
+def count_stale(sweep_dir: Path) -> int:
+    """Jobs of a sweep that reused a record made by other decision code (``"stale": true`` in their status)."""
+    n = 0
+    for f in sweep_dir.glob(f"*/{STATUS_FILE}") if sweep_dir.is_dir() else []:
+        try:
+            n += bool(json.loads(f.read_text()).get("stale"))
+        except (OSError, ValueError):
+            pass
+    return n
+
+
 def _finished_run(config: DictConfig) -> tuple[Any, bool]:
     """``(RunRecord, finished)`` of the run a job config describes, without loading anything heavy."""
     try:
@@ -127,10 +142,40 @@ def _finished_run(config: DictConfig) -> tuple[Any, bool]:
         task = copy.deepcopy(config)  # what the task function gets (as hydra.core.utils.run_job makes it)
         with read_write(task), open_dict(task):
             del task["hydra"]
-        record = RunRecord(results_dir() / "runs", resolve_run_config(task))
-        return record, record.existing_summary() is not None
+        from runners.reuse import will_reuse
+
+        c = resolve_run_config(task)
+        record = RunRecord(results_dir() / "runs", c)
+        return record, will_reuse(record, str(c.get("reuse") or "warn"))
     except Exception:  # an invalid config fails in the job itself, with its message
         return None, False
+
+
+def refuse_invalid_run(config: DictConfig) -> None:
+    """Exit 2 with the config error if a single run's config is invalid (before Hydra creates its output dir).
+
+    Prints what ``runners.main`` prints for a :class:`~runners.validate.ConfigError` (what the run would do,
+    then ``config error: <field>=<value> is invalid; allowed: ...``). Other errors are left to the run.
+    """
+    from runners.run import resolve_run_config
+    from runners.validate import ConfigError
+
+    task = copy.deepcopy(config)
+    with read_write(task), open_dict(task):
+        del task["hydra"]
+    try:
+        resolve_run_config(task, identify_models=False)
+    except ConfigError as e:
+        from runners.main import describe
+
+        try:
+            print(describe(task), file=sys.stderr)
+        except Exception:  # noqa: BLE001  (a config too broken to describe still gets its error line)
+            pass
+        print(f"config error: {e}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    except Exception:  # noqa: BLE001  (left to the run, which reports it in full)
+        return
 
 
 def _multirun(config: DictConfig) -> bool:
@@ -159,6 +204,10 @@ class SweepSummary(Callback):
         print(msg, file=sys.stdout if self.stream == "stdout" else sys.stderr, flush=True)
 
     # -- launching process --------------------------------------------------------------------
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A single run: an invalid config exits 2 before Hydra writes anything (:func:`refuse_invalid_run`)."""
+        refuse_invalid_run(config)
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         bad = invalid_sweep_points(config)
         if bad:
@@ -196,6 +245,10 @@ class SweepSummary(Callback):
         self._print(f"[sweep] {how} after {_hms(time.time() - self.t0)}: {n}{total} runs: {c['done']} done, "
                     f"{c['skipped']} skipped, {c['concurrent']} concurrent, {c['failed']} failed, "
                     f"{c['unreported']} unreported ({self.sweep_dir})")
+        stale = count_stale(Path(self.sweep_dir))
+        if stale:
+            self._print(f"[sweep] WARNING: {stale} of the skipped runs were made by other decision code and reused "
+                        f"(reuse=warn); rerun with reuse=strict to recompute them")
         if how == "stopped" or c["failed"] or c["unreported"]:
             self._print("[sweep] rerun the same command to resume: finished runs are skipped, unfinished ones "
                         "continue at the first sample without a record")
@@ -213,21 +266,24 @@ class SweepSummary(Callback):
         record, finished_before = self._pending
         run_id = record.run_id if record is not None else None
         if job_return.status == JobStatus.COMPLETED:
+            stale = False
             if finished_before:
-                status = "skipped"
+                from runners.reuse import stale_codes
+
+                status, stale = "skipped", bool(stale_codes(record))
             elif record is not None and record.existing_summary() is None:
                 status = "concurrent"  # run() left it to the process holding its lock
             else:
                 status = "done"
             error = None
         else:
-            status, error = "failed", repr(job_return._return_value)[:2000]
+            status, error, stale = "failed", repr(job_return._return_value)[:2000], False
         out_dir = Path(str(config.hydra.runtime.output_dir))
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
             (out_dir / STATUS_FILE).write_text(json.dumps(
                 {"status": status, "run_id": run_id, "job_num": OmegaConf.select(config, "hydra.job.num"),
-                 "overrides": list(config.hydra.overrides.task), "error": error}))
+                 "overrides": list(config.hydra.overrides.task), "error": error, "stale": stale}))
         except OSError as e:
             self._print(f"[sweep] could not write job status to {out_dir}: {e}")
         if self.sweep_dir is None or os.getpid() != self._pid:

@@ -1,13 +1,33 @@
-"""Hydra entry point: ``python -m runners.main [overrides]`` (``-m`` for sweeps). No logic here."""
+"""Hydra entry point: ``python -m runners.main [overrides]`` (``-m`` for sweeps). No logic here.
+
+Importing this module registers the resolver ``${dm.unique:}`` (:func:`unique_suffix`), which
+``conf/run.yaml`` appends to the time stamp of ``hydra.run.dir`` and ``hydra.sweep.dir``: two commands
+started in the same second get their own directories (their ``.hydra/`` and job status files would
+otherwise overwrite each other). The value is cached in the config (``use_cache``), so every job of one
+sweep, and Hydra's copies of the config (``OmegaConf.copy_cache``, also when pickled to a Slurm or
+subprocess job, which imports this module to run the task), sees the same directory.
+"""
 
 from __future__ import annotations
 
+import os
+import secrets
 import sys
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from runners.validate import ConfigError
+
+
+def unique_suffix() -> str:
+    """``<pid>-<6 random hex digits>``: unique among commands started at the same instant, also on several
+    hosts writing one shared results directory."""
+    return f"{os.getpid()}-{secrets.token_hex(3)}"
+
+
+if not OmegaConf.has_resolver("dm.unique"):
+    OmegaConf.register_new_resolver("dm.unique", unique_suffix, use_cache=True)
 
 
 def describe(cfg: DictConfig) -> str:

@@ -3,7 +3,13 @@
 Identity: the run id hashes the resolved config without the fields that do not change what is computed
 (:data:`IDENTITY_EXCLUDE` at the top level, :data:`IDENTITY_EXCLUDE_ANYWHERE` at any depth: where a model or
 data set was read from, not what it is), so the same sweep point run on a laptop or a cluster node, from
-any sweep or artefact, is one run.
+any sweep or artefact, is one run. Numbers are hashed in a canonical form, so ``0`` and ``0.0`` are one
+run: a field declared in :data:`runners.fields.NUMERIC` as a float hashes as a float
+(``decoding.temperature=0`` -> ``0.0``, ``dropmatch.p_drop=0`` -> ``0.0``), every other number with an
+integral value as an int (``2.0`` -> ``2``); bools stay bools. This keeps the ids of records made before
+the rule (their configs held ``0.0`` / ``1.0`` only in declared float fields). An empty mapping is hashed as
+absent (it adds no setting), so declaring an option block with its default ``{}`` (``pair.chat_template_kwargs``)
+keeps the ids of runs made before the block existed.
 
 Crash safety (``kill -9`` at any instant loses nothing already reported and duplicates nothing):
 each finished sample is one complete JSON line written by a single ``os.write`` on an ``O_APPEND``
@@ -28,8 +34,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 # Top-level fields that do not change what a run computes; excluded from the run id.
-# ``artefact`` is informational (analysis selects runs by config fields), so artefacts share runs.
-IDENTITY_EXCLUDE = ("hydra", "logger", "paths", "launcher", "progress", "artefact")
+# ``artefact`` is informational (analysis selects runs by config fields), so artefacts share runs; ``reuse``
+# says what to do with a record made by other code (runners.run), not what to compute.
+IDENTITY_EXCLUDE = ("hydra", "logger", "paths", "launcher", "progress", "artefact", "reuse")
 # Keys excluded at any depth: where a source was found on this machine, not what it is (the pair/dataset
 # name, hub id and pinned sha256 stay in the id).
 IDENTITY_EXCLUDE_ANYWHERE = ("local_path",)
@@ -38,26 +45,55 @@ IDENTITY_EXCLUDE_ANYWHERE = ("local_path",)
 # ``runners.run.resolve_run_config``, so editing the cap of one benchmark changes only that benchmark's runs;
 # the name stays because tables select runs by profile.
 IDENTITY_ONLY = {"profile": ("name",)}
+# The resolved weights of the pair (runners.run.resolve_run_config adds it; see identity_of).
+MODEL_IDENTITY = "model_identity"
 
 
 class RunLockedError(RuntimeError):
     """Another live process is writing this run directory."""
 
 
-def _strip(node: Any) -> Any:
-    if isinstance(node, Mapping):
-        return {k: _strip(v) for k, v in node.items() if k not in IDENTITY_EXCLUDE_ANYWHERE}
+def _strip(node: Any, path: str = "") -> Any:
+    """Drop :data:`IDENTITY_EXCLUDE_ANYWHERE` keys and put every number in its canonical form."""
+    if isinstance(node, Mapping):  # an empty mapping (e.g. chat_template_kwargs: {}) is hashed as absent
+        return {k: _strip(v, f"{path}.{k}" if path else str(k)) for k, v in node.items()
+                if k not in IDENTITY_EXCLUDE_ANYWHERE and not (isinstance(v, Mapping) and not v)}
     if isinstance(node, (list, tuple)):
-        return [_strip(v) for v in node]
-    return node
+        return [_strip(v, path) for v in node]
+    return canonical_number(node, path)
+
+
+def canonical_number(value: Any, path: str = "") -> Any:
+    """The hashed form of a number at ``path`` (see the module docstring); anything else unchanged."""
+    from runners.fields import FLOAT_PATHS
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    if path in FLOAT_PATHS:
+        return float(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def identity_of(cfg: Mapping[str, Any]) -> dict:
-    """The part of a resolved config that the run id hashes."""
+    """The part of a resolved config that the run id hashes.
+
+    ``model_identity`` (the resolved weights, :func:`runners.models.identity.model_identity`) counts only where
+    the config does not already fix the weights (:func:`runners.models.identity.unfixed`): a local directory,
+    a hub revision, a resolved ``auto`` dtype. Runs on different weights get different ids; runs on the
+    configured pinned weights keep the ids they had before the identity was recorded.
+    """
     out = {}
     for k, v in cfg.items():
         if k in IDENTITY_EXCLUDE:
             continue
+        if k == MODEL_IDENTITY:
+            from runners.models.identity import unfixed
+
+            v = unfixed(v or {}, cfg.get("pair") or {})
+            if not v:
+                continue
         if k in IDENTITY_ONLY and isinstance(v, Mapping):
             v = {kk: v[kk] for kk in IDENTITY_ONLY[k] if kk in v}
         out[k] = v
@@ -120,16 +156,14 @@ class RunRecord:
         Raises:
             RunLockedError: another process holds the lock.
         """
-        self.dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.dir / ".lock", os.O_CREAT | os.O_RDWR)
+        fd: int | None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            os.close(fd)
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                holder = (self.dir / ".lock").read_text().strip() or "unknown"
-                raise RunLockedError(f"run {self.run_id} is being written by another process ({holder}; {self.dir})")
-            # e.g. Lustre mounted without -o flock: no locking, rely on first-line-wins readers
+            fd = self._try_lock()
+        except RunLockedError:
+            holder = (self.dir / ".lock").read_text().strip() or "unknown"
+            raise RunLockedError(f"run {self.run_id} is being written by another process ({holder}; {self.dir})") \
+                from None
+        except OSError as e:  # e.g. Lustre mounted without -o flock: no locking, rely on first-line-wins readers
             warnings.warn(f"no file locking on {self.dir} ({e}); do not run the same run twice at once")
             fd = None
         self._lock_fd = fd
@@ -151,6 +185,64 @@ class RunRecord:
         else:
             old.setdefault("sessions", []).append(session)
             atomic_write_json(meta_path, old)
+
+    def read_meta(self) -> dict:
+        """``meta.json`` ({} when absent or unreadable). Reads without the lock."""
+        try:
+            return json.loads((self.dir / "meta.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _try_lock(self) -> int:
+        """Take the writer lock without waiting; returns its descriptor.
+
+        Raises:
+            RunLockedError: another process holds it.
+        """
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / ".lock", os.O_CREAT | os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise RunLockedError(f"run {self.run_id} is being written by another process ({self.dir})") from None
+            raise
+        return fd
+
+    def note(self, key: str, entry: Mapping[str, Any]) -> None:
+        """Append ``entry`` to the list ``meta.json[key]`` (under the writer lock; e.g. a reuse of a stale run).
+
+        Raises:
+            RunLockedError: another process holds the lock.
+        """
+        fd = self._try_lock()
+        try:
+            meta = self.read_meta()
+            meta.setdefault(key, []).append(dict(entry))
+            atomic_write_json(self.dir / "meta.json", meta)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def retire(self, dest: Path) -> Path:
+        """Move the whole record to ``dest`` (kept, never deleted; out of ``runs/``, so no table reads it), so the
+        run starts again from nothing. Returns ``dest``.
+
+        Raises:
+            RunLockedError: another process holds the lock (nothing is moved).
+        """
+        fd = self._try_lock()
+        try:
+            dest = Path(dest)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(self.dir, dest)
+            _fsync_dir(dest.parent)
+            _fsync_dir(self.dir.parent)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        return dest
 
     def close(self) -> None:
         if self._lock_fd is not None:

@@ -2,7 +2,8 @@
 
 ``run(cfg) -> summary dict`` is the whole job; ``runners.main`` is only the Hydra wrapper around it.
 A finished run (summary present for the same sample count) is returned without loading anything; an
-unfinished one resumes at the first sample id that has no record.
+unfinished one resumes at the first sample id that has no record. A record made by other decision code is
+not reused silently (:mod:`runners.reuse`, config ``reuse: warn | strict``).
 """
 
 from __future__ import annotations
@@ -12,17 +13,24 @@ import sys
 import time
 from typing import Any, Mapping
 
+from runners.fields import canonical
+from runners.fingerprint import decision_code
 from runners.paths import results_dir
 from runners.record import RunLockedError, RunRecord
+from runners.reuse import check as check_reuse
+from runners.reuse import recorded_codes
 from runners.validate import validate
 
 
-def resolve_run_config(cfg: Any) -> dict:
+def resolve_run_config(cfg: Any, identify_models: bool = True) -> dict:
     """Validate, then normalise to the plain dict the run id hashes and ``config.json`` stores.
 
-    Normalisation: the profile's per-dataset ``limit`` / ``max_new_tokens`` fill unset fields;
+    Normalisation: numeric fields take their declared type (:func:`runners.fields.canonical`); the
+    profile's per-dataset ``limit`` / ``max_new_tokens`` fill unset fields;
     autoregressive methods get ``L = 0``; DropMatch fields a method does not use are fixed (so a sweep
-    over ``dropmatch.p_drop`` runs SD once, not once per value).
+    over ``dropmatch.p_drop`` runs SD once, not once per value); ``model_identity`` records the weights
+    each model will be loaded from (:func:`runners.models.identity.model_identity`; skipped with
+    ``identify_models=False``, for validation only).
 
     Raises:
         runners.validate.ConfigError: an invalid field (nothing has been loaded yet).
@@ -38,6 +46,7 @@ def resolve_run_config(cfg: Any) -> dict:
     if method.get("autoregressive"):
         c["L"] = 0
     validate(c)
+    canonical(c)  # each numeric field as its declared type (decoding.temperature=0 -> 0.0), as config.json stores it
     if method.get("measure"):  # a measurement run (runners/measure/): its own fields are checked before loading
         from runners.measure import check
 
@@ -61,6 +70,10 @@ def resolve_run_config(cfg: Any) -> dict:
         c["dropmatch"] = {"K": 1, "p_drop": dm["p_drop"], "path": dm.get("path", 0)}
     else:
         c["dropmatch"] = {"unused": True}
+    if identify_models:
+        from runners.models.identity import model_identity
+
+        c["model_identity"] = model_identity(c["pair"])
     return c
 
 
@@ -166,7 +179,7 @@ def run(cfg: Any, log=print) -> dict:
     import runners.datasets  # noqa: F401
     import runners.scorers  # noqa: F401
     from runners.backends.base import DecodingConfig
-    from runners.datasets.base import prompt_record
+    from runners.datasets.base import prompt_record, prompt_token_ids
     from runners.logger import make_logger
     from runners.provenance import provenance
     from runners.registry import BACKENDS, DATASETS, SCORERS, build
@@ -185,12 +198,24 @@ def run(cfg: Any, log=print) -> dict:
     tag = f"{c['method']['name']} L={L} {c['dataset']['name']} n={len(samples)}"
 
     finished = record.existing_summary()
-    if finished is not None and finished.get("num_expected") == len(samples):
-        log(f"[run {record.run_id}] {tag}: finished earlier, skipped ({record.dir})")
-        return finished
+    if finished is not None and finished.get("num_expected") != len(samples):
+        finished = None  # more samples asked for: the run continues
+    reused = check_reuse(record, str(c.get("reuse") or "warn"), finished, tag, log)  # other decision code?
+    if reused is not None:
+        if not reused.get("stale_decision_code"):
+            log(f"[run {record.run_id}] {tag}: finished earlier, skipped ({record.dir})")
+        return reused
+    roles = ["target"] + (["draft"] if L > 0 or c["method"].get("ar_model") == "draft" else [])
+    for role in roles:  # no record under the id of weights that cannot be loaded
+        ident = c["model_identity"].get(role) or {}
+        if ident.get("source") == "unavailable":
+            from runners.models.sources import ModelUnavailableError
+
+            raise ModelUnavailableError(f"pair.{role}: {ident.get('reason')}")
     with record:
         try:
-            record.open({**provenance(), "run_id": record.run_id})
+            record.open({**provenance(), "run_id": record.run_id, "model_identity": c["model_identity"],
+                         "decision_code": decision_code()})
         except RunLockedError as e:  # e.g. two points of one parallel sweep with the same identity (AR at L=5, 10)
             log(f"[run {record.run_id}] {tag}: skipped here, {e}; that process finishes it")
             return {"run_id": record.run_id, "complete": False, "running_elsewhere": True}
@@ -213,6 +238,13 @@ def run(cfg: Any, log=print) -> dict:
                 ar_model=str(c["method"].get("ar_model", "target")),
                 seed_stream=int(c["dropmatch"].get("path") or 0) if c["method"].get("ar_dropout_path") else 0,
             )
+            ctk = dict(c["pair"].get("chat_template_kwargs") or {})
+            if ctk and hasattr(backend, "encode"):  # the prompt the record names must be the prompt sent
+                if backend.encode(todo[0]) != prompt_token_ids(pair.tokenizer, todo[0].messages, ctk):
+                    raise RuntimeError(
+                        f"backend={c['backend']['name']} does not apply pair.chat_template_kwargs={ctk} (its encode "
+                        f"gives other prompt ids); it must call runners.datasets.base.prompt_token_ids(tokenizer, "
+                        f"messages, pair.chat_template_kwargs)")
             repeats = int(c.get("repeats") or 1)
             by_id = {s.sample_id: s for s in todo}
             progress = _Progress(len(todo), tag, str(c.get("progress") or "auto"), log)
@@ -221,7 +253,7 @@ def run(cfg: Any, log=print) -> dict:
                 quality = scorer.score([sample], [res.output_text])[0]
                 rec = {
                     "sample_id": res.sample_id,
-                    "prompt": prompt_record(pair.tokenizer, sample.messages),
+                    "prompt": prompt_record(pair.tokenizer, sample.messages, ctk),
                     "output_text": res.output_text,
                     "output_token_ids": res.output_token_ids,
                     "reference": sample.reference,
@@ -248,7 +280,8 @@ def run(cfg: Any, log=print) -> dict:
         all_samples = [s for s in record.samples() if s["sample_id"] in {x.sample_id for x in samples}]
         summary = summarize(all_samples, L, scorer.aggregate)
         summary.update({"run_id": record.run_id, "complete": len(all_samples) == len(samples),
-                        "num_expected": len(samples), **provenance()})
+                        "num_expected": len(samples), **provenance(),
+                        "decision_code": decision_code()["fingerprint"], "decision_codes": recorded_codes(record)})
         record.write_summary(summary)
         _write_exports(record.dir, samples, pair.tokenizer if todo else None, log)
     logger.log_summary(summary)

@@ -46,12 +46,83 @@ def _validate_logger(logger: Mapping[str, Any]) -> None:
         raise ConfigError("logger=wandb needs the 'wandb' package (pip install wandb); allowed here: logger=none")
 
 
+def _method_files() -> dict[str, dict]:
+    """``{name: conf/method/<name>.yaml}`` (for the allowed values of ``method``)."""
+    import yaml
+
+    from runners.paths import REPO_ROOT
+
+    out = {}
+    for path in sorted((REPO_ROOT / "conf" / "method").glob("*.yaml")):
+        with open(path, encoding="utf-8") as f:
+            out[path.stem] = yaml.safe_load(f) or {}
+    return out
+
+
+def _validate_modes(cfg: Mapping[str, Any]) -> None:
+    """Refuse a method (or ``trace``) the backend cannot run (:mod:`runners.backends.modes`)."""
+    from runners.backends.modes import BACKEND_MODES, modes_of, supported_modes
+
+    backend = cfg["backend"]
+    name = backend["name"]
+    try:
+        have = supported_modes(backend)
+    except KeyError:
+        raise ConfigError(f"backend={name!r} declares no supported modes (runners/backends/modes.py); "
+                          f"allowed: {', '.join(BACKEND_MODES)}") from None
+    missing = [m for m in modes_of(cfg) if m not in have]
+    if not missing:
+        return
+    where = f"backend={name}" + (" with backend.native_verify=true" if name == "vllm" and backend.get("native_verify")
+                                 else "")
+    others = [b for b in BACKEND_MODES if b != name and set(missing) <= supported_modes({"name": b})]
+    alt = f"; or backend={', '.join(others)}" if others else ""
+    if "nucleus" in missing:
+        raise ConfigError(f"decoding.top_p={cfg['decoding'].get('top_p')} is not supported by {where} (the project's "
+                          f"rules do not apply nucleus sampling); allowed: 1.0")
+    if missing == ["trace"]:
+        raise ConfigError(f"trace=true is not supported by {where} (no per-round criterion traces); "
+                          f"allowed: trace=false{alt}")
+    L = int(cfg.get("L") or 0) or 1
+    ok = [m for m, spec in _method_files().items() if not spec.get("measure")
+          and set(modes_of({**cfg, "method": spec, "L": 0 if spec.get("autoregressive") else L, "trace": False}))
+          <= have]
+    raise ConfigError(f"method={cfg['method'].get('name')} is not supported by {where} (it has no "
+                      f"{'/'.join(missing)} decoding; it would record a different computation under this "
+                      f"method); allowed with {where}: method={', '.join(ok)}{alt}")
+
+
+PROGRESS = ("auto", "bar", "log", "quiet")
+
+
+def _validate_fields(cfg: Mapping[str, Any]) -> None:
+    """Every numeric field of :data:`runners.fields.NUMERIC` (type and range), ``trace``, ``reuse``, ``progress``."""
+    import copy
+
+    from runners.fields import FieldError, canonical
+
+    try:
+        canonical(copy.deepcopy(dict(cfg)))
+    except FieldError as e:
+        raise ConfigError(str(e)) from None
+    if not isinstance(cfg.get("trace", False), bool):
+        raise ConfigError(f"trace={cfg.get('trace')!r} is invalid; allowed: true, false")
+    if cfg.get("reuse", "warn") not in ("warn", "strict"):
+        raise ConfigError(f"reuse={cfg.get('reuse')!r} is invalid; allowed: warn, strict")
+    if cfg.get("progress", "auto") not in PROGRESS:
+        raise ConfigError(f"progress={cfg.get('progress')!r} is invalid; allowed: {', '.join(PROGRESS)}")
+
+
 def validate(cfg: Mapping[str, Any]) -> None:
     """Raise :class:`ConfigError` for the first invalid field.
 
-    Checks: L, dropmatch.p_drop, dropmatch.K, decoding.temperature, method/criterion, backend and
-    dataset names against their registries, that an optional backend package is installed, the logger
-    and its mode, and that a GPU-only pair/profile/backend has a GPU.
+    Checks: L, every numeric field of :data:`runners.fields.NUMERIC` (dropmatch.p_drop / K / path,
+    decoding.temperature / top_p / seed / max_new_tokens, dataset.limit / offset / max_new_tokens, repeats,
+    the profile's caps, the backend's sizes: type and range), trace, progress, method/criterion, backend and
+    dataset names against their registries, that the backend supports the run's modes
+    (:mod:`runners.backends.modes`: e.g. ``method=draft_only`` with ``backend=vllm`` is refused), that an
+    optional backend package is installed, the logger and its mode, and that a GPU-only
+    pair/profile/backend has a GPU.
     """
     import criteria.rules  # noqa: F401  (fills CRITERIA)
     import runners.backends  # noqa: F401
@@ -63,25 +134,25 @@ def validate(cfg: Mapping[str, Any]) -> None:
     if method.get("autoregressive"):
         if L != 0:
             raise ConfigError(f"L={L} with method={method['name']}; autoregressive methods have no drafts (L is set to 0)")
-    elif not isinstance(L, int) or isinstance(L, bool) or L < 1:
+    elif not isinstance(L, (int, float)) or isinstance(L, bool) or not float(L).is_integer() or L < 1:
         raise ConfigError(f"L={L!r} is invalid; allowed: an integer >= 1 (draft tokens per round; "
                           f"method=ar for the autoregressive baseline)")
-    dm = cfg.get("dropmatch") or {}
-    p = dm.get("p_drop")
-    if not isinstance(p, (int, float)) or isinstance(p, bool) or not 0.0 <= float(p) < 1.0:
-        raise ConfigError(f"dropmatch.p_drop={p!r} is invalid; allowed: a number in [0, 1)")
-    K = dm.get("K")
-    if not isinstance(K, int) or isinstance(K, bool) or K < 1:
-        raise ConfigError(f"dropmatch.K={K!r} is invalid; allowed: an integer >= 1 (MC-dropout heads)")
-    T = cfg["decoding"].get("temperature")
-    if not isinstance(T, (int, float)) or T < 0:
-        raise ConfigError(f"decoding.temperature={T!r} is invalid; allowed: a number >= 0 (0 = greedy)")
+    _validate_fields(cfg)
     if method.get("criterion") is not None and method["criterion"] not in CRITERIA:
         raise ConfigError(f"method.criterion={method['criterion']!r} is unknown; allowed: {', '.join(CRITERIA.names())}")
     if cfg["backend"]["name"] not in BACKENDS:
         raise ConfigError(f"backend={cfg['backend']['name']!r} is unknown; allowed: {', '.join(BACKENDS.names())}")
     if cfg["dataset"]["name"] not in DATASETS:
         raise ConfigError(f"dataset={cfg['dataset']['name']!r} is unknown; allowed: {', '.join(DATASETS.names())}")
+    from runners.datasets.base import FIXED_CHAT_KWARGS
+
+    ctk = (cfg.get("pair") or {}).get("chat_template_kwargs")
+    if ctk is not None and (not isinstance(ctk, Mapping) or not all(isinstance(k, str) for k in ctk)
+                            or set(FIXED_CHAT_KWARGS) & set(ctk)):
+        raise ConfigError(f"pair.chat_template_kwargs={ctk!r} is invalid; allowed: a mapping of chat-template "
+                          f"variables, e.g. {{enable_thinking: false}} ({{}}: the template's defaults; not "
+                          f"{' / '.join(FIXED_CHAT_KWARGS)})")
+    _validate_modes(cfg)
     needs_gpu = [f"{k}={cfg[k]['name']}" for k in ("pair", "profile", "backend") if (cfg.get(k) or {}).get("requires_gpu")]
     if needs_gpu and not _gpu_available():
         raise ConfigError(

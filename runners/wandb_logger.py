@@ -6,6 +6,12 @@ One run record = one W&B run:
 
 - ``id`` = the record's run id (``resume="allow"``), so a run resumed after a kill continues the same W&B
   run when online; ``name`` = ``"<method> L=<L> <dataset> <run id>"``;
+- resume: W&B cannot resume an offline run (wandb 0.31: every ``init`` in offline mode starts a new
+  ``offline-run-*`` directory, and ``wandb sync`` of a later directory with the same id replaces the earlier
+  one's history). So whenever the W&B run did not come back resumed (always offline; online when the server
+  has no such run), the samples already in the record are logged again first: the newest directory of a run
+  id holds the whole history from sample 1, and syncing it (alone or after the older ones) gives the
+  complete run. Online, a resumed W&B run already has them, and history continues after them;
 - ``group`` = ``logger.group``, else the artefact (``experiment=...``), else ``sweep-<sweep dir name>``
   for a multirun: every run of one sweep lands in one group;
 - ``config`` = the resolved run config (what ``config.json`` holds) plus ``run_id``;
@@ -100,8 +106,7 @@ class WandbLogger:
         self.n = 0
         self.tokens = self.drafts = self.accepted = 0
         self.wall = 0.0
-        for rec in _recorded_samples(run_id):  # a resumed run: history continues after what is on disk
-            self._count(rec)
+        recorded = _recorded_samples(run_id)  # non-empty when a killed run resumes
         group = s["group"] or run_cfg.get("artefact") or _sweep_group()
         name = f"{run_cfg['method']['name']} L={run_cfg.get('L')} {run_cfg['dataset']['name']} {run_id}"
         self.run = wandb.init(
@@ -113,6 +118,12 @@ class WandbLogger:
         self.run.define_metric("sample/index")
         self.run.define_metric("sample/*", step_metric="sample/index")
         self.run.define_metric("run/*", step_metric="sample/index")
+        if self.run.resumed:  # the W&B run has the recorded samples: history continues after them
+            for rec in recorded:
+                self._count(rec)
+        else:  # a fresh W&B run (always offline): it gets the whole record, see the module docstring
+            for rec in recorded:
+                self.log_sample(rec)
 
     def log_sample(self, rec: Mapping[str, Any]) -> None:
         """One history row per recorded sample."""

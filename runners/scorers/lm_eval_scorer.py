@@ -127,6 +127,7 @@ class LmEvalScorer:
                     # (not its position in this call) and restore the caller's state, so an item always gets
                     # the same score, alone or in a batch, at generation time or on rescore
                     random.seed(f"{name}/{json.dumps(doc, sort_keys=True, default=str)}")
+                    _seed_langdetect()  # IFEval's language checks: one verdict per answer (IfevalScorer)
                     metrics = task.process_results(doc, [filtered])
                     res[f"filtered,{key}"] = filtered
                     res.update({f"{m},{key}": _plain(v) for m, v in metrics.items()})
@@ -205,6 +206,19 @@ class MmluGenerativeScorer(LmEvalScorer):
 IFEVAL_METRICS = ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc")
 
 
+LANGDETECT_SEED = 0
+
+
+def _seed_langdetect() -> None:
+    """Make ``langdetect.detect`` deterministic (each call draws from ``Random(LANGDETECT_SEED)``); no-op
+    where langdetect (an IFEval dependency of lm-eval) is not installed."""
+    try:
+        from langdetect import DetectorFactory
+    except ImportError:
+        return
+    DetectorFactory.seed = LANGDETECT_SEED
+
+
 @SCORERS.register("lm_eval_ifeval")
 class IfevalScorer(LmEvalScorer):
     """lm-eval ``ifeval`` (``process_results`` / ``agg_inst_level_acc``); primary
@@ -212,7 +226,11 @@ class IfevalScorer(LmEvalScorer):
 
     Determinism: an IFEval checker whose kwargs are invalid draws them from Python's ``random`` (e.g.
     ``keywords:letter_frequency`` with ``letter: "#"``, key 1122), so lm-eval's own score of such an item
-    depends on the global RNG state; we seed ``random`` per item (see ``_score_task``).
+    depends on the global RNG state; we seed ``random`` per item (see ``_score_task``). The language checks
+    (``language:response_language``, ``change_case:english_capital`` / ``english_lowercase``) call
+    ``langdetect.detect``, which samples n-grams with a fresh unseeded RNG per call, so a short or
+    mixed-language answer flipped between languages from one scoring to the next; ``_score_task`` sets
+    ``langdetect.DetectorFactory.seed = 0`` (langdetect's documented way to get deterministic results) first.
     """
 
     task_name = "ifeval"

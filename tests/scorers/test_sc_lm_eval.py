@@ -171,6 +171,29 @@ class TestIfeval:
         in_batch = sc.score(others + [s], ["x"] * 3 + [out])[-1]  # same score at another position in a batch
         assert in_batch == first[0]
 
+    @pytest.mark.parametrize("key,instruction,answer", [
+        # an English answer for "all lowercase, in English" (langdetect unseeded: en/it about 60/40)
+        (2728, "change_case:english_lowercase", "sure! here is the plan: pasta, pizza, tiramisu. buon appetito!"),
+        # a Korean answer cut by a short max_new_tokens cap (langdetect unseeded: ko/de about 60/40)
+        (3311, "language:response_language", "<<SRE>>\n사이트 신뢰성 Site"),
+    ])
+    def test_language_checks_are_deterministic(self, ifeval_ds, key, instruction, answer) -> None:
+        """Before: langdetect drew a fresh random seed per call, so 200 scorings of one answer gave both values
+        (English ~180/20, Korean ~127/73 in the issue). Now every scoring gives one value, also in a new process."""
+        s = next(x for x in ifeval_ds.load() if x.reference["key"] == key)
+        assert instruction in s.reference["instruction_id_list"]
+        sc = scorer_for(ifeval_ds)
+        values = {tuple(sc.score([s], [answer])[0]["inst_level_strict_acc,none"]) for _ in range(200)}
+        assert len(values) == 1, values  # every instruction's verdict, the language check's included
+        code = ("import yaml, runners.datasets, runners.scorers\nfrom runners.registry import DATASETS, SCORERS, build\n"
+                "ds = build(DATASETS, yaml.safe_load(open('conf/dataset/ifeval.yaml')))\n"
+                f"s = next(x for x in ds.load() if x.reference['key'] == {key})\n"
+                "sc = build(SCORERS, {'name': ds.scorer})\n"
+                f"print(tuple(sc.score([s], [{answer!r}])[0]['inst_level_strict_acc,none']))")
+        p = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, text=True, capture_output=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert p.stdout.strip() == str(values.pop())
+
     def test_agrees_with_lm_eval(self, ifeval_ds, tmp_path: Path, lm_eval_evaluate, lm_eval_user_task) -> None:
         import random
 

@@ -40,6 +40,46 @@ class TestRunId:
     def test_computation_fields_change_id(self, key, value):
         assert run_id_of({**CFG, key: value}) != run_id_of(CFG)
 
+    def test_ids_of_earlier_records_are_kept(self):
+        """Canonical numbers (0 vs 0.0) must not move the id of a config that did not change: this is the
+        id the code before the rule gave CFG (temperature 0.0, ints elsewhere)."""
+        assert run_id_of(CFG) == "92584caf1af7"
+
+    @pytest.mark.parametrize("path,a,b", [("decoding.temperature", 0, 0.0), ("decoding.top_p", 1, 1.0),
+                                          ("dropmatch.p_drop", 0, 0.0), ("backend.gpu_memory_utilization", 1, 1.0),
+                                          ("L", 3, 3.0), ("dataset.limit", 3, 3.0)])
+    def test_int_and_integral_float_are_one_run(self, path, a, b):
+        """Before: ``decoding.temperature=0`` (an int) and the default 0.0 gave two ids (ca904c70ff4c vs
+        92584caf1af7), so a rerun did not find its finished run."""
+        def with_value(v):
+            c = json.loads(json.dumps(CFG))
+            *parents, leaf = path.split(".")
+            node = c
+            for key in parents:
+                node = node.setdefault(key, {})
+            node[leaf] = v
+            return c
+
+        assert run_id_of(with_value(a)) == run_id_of(with_value(b))
+        assert run_id_of(with_value(a)) != run_id_of(with_value(0.5))  # a different value still differs
+
+    @pytest.mark.parametrize("a,b", [(["decoding.temperature=0"], ["decoding.temperature=0.0"]),
+                                     (["dropmatch.p_drop=0"], ["dropmatch.p_drop=0.0"]),
+                                     (["decoding.top_p=1"], []), (["decoding.temperature=0"], [])])
+    def test_cli_spellings_of_one_number_are_one_run(self, a, b, monkeypatch):
+        from hydra import compose, initialize_config_dir
+
+        from runners.run import resolve_run_config
+
+        monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
+
+        def rid(*extra):
+            with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+                return run_id_of(resolve_run_config(compose("run", overrides=[
+                    "pair=tiny", "profile=smoke", "dataset=gsm8k", "method=dropmatch", *extra])))
+
+        assert rid(*a) == rid(*b)
+
     def test_profile_cap_of_one_benchmark_changes_only_its_runs(self, monkeypatch):
         """Raising HumanEval's cap in a profile must not invalidate the finished GSM8K runs of a sweep."""
         from hydra import compose, initialize_config_dir

@@ -127,8 +127,12 @@ def test_log_artefact_offline(tmp_path, monkeypatch):
     assert {c["path"] for c in art["manifest"]["contents"]} == {"table.csv", "fig3.png"}
 
 
-def test_resumed_run_continues_history_after_recorded_samples(tmp_path, monkeypatch):
-    """A run killed after 2 samples and resumed logs its next sample at step 3 with whole-run totals."""
+def test_offline_resume_leaves_one_complete_history(tmp_path, monkeypatch):
+    """A run killed after 2 samples and resumed: W&B offline cannot resume, so the resumed session writes a second
+    offline directory. Before: it held only sample 3 (and syncing it replaced the first directory's history).
+    Now the newest directory holds samples 1-3 at steps 1-3 with whole-run totals."""
+    import time
+
     from runners.record import RunRecord
     from runners.wandb_logger import WandbLogger
 
@@ -137,18 +141,28 @@ def test_resumed_run_continues_history_after_recorded_samples(tmp_path, monkeypa
     rec = RunRecord(tmp_path / "runs", cfg)
 
     def sample(i: int) -> dict:
-        return {"sample_id": f"s{i}", "spec": {"num_drafts": 2, "num_accepted_tokens": 2, "num_draft_tokens": 4},
-                "speed": {"num_output_tokens": 6, "wall_s": 1.0}, "quality": {"exact_match": 1.0}}
+        return {"sample_id": f"s{i}", "spec": {"num_drafts": 2, "num_accepted_tokens": 1 + i, "num_draft_tokens": 4},
+                "speed": {"num_output_tokens": 6, "wall_s": 1.0}, "quality": {"exact_match": float(i % 2)}}
 
-    with rec:
+    with rec:  # first session: two samples, then the process is killed (the logger never finishes)
         rec.open({})
-        rec.append(sample(0))
-        rec.append(sample(1))
-        logger = WandbLogger({"mode": "offline"}, rec.run_id, cfg)
-        rec.append(sample(2))
+        first = WandbLogger({"mode": "offline"}, rec.run_id, cfg)
+        for i in range(2):
+            rec.append(sample(i))
+            first.log_sample(sample(i))
+        first.finish()
+    time.sleep(1.1)  # offline dirs are named by the second they start
+    with RunRecord(tmp_path / "runs", cfg) as again:  # the resumed session
+        again.open({})
+        logger = WandbLogger({"mode": "offline"}, again.run_id, cfg)
+        again.append(sample(2))
         logger.log_sample(sample(2))
         logger.finish()
-    (wb_dir,) = offline_runs(tmp_path)
-    (row,) = [r for r in read_offline_run(wb_dir)["history"] if "sample/index" in r]
-    assert row["_step"] == 3 and row["sample/index"] == 3 and row["run/num_samples"] == 3
-    assert row["run/tau"] == pytest.approx(2.0) and row["sample/quality/exact_match"] == 1.0
+    dirs = offline_runs(tmp_path)
+    assert len(dirs) == 2 and all(d.name.endswith(rec.run_id) for d in dirs)
+    rows = [r for r in read_offline_run(dirs[-1])["history"] if "sample/index" in r]
+    assert [(r["_step"], r["sample/index"], r["run/num_samples"]) for r in rows] == [(1, 1, 1), (2, 2, 2), (3, 3, 3)]
+    assert [r["sample/num_accepted_tokens"] for r in rows] == [1, 2, 3]
+    assert [r["sample/quality/exact_match"] for r in rows] == [0.0, 1.0, 0.0]
+    assert rows[-1]["run/tau"] == pytest.approx(1 + 6 / 6)  # (1 + 2 + 3) accepted over 3 x 2 rounds
+    assert [r["sample/index"] for r in read_offline_run(dirs[0])["history"] if "sample/index" in r] == [1, 2]

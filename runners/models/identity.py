@@ -1,0 +1,207 @@
+"""Which weights a run uses: the resolved source of each model, its content identity and the dtype.
+
+``model_identity(pair_cfg)`` is computed before anything loads (cheap: no download, no preparation) from the
+source :func:`runners.models.sources.pick_source` says will be used, the same function
+``resolve_model_dir`` follows, so the recorded identity is the one loaded:
+
+- ``pinned``: ``{"source": "pinned", "kind": ..., "sha256": <sha256 of the joined GGUF>}`` (the embedded pair:
+  GGUF files dequantised to safetensors, see ``sources.py``);
+- ``built``: ``{"source": "built", "builder": "module:function", "seed": ...}`` (e.g. the random EAGLE-3 head);
+- ``hub``: ``{"source": "hub", "hub_id": ..., "revision": <commit sha>}``; the revision is ``spec.revision``
+  when it is a full commit sha, else asked from the hub (``HfApi.model_info``, one request per model and
+  process), else the ref name with ``"resolved": False``;
+- ``local``: a directory prepared from a pinned source (its ``.complete`` marker holds the sha256) has that
+  pinned identity; a Hugging Face cache snapshot (``.../models--org--name/snapshots/<commit>``) the hub identity
+  of that commit; any other directory ``{"source": "local", "weights_sha256": ...}``, the sha256 over the
+  names and contents of its weight files (``*.safetensors``, ``*.bin``, ``*.pt``, ``*.pth``, ``*.gguf``),
+  computed once per file version (path, size, mtime) and cached in ``<cache>/weights_sha256.json``;
+- no usable source: ``{"source": "unavailable", "reason": ...}`` (the run fails before writing a record).
+
+Every entry also holds ``dtype``: :func:`resolve_dtype`'s value, the dtype the weights are loaded in.
+The run id hashes the part of this identity that the config does not already fix
+(:func:`runners.record.identity_of`), and the record keeps all of it (``config.json``, ``meta.json``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from runners.models.sources import COMPLETE_MARKER, ModelUnavailableError, pick_source
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_MEMO: dict[Any, dict] = {}
+
+
+def resolve_dtype(pair_cfg: Mapping[str, Any]) -> str:
+    """The dtype the pair's weights are loaded in (``pair.dtype``; ``auto``: bfloat16 on a CUDA GPU that
+    supports it, else float32). The one place the run id and the loaders take the dtype from."""
+    dtype = str(pair_cfg.get("dtype") or "float32")
+    if dtype != "auto":
+        return dtype
+    import torch
+
+    return "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
+
+
+def model_identity(pair_cfg: Mapping[str, Any]) -> dict:
+    """``{"target": {...}, "draft": {...}}``: each model's source identity plus ``dtype`` (module docstring)."""
+    dtype = resolve_dtype(pair_cfg)
+    out = {}
+    for role in ("target", "draft"):
+        spec = pair_cfg.get(role)
+        if isinstance(spec, Mapping):
+            out[role] = {**source_identity(spec), "dtype": dtype}
+    return out
+
+
+def source_identity(spec: Mapping[str, Any]) -> dict:
+    """The identity of the weights :func:`pick_source` picks for one model spec (no dtype)."""
+    try:
+        source, where = pick_source(spec)
+    except ModelUnavailableError as e:
+        return {"source": "unavailable", "reason": str(e).split(". Provide it by")[0]}
+    if source == "pinned":
+        pinned = spec["pinned"]
+        return {"source": "pinned", "kind": pinned.get("kind"), "sha256": str(pinned["sha256"])}
+    if source == "built":
+        built = spec["built"]
+        return {"source": "built", "builder": str(built.get("builder")), "seed": built.get("seed")}
+    if source == "hub":
+        return hub_identity(str(where), spec.get("revision"))
+    try:
+        return local_identity(Path(str(where)))
+    except ValueError as e:  # a directory without weights: loading it would fail too
+        return {"source": "unavailable", "reason": str(e)}
+
+
+def hub_identity(hub_id: str, revision: Any = None) -> dict:
+    """``{"source": "hub", "hub_id", "revision"}`` with the commit sha of ``revision`` (default ``main``)."""
+    rev = str(revision) if revision else "main"
+    if _COMMIT.match(rev):
+        return {"source": "hub", "hub_id": hub_id, "revision": rev}
+    key = ("hub", hub_id, rev)
+    if key not in _MEMO:
+        try:
+            from huggingface_hub import HfApi
+
+            sha = HfApi().model_info(hub_id, revision=rev, timeout=20).sha
+            _MEMO[key] = {"source": "hub", "hub_id": hub_id, "revision": str(sha)}
+        except Exception:  # noqa: BLE001  (no network, gated repo ...): the ref, marked unresolved
+            _MEMO[key] = {"source": "hub", "hub_id": hub_id, "revision": rev, "resolved": False}
+    return dict(_MEMO[key])
+
+
+def hub_revision(spec: Mapping[str, Any]) -> str | None:
+    """The commit a hub-sourced model must be loaded at (the one its identity names), else None."""
+    try:
+        source, where = pick_source(spec)
+    except ModelUnavailableError:
+        return None
+    if source != "hub":
+        return None
+    ident = hub_identity(str(where), spec.get("revision"))
+    return str(ident["revision"]) if ident.get("resolved", True) else (str(spec["revision"]) if spec.get("revision")
+                                                                      else None)
+
+
+def local_identity(path: Path) -> dict:
+    """The identity of a local model directory (module docstring, ``local``)."""
+    marker = path / COMPLETE_MARKER
+    if marker.is_file():  # a pinned source prepared by runners.models.sources.prepare_pinned
+        sha = marker.read_text().split()[0] if marker.read_text().strip() else ""
+        if re.match(r"^[0-9a-f]{64}$", sha):
+            return {"source": "pinned", "kind": "pip_chunk_gguf", "sha256": sha}
+    resolved = path.resolve()
+    if resolved.parent.name == "snapshots" and _COMMIT.match(resolved.name) \
+            and resolved.parent.parent.name.startswith("models--"):
+        hub_id = resolved.parent.parent.name[len("models--"):].replace("--", "/")
+        return {"source": "hub", "hub_id": hub_id, "revision": resolved.name}
+    return {"source": "local", "weights_sha256": weights_sha256(resolved)}
+
+
+def weights_sha256(path: Path) -> str:
+    """sha256 over ``name\\0<file sha256>\\n`` of every weight file under ``path`` (sorted by relative name).
+
+    Raises:
+        ValueError: the directory holds no weight file.
+    """
+    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
+    if not files:
+        raise ValueError(f"{path} holds no weight file ({', '.join(WEIGHT_SUFFIXES)})")
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.relative_to(path).as_posix()}\0{_file_sha256(f)}\n".encode())
+    return h.hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    """sha256 of one file, cached by (path, size, mtime_ns) in memory and in ``<cache>/weights_sha256.json``."""
+    from runners.paths import cache_dir
+    from runners.record import atomic_write_json
+
+    st = path.stat()
+    key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
+    if key in _MEMO:
+        return _MEMO[key]
+    store = cache_dir() / "weights_sha256.json"
+    try:
+        known = json.loads(store.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key not in known:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+        try:  # re-read: another process may have added entries meanwhile
+            known = json.loads(store.read_text())
+        except (OSError, ValueError):
+            known = {}
+        known = {k: v for k, v in known.items() if _current(k)}  # forget files that changed or are gone
+        known[key] = h.hexdigest()
+        try:
+            store.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(store, known)
+        except OSError:  # a read-only cache still gets the right identity, just not remembered
+            pass
+    _MEMO[key] = known[key]
+    return known[key]
+
+
+def _current(key: str) -> bool:
+    """True if the file of a cache key ``path|size|mtime_ns`` still exists unchanged."""
+    path, size, mtime = key.rsplit("|", 2)
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return False
+    return str(st.st_size) == size and str(st.st_mtime_ns) == mtime
+
+
+def unfixed(identity: Mapping[str, Any], pair_cfg: Mapping[str, Any]) -> dict:
+    """The part of ``identity`` the pair config does not already fix (what the run id adds to the config).
+
+    A model whose weights are the pinned source named in the config (same sha256) or a built source (its
+    builder and seed are in the config), loaded in the configured dtype, adds nothing: records made before
+    the identity existed (all on such sources) keep their ids. Anything else (a local directory, the hub, an
+    unavailable source, a dtype resolved from ``auto``) enters the id in full.
+    """
+    out = {}
+    for role, ident in identity.items():
+        spec = pair_cfg.get(role) or {}
+        pinned = spec.get("pinned") if isinstance(spec.get("pinned"), Mapping) else {}
+        fixed = ((ident.get("source") == "pinned" and ident.get("sha256") == str((pinned or {}).get("sha256")))
+                 or ident.get("source") == "built") and ident.get("dtype") == str(pair_cfg.get("dtype"))
+        if not fixed:  # (an unavailable source's reason names a path: not part of the identity)
+            out[role] = {k: v for k, v in ident.items() if k != "reason"}
+    return out
+
+
+def clear_memo() -> None:
+    """Forget the in-process memo (tests; a hub revision asked again)."""
+    _MEMO.clear()

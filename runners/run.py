@@ -20,7 +20,8 @@ from runners.validate import validate
 def resolve_run_config(cfg: Any) -> dict:
     """Validate, then normalise to the plain dict the run id hashes and ``config.json`` stores.
 
-    Normalisation: the profile's per-dataset ``limit`` / ``max_new_tokens`` fill unset fields;
+    Normalisation: ``pair.dtype_resolved`` is the dtype the pair runs in (``pair.dtype: auto`` resolved for this
+    machine by :func:`runners.models.dtype.resolve_dtype`); the profile's per-dataset ``limit`` / ``max_new_tokens`` fill unset fields;
     autoregressive methods get ``L = 0``; DropMatch fields a method does not use are fixed (so a sweep
     over ``dropmatch.p_drop`` runs SD once, not once per value).
 
@@ -38,6 +39,9 @@ def resolve_run_config(cfg: Any) -> dict:
     if method.get("autoregressive"):
         c["L"] = 0
     validate(c)
+    from runners.models.dtype import resolve_dtype
+
+    c["pair"] = {**dict(c["pair"]), "dtype_resolved": resolve_dtype(c["pair"])}  # recorded, part of the run id
     spec_method = (c.get("pair") or {}).get("spec_method")  # the pair says what its draft is (eagle3 head)
     if spec_method and dict(c["backend"]).get("name") == "vllm":
         c["backend"] = {**dict(c["backend"]), "spec_method": str(spec_method)}
@@ -212,6 +216,7 @@ def run(cfg: Any, log=print) -> dict:
                     "speed": {
                         "num_output_tokens": res.num_output_tokens, "wall_s": res.wall_s, "prefill_s": res.prefill_s,
                         "draft_s": res.draft_s, "verify_s": res.verify_s, "criterion_s": res.criterion_s,
+                        **({"share_s": res.share_s} if res.share_s is not None else {}),
                     },
                     "seed": int(c["decoding"]["seed"]),
                 }

@@ -191,9 +191,13 @@ class DropMatchBase:
         self.include_target = include_target
 
     def accept_test(
-        self, inputs: VerifyInputs, head_token_ids: torch.Tensor
+        self, inputs: VerifyInputs, head_token_ids: torch.Tensor, every_position: bool = True
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
-        """Per-position acceptance test ``[B, L]`` bool, plus ``(js_draft, js_heads_max)`` if computed."""
+        """Per-position acceptance test ``[B, L]`` bool, plus ``(js_draft, js_heads_max)`` if computed.
+
+        ``every_position=False`` lets a rule skip work at positions the prefix closure makes irrelevant (after
+        a row's first rejection): the test is exact up to and including that position, arbitrary after it.
+        """
         raise NotImplementedError
 
     def __call__(self, inputs: VerifyInputs, *, trace: bool = False) -> AcceptResult:
@@ -216,7 +220,7 @@ class DropMatchBase:
         L = inputs.draft_token_ids.shape[1]
         T, gen = inputs.temperature, inputs.generator
         heads = head_tokens(inputs.head_logits[:, :L], T, gen)  # [B, L, K]
-        ok, js = self.accept_test(inputs, heads)  # [B, L]
+        ok, js = self.accept_test(inputs, heads, every_position=trace)  # [B, L], exact up to the first rejection
         if self.include_target:
             ok = ok | (inputs.draft_token_ids == inputs.target_logits[:, :L].argmax(dim=-1))  # [B, L]
         info = dropmatch_trace(inputs, heads, js, self.majority) if trace else None

@@ -59,6 +59,22 @@ def js_statistics(
     return js_draft, js_heads.amax(dim=-1)
 
 
+def js_inputs(inputs: VerifyInputs, L: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The heads' logits and the draft distribution at the L drafted positions, in the heads' token space.
+
+    Exact heads: ``head_logits[:, :L]`` ``[B, L, K, V]`` and ``draft_probs`` ``[B, L, V]``. Sparse variant
+    (``head_candidates``): the heads at the C candidate tokens and the draft's probabilities there, renormalised
+    over the candidates (a masked duplicate candidate gets 0), so Eq. (5)-(6) compare distributions on one support.
+    """
+    heads = inputs.head_logits[:, :L]
+    cand = inputs.head_candidates
+    if cand is None:
+        return heads, inputs.draft_probs
+    q = inputs.draft_probs.gather(-1, cand[:, :L]).float()  # [B, L, C]
+    q = q.masked_fill(torch.isneginf(heads[:, :, 0]), 0.0)
+    return heads, q / q.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny)
+
+
 def dropmatch_trace(
     inputs: VerifyInputs,
     head_token_ids: torch.Tensor,
@@ -111,7 +127,7 @@ def dropmatch_trace(
         "draft_agrees_majority": agrees,
     }
     if js is None and inputs.draft_probs is not None:
-        js = js_statistics(inputs.head_logits[:, :L], inputs.draft_probs, inputs.temperature)
+        js = js_statistics(*js_inputs(inputs, L), inputs.temperature)
     if js is not None:
         js_draft, js_heads_max = js
         by_js = js_draft <= js_heads_max  # [B, L]
@@ -181,6 +197,7 @@ class DropMatchBase:
     needs_heads: bool = True
     needs_draft_probs: bool = False
     needs_hidden: bool = False
+    heads_at_drafts_only: bool = True  # the verify round need not compute heads at the bonus position
 
     def __init__(self, majority: str = "strict", include_target: bool = False) -> None:
         if majority not in MAJORITY_MODES:
@@ -220,6 +237,8 @@ class DropMatchBase:
         L = inputs.draft_token_ids.shape[1]
         T, gen = inputs.temperature, inputs.generator
         heads = head_tokens(inputs.head_logits[:, :L], T, gen)  # [B, L, K]
+        if inputs.head_candidates is not None:  # sparse variant: candidate index -> token id
+            heads = inputs.head_candidates[:, :L].gather(-1, heads)
         ok, js = self.accept_test(inputs, heads, every_position=trace)  # [B, L], exact up to the first rejection
         if self.include_target:
             ok = ok | (inputs.draft_token_ids == inputs.target_logits[:, :L].argmax(dim=-1))  # [B, L]

@@ -87,7 +87,9 @@ def head_spec(c: Mapping[str, Any]) -> Any:
     from criteria.dropout_heads import HeadSpec
 
     if c["method"].get("uses_dropmatch") or c["method"].get("ar_dropout_path"):
-        return HeadSpec(K=int(c["dropmatch"]["K"]), p_drop=float(c["dropmatch"]["p_drop"]))
+        top_n = c["dropmatch"].get("sparse_top_n")
+        return HeadSpec(K=int(c["dropmatch"]["K"]), p_drop=float(c["dropmatch"]["p_drop"]),
+                        top_n=None if top_n is None else int(top_n))
     return HeadSpec()
 
 

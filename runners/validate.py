@@ -73,6 +73,9 @@ def validate(cfg: Mapping[str, Any]) -> None:
     K = dm.get("K")
     if not isinstance(K, int) or isinstance(K, bool) or K < 1:
         raise ConfigError(f"dropmatch.K={K!r} is invalid; allowed: an integer >= 1 (MC-dropout heads)")
+    top_n = dm.get("sparse_top_n")
+    if top_n is not None and (not isinstance(top_n, int) or isinstance(top_n, bool) or top_n < 1):
+        raise ConfigError(f"dropmatch.sparse_top_n={top_n!r} is invalid; allowed: null (exact) or an integer >= 1")
     T = cfg["decoding"].get("temperature")
     if not isinstance(T, (int, float)) or T < 0:
         raise ConfigError(f"decoding.temperature={T!r} is invalid; allowed: a number >= 0 (0 = greedy)")

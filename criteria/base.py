@@ -36,9 +36,9 @@ class VerifyInputs:
             head's input). Filled by :func:`criteria.verify.verify_round` for rules with ``needs_hidden``.
         draft_hidden: ``[B, L, d_draft]`` or None, the draft model's final hidden state that produced each
             draft token. Filled for rules with ``needs_hidden`` when the backend has it.
-        head_candidates: ``[B, P, C]`` int64 or None: the sparse variant (``HeadSpec.top_n``): the token id of each
-            entry of ``head_logits``' last dim (:func:`criteria.dropout_heads.candidate_tokens`); None = exact heads
-            over the whole vocabulary.
+        head_candidates: ``[B, P, C + 1]`` int64 or None: the sparse variant (``HeadSpec.top_n``): the token id of
+            each entry of ``head_logits``' last dim (:func:`criteria.dropout_heads.candidate_tokens`), the last one
+            ``-1`` (the rest of the vocabulary); None = exact heads over the whole vocabulary.
     """
 
     draft_token_ids: torch.Tensor

@@ -63,16 +63,18 @@ def js_inputs(inputs: VerifyInputs, L: int) -> tuple[torch.Tensor, torch.Tensor]
     """The heads' logits and the draft distribution at the L drafted positions, in the heads' token space.
 
     Exact heads: ``head_logits[:, :L]`` ``[B, L, K, V]`` and ``draft_probs`` ``[B, L, V]``. Sparse variant
-    (``head_candidates``): the heads at the C candidate tokens and the draft's probabilities there, renormalised
-    over the candidates (a masked duplicate candidate gets 0), so Eq. (5)-(6) compare distributions on one support.
+    (``head_candidates``): the heads at the C candidate tokens plus the rest-of-vocabulary entry, and the
+    draft's probabilities there plus its mass outside the candidates (a masked duplicate candidate gets 0), so
+    Eq. (5)-(6) compare distributions on one coarsened support of C + 1 entries.
     """
     heads = inputs.head_logits[:, :L]
     cand = inputs.head_candidates
     if cand is None:
         return heads, inputs.draft_probs
-    q = inputs.draft_probs.gather(-1, cand[:, :L]).float()  # [B, L, C]
-    q = q.masked_fill(torch.isneginf(heads[:, :, 0]), 0.0)
-    return heads, q / q.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny)
+    q = inputs.draft_probs.gather(-1, cand[:, :L, :-1]).float()  # [B, L, C]
+    q = q.masked_fill(torch.isneginf(heads[:, :, 0, :-1]), 0.0)  # duplicates count once
+    q = torch.cat([q, (1.0 - q.sum(dim=-1, keepdim=True)).clamp_min(0.0)], dim=-1)  # + the rest entry
+    return heads, q / q.sum(dim=-1, keepdim=True)
 
 
 def dropmatch_trace(
@@ -236,9 +238,10 @@ class DropMatchBase:
         check_inputs(inputs, rule=self.name, need_draft_probs=self.needs_draft_probs, need_heads=True)
         L = inputs.draft_token_ids.shape[1]
         T, gen = inputs.temperature, inputs.generator
-        heads = head_tokens(inputs.head_logits[:, :L], T, gen)  # [B, L, K]
-        if inputs.head_candidates is not None:  # sparse variant: candidate index -> token id
-            heads = inputs.head_candidates[:, :L].gather(-1, heads)
+        if inputs.head_candidates is None:
+            heads = head_tokens(inputs.head_logits[:, :L], T, gen)  # [B, L, K]
+        else:  # sparse variant: a head's token among the candidates (not the rest entry), index -> token id
+            heads = inputs.head_candidates[:, :L].gather(-1, head_tokens(inputs.head_logits[:, :L, :, :-1], T, gen))
         ok, js = self.accept_test(inputs, heads, every_position=trace)  # [B, L], exact up to the first rejection
         if self.include_target:
             ok = ok | (inputs.draft_token_ids == inputs.target_logits[:, :L].argmax(dim=-1))  # [B, L]

@@ -24,8 +24,9 @@ class HeadSpec:
         p_drop: dropout probability, a float in ``[0, 1)`` (ignored when ``K = 0``; stored as 0.0 then).
         top_n: None (exact: the heads cover the whole vocabulary) or N >= 1: the opt-in sparse variant
             (``dropmatch.sparse_top_n``), where the heads are evaluated only on candidate tokens, the union of the
-            plain head's and the draft's top-N at each position (:func:`candidate_tokens`); the rules then take
-            head tokens among the candidates and JS over the candidates (distributions renormalised there).
+            plain head's and the draft's top-N at each position (:func:`candidate_tokens`), plus one entry for the
+            rest of the vocabulary (logit: the plain head's log-sum-exp there); the rules then take head tokens
+            among the candidates and JS over the candidates + the rest entry.
             Not the paper's rule: its decision agreement with the exact rule is measured, not assumed.
 
     Raises:

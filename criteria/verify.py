@@ -44,8 +44,9 @@ def head_logits(hidden: torch.Tensor, lm_head: LMHead, heads: HeadSpec, generato
 
     Returns:
         ``target_logits`` ``[B, N, V]`` float32; ``head_logits`` ``[B, P, K, V]`` in the matmul's dtype (exact) or
-        ``[B, P, K, C]`` at the candidate tokens (sparse), None when K = 0; ``candidates`` ``[B, P, C]`` int64
-        token ids of the sparse heads' last dim, else None.
+        ``[B, P, K, C + 1]`` float32 at the C candidate tokens plus one entry for the rest of the vocabulary
+        (sparse), None when K = 0; ``candidates`` ``[B, P, C + 1]`` int64 token ids of the sparse heads' last dim
+        (``-1`` for the rest entry), else None.
     """
     B, N, d = hidden.shape
     P = N if positions is None else positions
@@ -69,7 +70,11 @@ def head_logits(hidden: torch.Tensor, lm_head: LMHead, heads: HeadSpec, generato
     ids, dup = candidate_tokens(target[:, :P], draft_probs, heads.top_n)  # [B, P, C]
     C = ids.shape[-1]
     sparse = heads_on_candidates(dropped, W, b, ids.reshape(B * P, C), dup.reshape(B * P, C))  # [B*P, K, C]
-    return target, sparse.view(B, P, K, C), ids
+    # the rest of the vocabulary as one more entry: its logit is the plain head's log-sum-exp outside the
+    # candidates (the heads' expectation there, Eq. 2 preserves it), its id -1 (never a head token)
+    rest = target[:, :P].scatter(-1, ids, float("-inf")).logsumexp(dim=-1)  # [B, P]
+    sparse = torch.cat([sparse.float().view(B, P, K, C), rest[:, :, None, None].expand(B, P, K, 1)], dim=-1)
+    return target, sparse, torch.cat([ids, ids.new_full((B, P, 1), -1)], dim=-1)
 
 
 def verify_round(

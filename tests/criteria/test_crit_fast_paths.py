@@ -85,7 +85,11 @@ def test_sparse_heads_are_the_exact_heads_at_the_candidates():
     gens = lambda: [torch.Generator().manual_seed(s) for s in (4, 5, 6)]  # noqa: E731
     _, exact, _ = head_logits(hidden, LMHead(W), HeadSpec(5, 0.3), gens(), positions=5)
     target, sparse, ids = head_logits(hidden, LMHead(W), HeadSpec(5, 0.3, top_n=8), gens(), positions=5, draft_probs=q)
-    assert ids.shape == (3, 5, 16) and sparse.shape == (3, 5, 5, 16)
+    assert ids.shape == (3, 5, 17) and sparse.shape == (3, 5, 5, 17) and bool((ids[..., -1] == -1).all())
+    # the rest entry: the plain head's log-sum-exp outside the candidates
+    outside = target[:, :5].scatter(-1, ids[..., :-1], float("-inf")).logsumexp(-1)
+    torch.testing.assert_close(sparse[..., -1], outside[:, :, None].expand(3, 5, 5))
+    ids, sparse = ids[..., :-1], sparse[..., :-1]
     at = exact.gather(-1, ids.unsqueeze(2).expand(-1, -1, 5, -1))  # [3, 5, 5, 16]
     real = ~torch.isneginf(sparse)
     torch.testing.assert_close(sparse[real], at[real], rtol=1e-5, atol=1e-5)

@@ -46,7 +46,8 @@ class HeadSpec:
             raise ValueError(f"dropmatch.p_drop={p!r} is invalid; allowed values: a number in [0, 1)")
         n = self.top_n
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise ValueError(f"dropmatch.sparse_top_n={n!r} is invalid; allowed values: null (exact) or an integer >= 1")
+            raise ValueError(f"dropmatch.sparse_top_n={n!r} is invalid; allowed values: null (exact) or an "
+                             "integer >= 1")
         object.__setattr__(self, "p_drop", float(p) if self.K > 0 else 0.0)
         object.__setattr__(self, "top_n", n if self.K > 0 else None)
 
@@ -130,7 +131,10 @@ def heads_from_masks(hidden: torch.Tensor, keep: torch.Tensor, p_drop: float, lm
 
 
 def dropped_hidden(hidden: torch.Tensor, keep: torch.Tensor, p_drop: float) -> torch.Tensor:
-    """The K dropout heads' inputs ``h * m^(i) / (1 - p_drop)`` (Eq. 1-2): ``[N, d]``, ``[N, K, d]`` -> ``[N, K, d]``."""
+    """The K dropout heads' inputs ``h * m^(i) / (1 - p_drop)`` (Eq. 1-2): ``[N, d]``, ``[N, K, d]`` -> ``[N, K, d]``.
+
+    Paper: Eq. (1)-(2) (inverted dropout of the LM head's input).
+    """
     scaled = hidden * (1.0 / (1.0 - p_drop))  # [N, d]
     return torch.where(keep, scaled.unsqueeze(1), torch.zeros((), dtype=hidden.dtype, device=hidden.device))
 

@@ -7,8 +7,8 @@ clock.
 Timing of a row (seconds):
   - ``prefill_s``: its own prompt prefill (both models) and first token;
   - ``wall_s``: from the end of its prefill (its first round) to its finish: the wall time the sample spent in
-    the batch, including rounds and other samples' prefills while it waited (at ``B = 1``: generation time
-    without prefill, as before);
+    the batch, including rounds and other samples' prefills while it waited, excluding the time the caller
+    spends between results (at ``B = 1``: generation time without prefill, as before);
   - ``share_s``: its share of the batch's wall time: every interval while it was in the batch divided equally
     among the rows in the batch then. Summed over the samples of a run, this is the batch run's decoding wall
     time, so ``sum(tokens) / sum(share_s)`` is the aggregate throughput (Table 5); at ``B = 1``,
@@ -111,3 +111,9 @@ class BatchClock:
                 for k, v in (parts or {}).items():
                     r.timing[k] += v
         self.t = now
+
+    def skip(self, rows: Sequence[Row], seconds: float) -> None:
+        """Leave ``seconds`` out of every clock (time spent outside the loop, e.g. the caller handling a result)."""
+        self.t += seconds
+        for r in rows:
+            r.t_join += seconds

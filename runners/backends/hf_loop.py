@@ -122,7 +122,10 @@ class HFLoopBackend:
                 row.t_join = clock.t
                 rows.append(row)
                 if row.done:
-                    yield self._leave(rows, [row], target, draft, decoding)
+                    res = self._leave(rows, [row], target, draft, decoding)
+                    t = time.perf_counter()
+                    yield res
+                    clock.skip(rows, time.perf_counter() - t)
             if not rows:
                 return
             parts = self._round(rows, decoding, rule, heads, target, draft, head)
@@ -131,7 +134,10 @@ class HFLoopBackend:
             if finished:
                 now = time.perf_counter()
                 for r in finished:
-                    yield self._result(r, decoding, now)
+                    res = self._result(r, decoding, now)
+                    t = time.perf_counter()
+                    yield res
+                    clock.skip(rows, time.perf_counter() - t)  # the caller's time (scoring, records) is not ours
                 self._drop(rows, finished, target, draft)
             elif max(target.holes(), draft.holes() if draft else 0.0) > 0.25:
                 target.compact()

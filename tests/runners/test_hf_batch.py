@@ -65,7 +65,7 @@ def test_batch_of_four_decides_as_batch_of_one(pair, name, L, crit, heads, kw):
         assert L == 0 or c.num_drafts + c.num_accepted_tokens == max(0, len(b.output_token_ids) - 1 + b.eos_removed)
         lengths.add(len(b.output_token_ids))
         assert b.share_s is not None and 0 <= b.share_s <= b.wall_s + 1e-6
-        assert a.share_s == pytest.approx(a.wall_s, rel=0.05, abs=1e-3)  # B = 1: the sample has the batch alone
+        assert a.share_s == pytest.approx(a.wall_s, rel=0.05, abs=5e-3)  # B = 1: the sample has the batch alone
     if L > 1:  # rows advance at different speeds: per-row acceptance differs
         assert len({tuple(r.accepted_per_round[:3]) for r in four.values()}) > 1
 
@@ -125,3 +125,19 @@ def test_batch_kv_holes_and_compaction_match_single_rows(pair):
 def test_batch_size_validated(pair):
     with pytest.raises(ValueError, match="backend.batch_size"):
         HFLoopBackend(pair, batch_size=0)
+
+
+def test_time_the_caller_spends_between_results_is_not_counted(pair):
+    """A slow consumer (scoring, writing records) does not inflate the other rows' wall_s or share_s."""
+    import time
+
+    be = HFLoopBackend(pair, batch_size=3)
+    dec = DecodingConfig(num_speculative_tokens=3, max_new_tokens=20)
+    fast = {r.sample_id: r for r in be.generate(SAMPLES, dec, CRITERIA.get("greedy_match")(), HeadSpec())}
+    slow = {}
+    for r in be.generate(SAMPLES, dec, CRITERIA.get("greedy_match")(), HeadSpec()):
+        slow[r.sample_id] = r
+        time.sleep(0.4)
+    worst = max(f.wall_s for f in fast.values())
+    assert all(s.wall_s < worst + 0.35 for s in slow.values()), [s.wall_s for s in slow.values()]
+    assert sum(s.share_s for s in slow.values()) < sum(f.share_s for f in fast.values()) + 0.35

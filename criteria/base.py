@@ -25,8 +25,10 @@ class VerifyInputs:
         draft_probs: ``[B, L, V]`` float32 or None, the distribution each draft was sampled from
             (softmax of the draft logits at temperature ``max(T, 1)`` when greedy: see backends).
             Required by ``rejection`` and ``dropmatch_js``.
-        head_logits: ``[B, L+1, K, V]`` float32 or None, the K MC-dropout heads (Eq. 3), from
-            :func:`criteria.dropout_heads.dropout_head_logits`. Required by DropMatch rules.
+        head_logits: ``[B, P, K, V]`` floating (float32 or the model's dtype) or None, the K MC-dropout heads
+            (Eq. 3) at the first P positions, ``P = L + 1`` or ``P = L`` (rules with ``heads_at_drafts_only``
+            read no heads at the bonus position, so the verify round does not compute them). Required by
+            DropMatch rules. With ``head_candidates`` the last dim is C (the heads at candidate tokens only).
         temperature: sampling temperature; ``0`` means greedy (argmax everywhere).
         generator: seeded ``torch.Generator`` for every random draw a rule makes (never the global RNG),
             on the logits' device.
@@ -34,6 +36,9 @@ class VerifyInputs:
             head's input). Filled by :func:`criteria.verify.verify_round` for rules with ``needs_hidden``.
         draft_hidden: ``[B, L, d_draft]`` or None, the draft model's final hidden state that produced each
             draft token. Filled for rules with ``needs_hidden`` when the backend has it.
+        head_candidates: ``[B, P, C + 1]`` int64 or None: the sparse variant (``HeadSpec.top_n``): the token id of
+            each entry of ``head_logits``' last dim (:func:`criteria.dropout_heads.candidate_tokens`), the last one
+            ``-1`` (the rest of the vocabulary); None = exact heads over the whole vocabulary.
     """
 
     draft_token_ids: torch.Tensor
@@ -44,6 +49,7 @@ class VerifyInputs:
     generator: torch.Generator | None = None
     target_hidden: torch.Tensor | None = None
     draft_hidden: torch.Tensor | None = None
+    head_candidates: torch.Tensor | None = None
 
 
 @dataclass

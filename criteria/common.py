@@ -33,7 +33,8 @@ def check_inputs(
             when given or required.
         rule: registry key of the calling rule, used in error messages.
         need_draft_probs: ``draft_probs`` must be given.
-        need_heads: ``head_logits`` ``[B, L+1, K, V]`` must be given, with any K >= 1.
+        need_heads: ``head_logits`` ``[B, L+1, K, V]`` (or ``[B, L, K, V]``; last dim C with ``head_candidates``)
+            must be given, with any K >= 1.
 
     Returns:
         ``(B, L, V)``.
@@ -64,11 +65,17 @@ def check_inputs(
     heads = inputs.head_logits
     if need_heads and heads is None:
         raise ValueError(f"{rule}: head_logits [B, L+1, K, V] is required (dropmatch.K >= 1) but is None")
-    if heads is not None and (heads.ndim != 4 or heads.shape[2] < 1 or tuple(heads.shape[:2]) + (heads.shape[3],)
-                              != (B, L + 1, V)):
+    cand = inputs.head_candidates
+    width = V if cand is None else cand.shape[-1]  # the sparse variant: heads at C candidate tokens
+    if heads is not None and (heads.ndim != 4 or heads.shape[2] < 1 or heads.shape[0] != B
+                              or heads.shape[1] not in (L, L + 1) or heads.shape[3] != width):
         raise ValueError(
-            f"{rule}: head_logits must have shape [B, L+1, K, V] = [{B}, {L + 1}, K>=1, {V}]; got {tuple(heads.shape)}"
+            f"{rule}: head_logits must have shape [B, L+1 (or L), K, V] = [{B}, {L + 1}, K>=1, {width}]; "
+            f"got {tuple(heads.shape)}"
         )
+    if cand is not None and heads is not None and tuple(cand.shape) != (B, heads.shape[1], width):
+        raise ValueError(f"{rule}: head_candidates must have shape [B, P, C] = [{B}, {heads.shape[1]}, {width}]; "
+                         f"got {tuple(cand.shape)}")
     T = inputs.temperature
     if not (isinstance(T, (int, float)) and math.isfinite(T) and T >= 0):
         raise ValueError(f"{rule}: temperature={T!r} is invalid; allowed values: a finite float >= 0 (0 = greedy)")

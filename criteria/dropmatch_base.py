@@ -59,6 +59,24 @@ def js_statistics(
     return js_draft, js_heads.amax(dim=-1)
 
 
+def js_inputs(inputs: VerifyInputs, L: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The heads' logits and the draft distribution at the L drafted positions, in the heads' token space.
+
+    Exact heads: ``head_logits[:, :L]`` ``[B, L, K, V]`` and ``draft_probs`` ``[B, L, V]``. Sparse variant
+    (``head_candidates``): the heads at the C candidate tokens plus the rest-of-vocabulary entry, and the
+    draft's probabilities there plus its mass outside the candidates (a masked duplicate candidate gets 0), so
+    Eq. (5)-(6) compare distributions on one coarsened support of C + 1 entries.
+    """
+    heads = inputs.head_logits[:, :L]
+    cand = inputs.head_candidates
+    if cand is None:
+        return heads, inputs.draft_probs
+    q = inputs.draft_probs.gather(-1, cand[:, :L, :-1]).float()  # [B, L, C]
+    q = q.masked_fill(torch.isneginf(heads[:, :, 0, :-1]), 0.0)  # duplicates count once
+    q = torch.cat([q, (1.0 - q.sum(dim=-1, keepdim=True)).clamp_min(0.0)], dim=-1)  # + the rest entry
+    return heads, q / q.sum(dim=-1, keepdim=True)
+
+
 def dropmatch_trace(
     inputs: VerifyInputs,
     head_token_ids: torch.Tensor,
@@ -111,7 +129,7 @@ def dropmatch_trace(
         "draft_agrees_majority": agrees,
     }
     if js is None and inputs.draft_probs is not None:
-        js = js_statistics(inputs.head_logits[:, :L], inputs.draft_probs, inputs.temperature)
+        js = js_statistics(*js_inputs(inputs, L), inputs.temperature)
     if js is not None:
         js_draft, js_heads_max = js
         by_js = js_draft <= js_heads_max  # [B, L]
@@ -181,6 +199,7 @@ class DropMatchBase:
     needs_heads: bool = True
     needs_draft_probs: bool = False
     needs_hidden: bool = False
+    heads_at_drafts_only: bool = True  # the verify round need not compute heads at the bonus position
 
     def __init__(self, majority: str = "strict", include_target: bool = False) -> None:
         if majority not in MAJORITY_MODES:
@@ -191,9 +210,13 @@ class DropMatchBase:
         self.include_target = include_target
 
     def accept_test(
-        self, inputs: VerifyInputs, head_token_ids: torch.Tensor
+        self, inputs: VerifyInputs, head_token_ids: torch.Tensor, every_position: bool = True
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
-        """Per-position acceptance test ``[B, L]`` bool, plus ``(js_draft, js_heads_max)`` if computed."""
+        """Per-position acceptance test ``[B, L]`` bool, plus ``(js_draft, js_heads_max)`` if computed.
+
+        ``every_position=False`` lets a rule skip work at positions the prefix closure makes irrelevant (after
+        a row's first rejection): the test is exact up to and including that position, arbitrary after it.
+        """
         raise NotImplementedError
 
     def __call__(self, inputs: VerifyInputs, *, trace: bool = False) -> AcceptResult:
@@ -215,8 +238,11 @@ class DropMatchBase:
         check_inputs(inputs, rule=self.name, need_draft_probs=self.needs_draft_probs, need_heads=True)
         L = inputs.draft_token_ids.shape[1]
         T, gen = inputs.temperature, inputs.generator
-        heads = head_tokens(inputs.head_logits[:, :L], T, gen)  # [B, L, K]
-        ok, js = self.accept_test(inputs, heads)  # [B, L]
+        if inputs.head_candidates is None:
+            heads = head_tokens(inputs.head_logits[:, :L], T, gen)  # [B, L, K]
+        else:  # sparse variant: a head's token among the candidates (not the rest entry), index -> token id
+            heads = inputs.head_candidates[:, :L].gather(-1, head_tokens(inputs.head_logits[:, :L, :, :-1], T, gen))
+        ok, js = self.accept_test(inputs, heads, every_position=trace)  # [B, L], exact up to the first rejection
         if self.include_target:
             ok = ok | (inputs.draft_token_ids == inputs.target_logits[:, :L].argmax(dim=-1))  # [B, L]
         info = dropmatch_trace(inputs, heads, js, self.majority) if trace else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from criteria.base import VerifyInputs
-from criteria.dropmatch_base import DropMatchBase, js_statistics, majority_vote
+from criteria.dropmatch_base import DropMatchBase, js_inputs, js_statistics, majority_vote
 from criteria.registry import CRITERIA
 
 
@@ -39,11 +39,32 @@ class DropMatchJS(DropMatchBase):
     needs_draft_probs = True
 
     def accept_test(
-        self, inputs: VerifyInputs, head_token_ids: torch.Tensor
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """Eq. (6) OR Eq. (7) at each draft position: ``[B, L]`` bool, and ``(js_draft, js_heads_max)``."""
+        self, inputs: VerifyInputs, head_token_ids: torch.Tensor, every_position: bool = True
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        """Eq. (6) OR Eq. (7) at each draft position: ``[B, L]`` bool, and ``(js_draft, js_heads_max)``.
+
+        With ``every_position=False`` the JS test (Eq. 6, the expensive part: K + 1 distributions over V) runs
+        only where it can change the round: at positions the majority (Eq. 7) does not already accept, up to
+        each row's first rejection, one position at a time over the rows still accepting. The values it computes
+        there are those of the full computation (same per-row operations), so the decisions are the same; the
+        test is then exact up to the first rejection only, and no JS values are returned.
+        """
         L = inputs.draft_token_ids.shape[1]
-        js_draft, js_heads_max = js_statistics(inputs.head_logits[:, :L], inputs.draft_probs, inputs.temperature)
         majority, valid = majority_vote(head_token_ids, self.majority)  # [B, L], [B, L]
-        ok = (js_draft <= js_heads_max) | (valid & (majority == inputs.draft_token_ids))  # [B, L]
-        return ok, (js_draft, js_heads_max)
+        by_majority = valid & (majority == inputs.draft_token_ids)  # [B, L]
+        heads, draft_probs = js_inputs(inputs, L)  # [B, L, K, V], [B, L, V] (or C: the sparse variant)
+        if every_position:
+            js_draft, js_heads_max = js_statistics(heads, draft_probs, inputs.temperature)
+            return (js_draft <= js_heads_max) | by_majority, (js_draft, js_heads_max)
+        ok = by_majority.clone()
+        alive = torch.ones(ok.shape[0], dtype=torch.bool, device=ok.device)  # [B] rows with no rejection yet
+        for t in range(L):
+            need = (alive & ~by_majority[:, t]).nonzero().squeeze(-1)  # rows whose position t needs Eq. (6)
+            if need.numel():
+                js_draft, js_heads_max = js_statistics(heads[need, t : t + 1], draft_probs[need, t : t + 1],
+                                                       inputs.temperature)
+                ok[need, t] = js_draft[:, 0] <= js_heads_max[:, 0]
+            alive = alive & ok[:, t]
+            if not bool(alive.any()):
+                break
+        return ok, None

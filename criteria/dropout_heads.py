@@ -23,14 +23,21 @@ class HeadSpec:
     Attributes:
         K: number of dropout heads, an integer >= 0.
         p_drop: dropout probability, a float in ``[0, 1)`` (ignored when ``K = 0``; stored as 0.0 then).
+        top_n: None (exact: the heads cover the whole vocabulary) or N >= 1: the opt-in sparse variant
+            (``dropmatch.sparse_top_n``), where the heads are evaluated only on candidate tokens, the union of the
+            plain head's and the draft's top-N at each position (:func:`candidate_tokens`), plus one entry for the
+            rest of the vocabulary (logit: the plain head's log-sum-exp there); the rules then take head tokens
+            among the candidates and JS over the candidates + the rest entry.
+            Not the paper's rule: its decision agreement with the exact rule is measured, not assumed.
 
     Raises:
-        ValueError: a field out of range; the message names ``dropmatch.K`` / ``dropmatch.p_drop`` and the
-            allowed values.
+        ValueError: a field out of range; the message names ``dropmatch.K`` / ``dropmatch.p_drop`` /
+            ``dropmatch.sparse_top_n`` and the allowed values.
     """
 
     K: int = 0
     p_drop: float = 0.0
+    top_n: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.K, bool) or not isinstance(self.K, int) or self.K < 0:
@@ -38,7 +45,12 @@ class HeadSpec:
         p = self.p_drop
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or not 0.0 <= p < 1.0:
             raise ValueError(f"dropmatch.p_drop={p!r} is invalid; allowed values: a number in [0, 1)")
+        n = self.top_n
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ValueError(f"dropmatch.sparse_top_n={n!r} is invalid; allowed values: null (exact) or an "
+                             "integer >= 1")
         object.__setattr__(self, "p_drop", float(p) if self.K > 0 else 0.0)
+        object.__setattr__(self, "top_n", n if self.K > 0 else None)
 
     @property
     def active(self) -> bool:
@@ -46,7 +58,7 @@ class HeadSpec:
         return self.K > 0
 
     def as_dict(self) -> dict:
-        return {"K": self.K, "p_drop": self.p_drop}
+        return {"K": self.K, "p_drop": self.p_drop, **({"sparse_top_n": self.top_n} if self.top_n else {})}
 
 
 @dataclass(frozen=True)
@@ -125,11 +137,67 @@ def heads_from_masks(hidden: torch.Tensor, keep: torch.Tensor, p_drop: float, lm
     """
     N, d = hidden.shape
     K = keep.shape[1]
-    scaled = hidden * (1.0 / (1.0 - p_drop))  # [N, d], Eq. (2) scale
-    dropped = torch.where(keep, scaled.unsqueeze(1), torch.zeros((), dtype=hidden.dtype, device=hidden.device))
+    dropped = dropped_hidden(hidden, keep, p_drop)  # [N, K, d], Eq. (1)-(2)
     stacked = torch.cat([hidden.unsqueeze(1), dropped], dim=1)  # [N, 1+K, d]
     logits = torch.nn.functional.linear(stacked.reshape(N * (1 + K), d), lm_head_weight, lm_head_bias)
     return logits.reshape(N, 1 + K, -1)  # [N, 1+K, V], Eq. (3)
+
+
+def dropped_hidden(hidden: torch.Tensor, keep: torch.Tensor, p_drop: float) -> torch.Tensor:
+    """The K dropout heads' inputs ``h * m^(i) / (1 - p_drop)`` (Eq. 1-2): ``[N, d]``, ``[N, K, d]`` -> ``[N, K, d]``.
+
+    Paper: Eq. (1)-(2) (inverted dropout of the LM head's input).
+    """
+    scaled = hidden * (1.0 / (1.0 - p_drop))  # [N, d]
+    return torch.where(keep, scaled.unsqueeze(1), torch.zeros((), dtype=hidden.dtype, device=hidden.device))
+
+
+def candidate_tokens(target_logits: torch.Tensor, draft_probs: torch.Tensor | None, top_n: int
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Candidate tokens of the sparse variant: the plain head's top-N and the draft's top-N at each position.
+
+    Positions ``t < L`` (drafted) take the union of the target's top-N and the draft's top-N; the positions
+    without a draft (the bonus position) take the target's top-2N. A draft token already among the target's
+    top-N is a duplicate and is masked (its head logit is set to ``-inf`` by the caller), so no token counts twice.
+
+    Args:
+        target_logits: ``[B, P, V]`` plain-head logits (P positions, ``P >= L``).
+        draft_probs: ``[B, L, V]`` or None.
+        top_n: N >= 1 (clamped to V).
+
+    Returns:
+        ``(ids [B, P, C] int64, duplicate [B, P, C] bool)`` with ``C = min(2N, V)``.
+    """
+    V = target_logits.shape[-1]
+    n = min(top_n, V // 2) if V >= 2 else 1
+    ids = target_logits.topk(min(2 * n, V), dim=-1).indices  # [B, P, C]
+    dup = torch.zeros(ids.shape, dtype=torch.bool, device=ids.device)
+    if draft_probs is not None and draft_probs.shape[1] > 0 and ids.shape[-1] == 2 * n:
+        L = draft_probs.shape[1]
+        drafted = draft_probs[..., :V].topk(n, dim=-1).indices  # [B, L, n]
+        ids = ids.clone()
+        ids[:, :L, n:] = drafted
+        dup[:, :L, n:] = (drafted.unsqueeze(-1) == ids[:, :L, :n].unsqueeze(-2)).any(dim=-1)
+    return ids, dup
+
+
+def heads_on_candidates(dropped: torch.Tensor, lm_head_weight: torch.Tensor, lm_head_bias: torch.Tensor | None,
+                        ids: torch.Tensor, duplicate: torch.Tensor) -> torch.Tensor:
+    """Dropout-head logits at candidate tokens only (Eq. 3 restricted to the rows ``W[ids]``).
+
+    Args:
+        dropped: ``[M, K, d]`` head inputs (:func:`dropped_hidden`).
+        lm_head_weight: ``[V, d]``; lm_head_bias: ``[V]`` or None.
+        ids: ``[M, C]`` candidate token ids; duplicate: ``[M, C]`` bool, entries to mask.
+
+    Returns:
+        ``[M, K, C]`` logits in the weight's dtype, ``-inf`` at duplicates.
+    """
+    rows = lm_head_weight[ids]  # [M, C, d]
+    logits = torch.bmm(dropped, rows.transpose(1, 2))  # [M, K, C]
+    if lm_head_bias is not None:
+        logits = logits + lm_head_bias[ids].unsqueeze(1)
+    return logits.masked_fill(duplicate.unsqueeze(1), float("-inf"))
 
 
 def dropout_head_logits(

@@ -21,34 +21,64 @@ from typing import Any, Sequence
 import torch
 
 from criteria.base import AcceptResult, VerifyInputs
-from criteria.dropout_heads import HeadSpec, LMHead, dropout_masks, heads_from_masks
+from criteria.dropout_heads import (HeadSpec, LMHead, candidate_tokens, dropout_masks, dropped_hidden,
+                                    heads_on_candidates)
 
 
-def head_logits(hidden: torch.Tensor, lm_head: LMHead, heads: HeadSpec,
-                generators: Sequence[torch.Generator | None]) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Plain and dropout-head logits of B rows in one matmul (Eq. 1-3).
+def head_logits(hidden: torch.Tensor, lm_head: LMHead, heads: HeadSpec, generators: Sequence[torch.Generator | None],
+                *, positions: int | None = None, draft_probs: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Plain and dropout-head logits of B rows (Eq. 1-3), the plain rows and the head rows in one matmul.
+
+    RNG: the masks of all N positions are drawn (one ``torch.rand((N, K, d))`` per row, as
+    :func:`criteria.dropout_heads.dropout_masks`) whatever ``positions`` is, so the stream does not depend on it.
 
     Args:
         hidden: ``[B, N, d]`` final hidden states (LM-head input), the model's dtype.
-        lm_head: the target's LM head (a vocabulary shard with ``gather`` under tensor parallelism).
-        heads: K and p_drop; ``K = 0``: plain head only.
+        lm_head: the target's LM head (a vocabulary shard with ``gather`` under tensor parallelism; the sparse
+            variant needs the whole head).
+        heads: K, p_drop and the sparse variant's top-N; ``K = 0``: plain head only.
         generators: B generators on ``hidden``'s device (used only when ``K >= 1`` and ``p_drop > 0``).
+        positions: P, the leading positions whose dropout heads are computed (default: all N). The DropMatch
+            rules read the heads at the L drafted positions only, so the verify round skips the bonus position.
+        draft_probs: ``[B, L, V]`` (the sparse variant's candidates use the draft's top-N).
 
     Returns:
-        ``target_logits`` ``[B, N, V]`` float32 and ``head_logits`` ``[B, N, K, V]`` float32 (None when K = 0).
+        ``target_logits`` ``[B, N, V]`` float32; ``head_logits`` ``[B, P, K, V]`` in the matmul's dtype (exact) or
+        ``[B, P, K, C + 1]`` float32 at the C candidate tokens plus one entry for the rest of the vocabulary
+        (sparse), None when K = 0; ``candidates`` ``[B, P, C + 1]`` int64 token ids of the sparse heads' last dim
+        (``-1`` for the rest entry), else None.
     """
     B, N, d = hidden.shape
+    P = N if positions is None else positions
     W, b = lm_head.rows()
     flat = hidden.reshape(B * N, d)
     if not heads.active:
-        return lm_head.full(torch.nn.functional.linear(flat, W, b)).float().view(B, N, -1), None
+        return lm_head.full(torch.nn.functional.linear(flat, W, b)).float().view(B, N, -1), None, None
     K, p = heads.K, heads.p_drop
     if p == 0:  # every head is the plain head: copy it so the rows are bitwise identical
-        plain = lm_head.full(torch.nn.functional.linear(flat, W, b)).float().view(B, N, 1, -1)
-        return plain[:, :, 0], plain.expand(B, N, K, plain.shape[-1]).contiguous()
+        plain = lm_head.full(torch.nn.functional.linear(flat, W, b)).view(B, N, 1, -1)
+        return plain[:, :, 0].float(), plain[:, :P].expand(B, P, K, plain.shape[-1]).contiguous(), None
     keep = torch.cat([dropout_masks(N, K, d, p, g, hidden.device) for g in generators])  # [B*N, K, d]
-    logits = lm_head.full(heads_from_masks(flat, keep, p, W, b)).float().view(B, N, 1 + K, -1)  # [B, N, 1+K, V]
-    return logits[:, :, 0], logits[:, :, 1:]
+    keep = keep.view(B, N, K, d)[:, :P].reshape(B * P, K, d)
+    dropped = dropped_hidden(hidden[:, :P].reshape(B * P, d), keep, p)  # [B*P, K, d], Eq. (1)-(2)
+    if heads.top_n is None:
+        rows = torch.cat([flat, dropped.reshape(B * P * K, d)])  # plain rows first, then the head rows
+        logits = lm_head.full(torch.nn.functional.linear(rows, W, b))  # [B*N + B*P*K, V], Eq. (3), one matmul
+        V = logits.shape[-1]
+        return logits[: B * N].float().view(B, N, V), logits[B * N:].view(B, P, K, V), None
+    if lm_head.gather is not None:
+        raise ValueError("dropmatch.sparse_top_n needs the whole LM head; under tensor parallelism use the exact rule "
+                         "(dropmatch.sparse_top_n=null)")
+    target = torch.nn.functional.linear(flat, W, b).float().view(B, N, -1)  # [B, N, V]
+    ids, dup = candidate_tokens(target[:, :P], draft_probs, heads.top_n)  # [B, P, C]
+    C = ids.shape[-1]
+    sparse = heads_on_candidates(dropped, W, b, ids.reshape(B * P, C), dup.reshape(B * P, C))  # [B*P, K, C]
+    # the rest of the vocabulary as one more entry: its logit is the plain head's log-sum-exp outside the
+    # candidates (the heads' expectation there, Eq. 2 preserves it), its id -1 (never a head token)
+    rest = target[:, :P].scatter(-1, ids, float("-inf")).logsumexp(dim=-1)  # [B, P]
+    sparse = torch.cat([sparse.float().view(B, P, K, C), rest[:, :, None, None].expand(B, P, K, 1)], dim=-1)
+    return target, sparse, torch.cat([ids, ids.new_full((B, P, 1), -1)], dim=-1)
 
 
 def verify_round(
@@ -98,15 +128,19 @@ def verify_round(
         raise ValueError(f"need one generator per row: B={B}, got {len(generators)}")
     if getattr(rule, "needs_heads", False) and not heads.active:
         raise ValueError(f"rule {rule.name!r} needs MC-dropout heads; dropmatch.K={heads.K} (allowed: >= 1)")
-    target_logits, head_l = head_logits(hidden, lm_head, heads, generators)  # [B, N, V], [B, N, K, V]
-    V = target_logits.shape[-1]
-    if draft_probs is not None and draft_probs.shape[-1] != V:
+    # V: the real vocabulary (a shard's rows are not all of it under tensor parallelism)
+    V = lm_head.vocab_size if lm_head.gather is not None else lm_head.rows()[0].shape[0]
+    if draft_probs is not None and V is not None and draft_probs.shape[-1] != V:
         draft_probs = draft_probs[..., :V]  # the draft's padded vocabulary rows
+    positions = N - 1 if getattr(rule, "heads_at_drafts_only", False) else N  # DropMatch: no heads at the bonus
+    target_logits, head_l, cand = head_logits(hidden, lm_head, heads, generators, positions=positions,
+                                              draft_probs=draft_probs)  # [B, N, V], [B, P, K, V or C], [B, P, C]
     needs_hidden = bool(getattr(rule, "needs_hidden", False))
     inputs = VerifyInputs(
         draft_token_ids=draft_token_ids, target_logits=target_logits, draft_probs=draft_probs,
         head_logits=head_l, temperature=float(temperature), generator=None,
         target_hidden=hidden if needs_hidden else None, draft_hidden=draft_hidden if needs_hidden else None,
+        head_candidates=cand,
     )
     if temperature == 0:  # no random draws: one batched call
         return rule(inputs, trace=trace)
@@ -122,6 +156,7 @@ def _row(inputs: VerifyInputs, i: int, generator: torch.Generator | None) -> Ver
         draft_token_ids=inputs.draft_token_ids[i : i + 1], target_logits=inputs.target_logits[i : i + 1],
         draft_probs=pick(inputs.draft_probs), head_logits=pick(inputs.head_logits), temperature=inputs.temperature,
         generator=generator, target_hidden=pick(inputs.target_hidden), draft_hidden=pick(inputs.draft_hidden),
+        head_candidates=pick(inputs.head_candidates),
     )
 
 

@@ -100,7 +100,9 @@ def head_spec(c: Mapping[str, Any]) -> Any:
     from criteria.dropout_heads import HeadSpec
 
     if c["method"].get("uses_dropmatch") or c["method"].get("ar_dropout_path"):
-        return HeadSpec(K=int(c["dropmatch"]["K"]), p_drop=float(c["dropmatch"]["p_drop"]))
+        top_n = c["dropmatch"].get("sparse_top_n")
+        return HeadSpec(K=int(c["dropmatch"]["K"]), p_drop=float(c["dropmatch"]["p_drop"]),
+                        top_n=None if top_n is None else int(top_n))
     return HeadSpec()
 
 
@@ -265,6 +267,7 @@ def run(cfg: Any, log=print) -> dict:
                     "speed": {
                         "num_output_tokens": res.num_output_tokens, "wall_s": res.wall_s, "prefill_s": res.prefill_s,
                         "draft_s": res.draft_s, "verify_s": res.verify_s, "criterion_s": res.criterion_s,
+                        **({"share_s": res.share_s} if res.share_s is not None else {}),
                     },
                     "seed": int(c["decoding"]["seed"]),
                 }

@@ -1,7 +1,9 @@
 """Aggregate a run's sample records into its summary (pure; ``spec/``, ``speed/``, ``quality/`` keys).
 
 Speed follows Spec-Bench: ``speed/tok_per_s`` is the mean of per-sample rates (output tokens / generation
-wall seconds, prefill excluded); ``speed/tok_per_s_total`` is total tokens / total seconds.
+wall seconds, prefill excluded); ``speed/tok_per_s_total`` is total tokens / total seconds;
+``speed/tok_per_s_aggregate`` (when records carry ``speed.share_s``) is total tokens / the run's decoding
+wall time (the sum of the samples' shares of the batch's time): the aggregate throughput of a batched run.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ def summarize(samples: Sequence[Mapping[str, Any]], L: int,
         out["speed/tok_per_s"] = statistics.fmean(per_rep)
         out["speed/tok_per_s_repeat_std"] = statistics.stdev(per_rep)
     out["speed/repeats"] = R
+    shares = [s["speed"].get("share_s") for s in samples]
+    if samples and all(x is not None for x in shares) and sum(shares) > 0:  # batched backends: aggregate rate
+        out["speed/tok_per_s_aggregate"] = tokens / sum(shares)
     for part in ("draft_s", "verify_s", "criterion_s"):
         out[f"speed/{part}"] = sum(s["speed"].get(part, 0.0) for s in samples)
     if aggregate is not None:

@@ -167,3 +167,9 @@ def validate(cfg: Mapping[str, Any]) -> None:
             f"runners/backends/install_vllm.sh (.venv-vllm/bin/python -m runners.main ...)"
         )
     _validate_logger(cfg.get("logger") or {})
+    from runners.models.dtype import resolve_dtype
+
+    try:
+        resolve_dtype(cfg.get("pair") or {})
+    except ValueError as e:
+        raise ConfigError(str(e)) from None

@@ -51,13 +51,18 @@ class SampleResult:
         counters: spec-decode counters of this sample (``num_drafts`` = rounds), counting only tokens that are
             in the output: ``num_drafts + num_accepted_tokens == len(output_token_ids) - 1 + eos_removed``.
         num_output_tokens: ``len(output_token_ids)``, tokens.
-        wall_s: generation wall time without prefill, seconds.
+        wall_s: generation wall time without prefill, seconds: from the sample's first round to its finish (with
+            ``backend.batch_size`` > 1 the rounds are shared with other samples; see ``share_s``).
         prefill_s: prompt prefill time (both models), seconds.
         draft_s / verify_s / criterion_s: split of ``wall_s``, seconds.
         accepted_per_round: accepted draft count of each round, in order, after the same cut.
         stop_reason: ``"eos"``, ``"stop"`` or ``"length"``.
         eos_removed: 1 when an EOS token ended the output (not kept in ``output_token_ids``), else 0.
         trace: optional list of per-round criterion traces (JSON-serialisable).
+        share_s: the sample's share of the batch's wall time, seconds (each interval split equally among the
+            samples decoding then; ``runners.backends.batch_rows``); summed over a run's samples it is the run's
+            decoding wall time, so ``sum(num_output_tokens) / sum(share_s)`` is the aggregate tokens/s. Equals
+            ``wall_s`` at batch size 1; None when the backend does not measure it.
     """
 
     sample_id: str
@@ -74,6 +79,7 @@ class SampleResult:
     stop_reason: str = "length"
     eos_removed: int = 0
     trace: list[dict[str, Any]] | None = None
+    share_s: float | None = None
 
 
 @runtime_checkable

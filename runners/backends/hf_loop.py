@@ -1,16 +1,20 @@
-"""Reference backend: a draft-verify loop on transformers models, batch size 1, CPU or GPU.
+"""Reference backend: a batched draft-verify loop on transformers models, CPU or GPU.
 
 Paper: Leviathan et al. 2023 Alg. 1 (round = draft L tokens + one target verify pass); DropMatch
 (arXiv 2603.03333) Fig. 2: the K dropout heads read the target's final hidden states of the verify pass.
 
-The prefill over the prompt yields the first output token (as vLLM does); then rounds follow.
-One round, for committed tokens ``ids`` (the last one, ``pending``, not yet in the target cache):
-  1. draft: the draft model feeds what its cache lacks and proposes L tokens one by one;
-  2. verify: the target runs ONCE over ``[pending, d_1..d_L]`` -> hidden ``[L+1, d]``; its own head and,
-     for DropMatch, the K dropout heads are one matmul (``criteria.dropout_heads``);
-  3. the criterion returns the accepted count ``a`` and the next (correction or bonus) token;
-  4. both caches roll back to ``len(ids) + a`` positions; ``ids += d_1..d_a, next``.
-L = 0 is the autoregressive baseline through the same loop (no draft model, one target step per round).
+Up to ``batch_size`` (B) sequences decode together; each keeps its own accepted length. A sample joins with
+its own prefill (prompt prefix reused across samples), which yields its first output token (as vLLM does);
+then rounds follow, for all rows at once. One round, for each row's committed tokens ``ids`` (the last one,
+``pending``, not yet in the target cache):
+  1. draft: one draft forward per draft step for all rows (the first step also feeds what each row's draft
+     cache lacks, left-padded); L tokens per row;
+  2. verify: ONE target forward over ``[pending, d_1..d_L]`` of every row -> hidden ``[B, L+1, d]``;
+  3. decide: ``criteria.verify.verify_round`` (plain + dropout heads, the rule, each row's own random stream);
+  4. commit ``d_1..d_a, next`` per row; rejected slots leave both caches (``runners.backends.batch_kv``).
+A finished row leaves the batch with its result, and the next sample takes its place. L = 0 is the
+autoregressive baseline through the same loop (no draft model, one target step per round). Per-sample timing
+(``wall_s`` = time in the batch, ``share_s`` = share of the batch's wall time): ``runners.backends.batch_rows``.
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ from criteria.dropout_heads import HeadSpec, LMHead
 from criteria.registry import CRITERIA
 from criteria.verify import trace_to_json, verify_round
 from runners.backends.base import DecodingConfig, SampleResult
+from runners.backends.batch_kv import BatchKV
+from runners.backends.batch_rows import BatchClock, Row, StopCheck
 from runners.backends.kv_state import KVState, PrefixCache
-from runners.backends.output import cut_rounds, end_of_sequence_ids, finalize, is_finished, round_counters
+from runners.backends.output import cut_rounds, end_of_sequence_ids, finalize, round_counters
 from runners.backends.seeding import make_generator, sample_seed
 from runners.datasets.base import Sample, prompt_token_ids
 from runners.registry import BACKENDS
@@ -33,16 +39,20 @@ from runners.registry import BACKENDS
 _PREFIX_CACHES: dict[int, PrefixCache] = {}
 
 
-def pick_token(logits: torch.Tensor, temperature: float, generator: torch.Generator) -> tuple[int, torch.Tensor]:
-    """The draft's choice from ``logits`` ``[V]``: argmax when ``temperature == 0``, else a sample.
+def draft_choice(logits: torch.Tensor, temperature: float, generators: list[torch.Generator],
+                 need_probs: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The draft's tokens for B rows from ``logits`` ``[B, V]`` float32: argmax (T = 0) or one sample per row.
 
-    Returns ``(token, probs)`` where ``probs`` ``[V]`` float32 is the distribution the token came from
-    (softmax at ``max(temperature, 1)`` scale when greedy, used by the JS rule as ``p_hat``).
+    RNG (T > 0): one ``torch.multinomial`` per row, from that row's generator.
+
+    Returns:
+        ``(tokens [B] int64, probs)``; ``probs`` ``[B, V]`` float32 is the distribution each token came from
+        (softmax at scale ``max(T, 1)``: the JS rule's ``p_hat``), or None when not needed at T = 0.
     """
-    probs = torch.softmax(logits.float() / (temperature if temperature > 0 else 1.0), dim=-1)
-    if temperature > 0:
-        return int(torch.multinomial(probs, 1, generator=generator)), probs
-    return int(torch.argmax(logits)), probs
+    if temperature == 0:
+        return logits.argmax(dim=-1), (torch.softmax(logits, dim=-1) if need_probs else None)
+    probs = torch.softmax(logits / temperature, dim=-1)
+    return torch.cat([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(generators)]), probs
 
 
 @BACKENDS.register("hf")
@@ -52,123 +62,192 @@ class HFLoopBackend:
     Args:
         pair: a :class:`runners.models.loader.LoadedPair`.
         prefix_caching: reuse the KV cache of the shared prompt prefix (few-shot block) across samples.
+        batch_size: B, sequences decoded together (>= 1).
+
+    Raises:
+        ValueError: ``batch_size`` < 1 (names ``backend.batch_size``).
     """
 
     name = "hf"
 
-    def __init__(self, pair: Any, prefix_caching: bool = True, **_: Any) -> None:
+    def __init__(self, pair: Any, prefix_caching: bool = True, batch_size: int = 1, **_: Any) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"backend.batch_size={batch_size!r} is invalid; allowed: an integer >= 1")
         self.pair = pair
         self.tokenizer = pair.tokenizer
+        self.chat_template_kwargs = dict(getattr(pair, "chat_template_kwargs", None) or {})  # pair's template options
         self.prefix_caching = prefix_caching
-        # one prefix cache per model object, shared by every run of this process (a sweep's runs)
-        self._prefix = {w: _PREFIX_CACHES.setdefault(id(m), PrefixCache())
-                        for w, m in (("target", pair.target), ("draft", pair.draft)) if m is not None}
+        self.batch_size = batch_size
         self.eos_ids = end_of_sequence_ids(pair.tokenizer, getattr(getattr(pair.target, "generation_config", None),
                                                                    "eos_token_id", None))
 
     def encode(self, sample: Sample) -> list[int]:
         """Prompt token ids: the target's chat template with the generation prompt (a final assistant message
-        is continued), as lm-eval's HFLM builds them (:func:`runners.datasets.base.prompt_token_ids`)."""
-        return prompt_token_ids(self.tokenizer, sample.messages)
+        is continued), as lm-eval's HFLM builds them (:func:`runners.datasets.base.prompt_token_ids`), with the
+        pair's ``chat_template_kwargs``."""
+        return prompt_token_ids(self.tokenizer, sample.messages, self.chat_template_kwargs)
 
-    def generate(self, samples: Iterable[Sample], decoding: DecodingConfig, rule: Any,
-                 heads: HeadSpec) -> Iterator[SampleResult]:
-        """Decode each sample to completion, yielding its result as soon as it is finished."""
-        if decoding.top_p != 1.0:
-            raise ValueError(f"decoding.top_p={decoding.top_p} unsupported by backend=hf; allowed: 1.0")
-        for sample in samples:
-            yield self.generate_one(sample, decoding, rule, heads)
-
-    def _state(self, which: str) -> KVState:
-        model = self.pair.target if which == "target" else self.pair.draft
-        return KVState(model, self._prefix.get(which) if self.prefix_caching else None)
+    def generate_one(self, sample: Sample, decoding: DecodingConfig, rule: Any, heads: HeadSpec) -> SampleResult:
+        """Decode one sample alone (batch of one)."""
+        return next(iter(self.generate([sample], decoding, rule, heads, batch_size=1)))
 
     @torch.inference_mode()
-    def generate_one(self, sample: Sample, decoding: DecodingConfig, rule: Any, heads: HeadSpec) -> SampleResult:
-        """Decode one sample to completion. See the module docstring for the round structure."""
+    def generate(self, samples: Iterable[Sample], decoding: DecodingConfig, rule: Any, heads: HeadSpec,
+                 batch_size: int | None = None) -> Iterator[SampleResult]:
+        """Decode ``samples`` B at a time, yielding each result as soon as its sample is finished.
+
+        Raises:
+            ValueError: ``decoding.top_p`` other than 1.0; L > 0 without a draft model.
+        """
+        if decoding.top_p != 1.0:
+            raise ValueError(f"decoding.top_p={decoding.top_p} unsupported by backend=hf; allowed: 1.0")
         L = int(decoding.num_speculative_tokens)
         if L > 0 and self.pair.draft is None:
             raise ValueError("num_speculative_tokens > 0 needs a draft model (pair.draft)")
-        T = float(decoding.temperature)
-        prompt = self.encode(sample)
-        ids = list(prompt)
-        timing = {"draft": 0.0, "verify": 0.0, "criterion": 0.0}
-        accepted_per_round: list[int] = []
-        traces: list[dict] | None = [] if decoding.trace else None
-        stops, cap = list(decoding.stop), int(decoding.max_new_tokens)
-
-        # Prefill; the first output token comes from the prefill's last position (as in vLLM), so
-        # rounds start after it and both backends use the per-sample generator at the same points.
-        t0 = time.perf_counter()
-        target = self._state("draft" if (L == 0 and decoding.ar_model == "draft") else "target")
+        B = int(batch_size or self.batch_size)
+        tmodel = self.pair.draft if (L == 0 and decoding.ar_model == "draft") else self.pair.target
+        target = BatchKV(tmodel)
+        draft = BatchKV(self.pair.draft) if L > 0 else None
         head = LMHead(target.lm_head_weight, target.lm_head_bias)
-        gen = make_generator(sample_seed(decoding.seed, sample.sample_id, decoding.seed_stream),
-                             target.lm_head_weight.device)
-        last = target.prefill(prompt)  # [d]
-        first_rule, first_heads = (rule, heads) if L == 0 else (CRITERIA.get("autoregressive")(), HeadSpec())
-        no_drafts = torch.zeros((1, 0), dtype=torch.long, device=last.device)
-        first = verify_round(last[None, None], head, no_drafts, first_rule, first_heads, temperature=T,
-                             generators=[gen])
-        ids.append(int(first.next_token_ids[0]))
-        draft = None
-        if L > 0:
-            draft = self._state("draft")
-            draft.prefill(prompt)
-        prefill_s = time.perf_counter() - t0
+        rows: list[Row] = []
+        clock = BatchClock()
+        queue = iter(samples)
+        while True:
+            while len(rows) < B:  # fill: each sample joins after its own prefill (others wait meanwhile)
+                sample = next(queue, None)
+                if sample is None:
+                    break
+                row = self._join(sample, decoding, rule, heads, target, draft, tmodel)
+                clock.tick(rows)
+                row.t_join = clock.t
+                rows.append(row)
+                if row.done:
+                    res = self._leave(rows, [row], target, draft, decoding)
+                    t = time.perf_counter()
+                    yield res
+                    clock.skip(rows, time.perf_counter() - t)
+            if not rows:
+                return
+            parts = self._round(rows, decoding, rule, heads, target, draft, head)
+            clock.tick(rows, parts)
+            finished = [r for r in rows if r.done]
+            if finished:
+                now = time.perf_counter()
+                for r in finished:
+                    res = self._result(r, decoding, now)
+                    t = time.perf_counter()
+                    yield res
+                    clock.skip(rows, time.perf_counter() - t)  # the caller's time (scoring, records) is not ours
+                self._drop(rows, finished, target, draft)
+            elif max(target.holes(), draft.holes() if draft else 0.0) > 0.25:
+                target.compact()
+                if draft is not None:
+                    draft.compact()
 
+    def _join(self, sample: Sample, decoding: DecodingConfig, rule: Any, heads: HeadSpec, target: BatchKV,
+              draft: BatchKV | None, tmodel: Any) -> Row:
+        """Prefill one sample alone (prefix cache), emit its first token and add it to the batch."""
+        t0 = time.perf_counter()
+        L, T = int(decoding.num_speculative_tokens), float(decoding.temperature)
+        prompt = self.encode(sample)
+        gen = make_generator(sample_seed(decoding.seed, sample.sample_id, decoding.seed_stream), target.device)
+        st = KVState(tmodel, self._prefix_for(tmodel))
+        last = st.prefill(prompt)  # [d]
+        # the first output token comes from the prefill's last position (as in vLLM)
+        first_rule, first_heads = (rule, heads) if L == 0 else (CRITERIA.get("autoregressive")(), HeadSpec())
+        no_drafts = torch.zeros((1, 0), dtype=torch.long, device=target.device)
+        first = verify_round(last[None, None], LMHead(target.lm_head_weight, target.lm_head_bias), no_drafts,
+                             first_rule, first_heads, temperature=T, generators=[gen])
+        target.add(st.cache)
+        if draft is not None:
+            ds = KVState(draft.model, self._prefix_for(draft.model))
+            ds.prefill(prompt)
+            draft.add(ds.cache)
+        row = Row(sample=sample, ids=list(prompt), prompt_len=len(prompt), gen=gen,
+                  stop=StopCheck(self.tokenizer, self.eos_ids, decoding.stop, decoding.max_new_tokens),
+                  prefill_s=0.0, traces=[] if decoding.trace else None)
+        row.commit([int(first.next_token_ids[0])])
+        row.prefill_s = time.perf_counter() - t0
+        return row
+
+    def _prefix_for(self, model: Any) -> PrefixCache | None:
+        """The prefix cache of ``model``: one per model object, shared by every run of this process."""
+        if not self.prefix_caching:
+            return None
+        return _PREFIX_CACHES.setdefault(id(model), PrefixCache())
+
+    def _round(self, rows: list[Row], decoding: DecodingConfig, rule: Any, heads: HeadSpec, target: BatchKV,
+               draft: BatchKV | None, head: LMHead) -> dict[str, float]:
+        """One draft-verify round of every row; returns its draft / verify / criterion seconds."""
+        L, T, dev = int(decoding.num_speculative_tokens), float(decoding.temperature), target.device
+        gens = [r.gen for r in rows]
         needs_q = bool(rule.needs_draft_probs) or bool(decoding.trace)
         needs_h = bool(getattr(rule, "needs_hidden", False))
-        t_start = time.perf_counter()
-        while not is_finished(ids[len(prompt):], self.tokenizer, self.eos_ids, stops, cap):
-            # 1. draft: L tokens, one draft forward each
-            t = time.perf_counter()
-            drafts: list[int] = []
-            qs: list[torch.Tensor] = []
-            dh: list[torch.Tensor] = []
-            for _ in range(L):
-                h = draft.forward((ids + drafts)[draft.length:])
-                tok, q = pick_token(draft.logits(h[-1:])[0], T, gen)
-                drafts.append(tok)
-                qs.append(q)
+        t0 = time.perf_counter()
+        drafts = torch.empty((len(rows), L), dtype=torch.long, device=dev)
+        qs, dh = [], []
+        if L > 0:
+            # step 1 feeds what each row's draft cache lacks (1 or 2 tokens), left-padded to a common width
+            have = draft.lengths()
+            lack = [r.ids[n:] for r, n in zip(rows, have)]
+            width = max(len(x) for x in lack)
+            feed = torch.tensor([[0] * (width - len(x)) + x for x in lack], dtype=torch.long, device=dev)
+            ok = torch.tensor([[False] * (width - len(x)) + [True] * len(x) for x in lack], device=dev)
+            h = draft.forward(feed, None if bool(ok.all()) else ok)[:, -1]  # [B, d]
+            for k in range(L):
+                if k > 0:
+                    h = draft.forward(drafts[:, k - 1 : k])[:, -1]
+                drafts[:, k], q = draft_choice(draft.logits(h), T, gens, needs_q)
+                if q is not None:
+                    qs.append(q)
                 if needs_h:
-                    dh.append(h[-1])
-            timing["draft"] += time.perf_counter() - t
+                    dh.append(h)
+        t1 = time.perf_counter()
+        pending = torch.tensor([[r.ids[-1]] for r in rows], dtype=torch.long, device=dev)
+        hidden = target.forward(torch.cat([pending, drafts], dim=1))  # [B, L+1, d]
+        t2 = time.perf_counter()
+        res = verify_round(
+            hidden, head, drafts, rule, heads, temperature=T, generators=gens,
+            draft_probs=torch.stack(qs, dim=1) if (needs_q and L > 0) else None,
+            draft_hidden=torch.stack(dh, dim=1) if dh else None, trace=decoding.trace,
+        )
+        acc, nxt, dl = res.num_accepted.tolist(), res.next_token_ids.tolist(), drafts.tolist()
+        for i, r in enumerate(rows):
+            a = int(acc[i])
+            r.accepted.append(a)
+            if r.traces is not None and res.trace:
+                r.traces.append(trace_to_json(res.trace, i, min(a + 1, L)))
+            r.commit(dl[i][:a] + [int(nxt[i])])
+        num = res.num_accepted.to(dev)
+        target.keep_last(L + 1, num + 1)  # pending + accepted drafts
+        if draft is not None and L > 1:  # d_1..d_{L-1} were fed in steps 2..L
+            draft.keep_last(L - 1, num.clamp(max=L - 1))
+        t3 = time.perf_counter()
+        return {"draft": t1 - t0, "verify": t2 - t1, "criterion": t3 - t2}
 
-            # 2. verify: one target pass over [pending, drafts]
-            t = time.perf_counter()
-            hidden = target.forward([ids[-1]] + drafts)  # [L+1, d]
-            timing["verify"] += time.perf_counter() - t
+    def _drop(self, rows: list[Row], gone: list[Row], target: BatchKV, draft: BatchKV | None) -> None:
+        keep = [i for i, r in enumerate(rows) if r not in gone]
+        target.compact(keep)
+        if draft is not None:
+            draft.compact(keep)
+        rows[:] = [rows[i] for i in keep]
 
-            # 3. decide: heads + rule, in one place for every backend
-            t = time.perf_counter()
-            res = verify_round(
-                hidden[None], head, torch.tensor([drafts], dtype=torch.long, device=hidden.device), rule, heads,
-                temperature=T, generators=[gen],
-                draft_probs=torch.stack(qs)[None] if (needs_q and L > 0) else None,
-                draft_hidden=torch.stack(dh)[None] if dh else None, trace=decoding.trace,
-            )
-            a, nxt = int(res.num_accepted[0]), int(res.next_token_ids[0])
-            accepted_per_round.append(a)
-            if traces is not None and res.trace:
-                traces.append(trace_to_json(res.trace, 0, min(a + 1, L)))
-            timing["criterion"] += time.perf_counter() - t
+    def _leave(self, rows: list[Row], gone: list[Row], target: BatchKV, draft: BatchKV | None,
+               decoding: DecodingConfig) -> SampleResult:
+        """A row finished at its prefill (first token EOS or a one-token cap)."""
+        now = time.perf_counter()
+        self._drop(rows, gone, target, draft)
+        return self._result(gone[0], decoding, now)
 
-            # 4. commit and roll back both caches to the accepted prefix
-            base = len(ids)
-            ids.extend(drafts[:a] + [nxt])
-            target.rollback(base + a)
-            if draft is not None:
-                draft.rollback(min(draft.length, base + a))
-        wall_s = time.perf_counter() - t_start
-
-        out = finalize(ids[len(prompt):], self.tokenizer, self.eos_ids, stops, cap)
-        kept = cut_rounds(accepted_per_round, out.emitted)
-        if traces is not None:
-            traces = traces[: len(kept)]
+    def _result(self, row: Row, decoding: DecodingConfig, now: float) -> SampleResult:
+        L = int(decoding.num_speculative_tokens)
+        out = finalize(row.out, self.tokenizer, self.eos_ids, list(decoding.stop), int(decoding.max_new_tokens))
+        kept = cut_rounds(row.accepted, out.emitted)
+        traces = row.traces[: len(kept)] if row.traces is not None else None
         return SampleResult(
-            sample_id=sample.sample_id, output_text=out.text, output_token_ids=out.token_ids,
-            counters=round_counters(kept, L), num_output_tokens=len(out.token_ids), wall_s=wall_s,
-            prefill_s=prefill_s, draft_s=timing["draft"], verify_s=timing["verify"],
-            criterion_s=timing["criterion"], accepted_per_round=kept, stop_reason=out.stop_reason,
-            eos_removed=out.eos_removed, trace=traces,
+            sample_id=row.sample.sample_id, output_text=out.text, output_token_ids=out.token_ids,
+            counters=round_counters(kept, L), num_output_tokens=len(out.token_ids), wall_s=now - row.t_join,
+            prefill_s=row.prefill_s, draft_s=row.timing["draft"], verify_s=row.timing["verify"],
+            criterion_s=row.timing["criterion"], accepted_per_round=kept, stop_reason=out.stop_reason,
+            eos_removed=out.eos_removed, trace=traces, share_s=row.share_s,
         )

@@ -133,6 +133,7 @@ class VLLMBackend:
         draft = _attr(pair, "draft_dir")
         self.draft_dir = None if draft is None else str(draft)
         self.tokenizer = _attr(pair, "tokenizer")
+        self.chat_template_kwargs = dict(_attr(pair, "chat_template_kwargs", None) or {})  # pair's template options
         self.engine_kwargs = dict(enforce_eager=enforce_eager, dtype=dtype, max_model_len=max_model_len,
                                   enable_prefix_caching=enable_prefix_caching,
                                   gpu_memory_utilization=gpu_memory_utilization,

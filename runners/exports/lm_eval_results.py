@@ -37,7 +37,8 @@ class PromptMismatchError(RuntimeError):
 
 
 def replay_lm(outputs: Mapping[tuple[str, int], str], tokenizer: Any = None,
-              prompts: Mapping[tuple[str, int], str] | None = None) -> Any:
+              prompts: Mapping[tuple[str, int], str] | None = None,
+              chat_template_kwargs: Mapping[str, Any] | None = None) -> Any:
     """An ``lm_eval.api.model.LM`` that replays stored generations.
 
     Args:
@@ -45,6 +46,7 @@ def replay_lm(outputs: Mapping[tuple[str, int], str], tokenizer: Any = None,
         tokenizer: the target tokenizer (renders contexts as HFLM does); ``None`` renders the chat
             messages as JSON.
         prompts: ``{(task name, doc index): recorded prompt text}`` to check each context against.
+        chat_template_kwargs: the pair's chat-template options (``pair.chat_template_kwargs``), as the run used.
     """
     from lm_eval.api.model import LM
 
@@ -73,7 +75,8 @@ def replay_lm(outputs: Mapping[tuple[str, int], str], tokenizer: Any = None,
             if tokenizer is None:
                 return json.dumps(chat_history, ensure_ascii=False)
             return tokenizer.apply_chat_template(chat_history, tokenize=False, add_generation_prompt=add_generation_prompt,
-                                                 continue_final_message=not add_generation_prompt)
+                                                 continue_final_message=not add_generation_prompt,
+                                                 **dict(chat_template_kwargs or {}))
 
         @property
         def tokenizer_name(self) -> str:
@@ -158,7 +161,8 @@ def write_lm_eval_results(run_dir: Path, samples: Sequence[Sample], records: Map
                   "dropmatch": config.get("dropmatch"), "run_id": config.get("run_id") or Path(run_dir).name}
     tracker = EvaluationTracker(output_path=str(out_dir / "results.json"))
     results = lm_eval.simple_evaluate(
-        model=replay_lm(outputs, tokenizer, prompts), model_args=model_args, tasks=specs, task_manager=task_manager(),
+        model=replay_lm(outputs, tokenizer, prompts, (config.get("pair") or {}).get("chat_template_kwargs")),
+        model_args=model_args, tasks=specs, task_manager=task_manager(),
         apply_chat_template=True, fewshot_as_multiturn=True, log_samples=True, evaluation_tracker=tracker,
         gen_kwargs=None, bootstrap_iters=100000)
     if results is None:

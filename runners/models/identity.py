@@ -17,7 +17,8 @@ source :func:`runners.models.sources.pick_source` says will be used, the same fu
   computed once per file version (path, size, mtime) and cached in ``<cache>/weights_sha256.json``;
 - no usable source: ``{"source": "unavailable", "reason": ...}`` (the run fails before writing a record).
 
-Every entry also holds ``dtype``: :func:`resolve_dtype`'s value, the dtype the weights are loaded in.
+Every entry also holds ``dtype``: :func:`runners.models.dtype.resolve_dtype`'s value (``auto``: bf16 where the
+hardware has fast bf16), the dtype the weights are loaded in.
 The run id hashes the part of this identity that the config does not already fix
 (:func:`runners.record.identity_of`), and the record keeps all of it (``config.json``, ``meta.json``).
 """
@@ -30,22 +31,13 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from runners.models.dtype import resolve_dtype
+
 from runners.models.sources import COMPLETE_MARKER, ModelUnavailableError, pick_source
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _MEMO: dict[Any, dict] = {}
-
-
-def resolve_dtype(pair_cfg: Mapping[str, Any]) -> str:
-    """The dtype the pair's weights are loaded in (``pair.dtype``; ``auto``: bfloat16 on a CUDA GPU that
-    supports it, else float32). The one place the run id and the loaders take the dtype from."""
-    dtype = str(pair_cfg.get("dtype") or "float32")
-    if dtype != "auto":
-        return dtype
-    import torch
-
-    return "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
 
 
 def model_identity(pair_cfg: Mapping[str, Any]) -> dict:

@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from runners.models.identity import hub_revision, resolve_dtype
+from runners.models.dtype import resolve_dtype
+from runners.models.identity import hub_revision
 from runners.models.sources import resolve_model_dir
 
 _LOADED: dict[tuple[str, str, str], Any] = {}
@@ -27,6 +28,9 @@ class LoadedPair:
         target: ``transformers`` causal LM, eval mode.
         draft: causal LM or None (``L = 0`` runs, the AR baseline, need no draft).
         target_dir / draft_dir: where they were loaded from (a record field).
+        dtype: the resolved compute dtype (``runners.models.dtype.resolve_dtype``: ``pair.dtype: auto`` becomes
+            ``bfloat16`` or ``float32`` by hardware).
+        device: ``pair.device``.
         load_s: seconds spent resolving and loading in this call (0 on an in-process cache hit).
         chat_template_kwargs: the pair's chat-template options (``pair.chat_template_kwargs``); backends pass
             them to :func:`runners.datasets.base.prompt_token_ids`.
@@ -62,8 +66,12 @@ def load_pair(pair: Mapping[str, Any], need_draft: bool = True, load_weights: bo
     ``load_weights=False`` resolves (and prepares) the model directories and loads only the tokenizer:
     for backends such as vLLM that load the weights themselves (``target``/``draft`` are then None).
 
+    The dtype is :func:`runners.models.dtype.resolve_dtype` of ``pair`` (``auto``: bf16 where the hardware
+    has fast bf16, else float32).
+
     Raises:
         runners.models.sources.ModelUnavailableError: a model has no usable source.
+        ValueError: ``pair.dtype`` is not an allowed value.
         ValueError: draft and target vocabularies differ in size beyond the padded embedding rows.
     """
     import torch

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from runners.models.dtype import resolve_dtype
 from runners.models.identity import clear_memo, model_identity, weights_sha256
 from runners.paths import REPO_ROOT
 from runners.record import run_id_of
@@ -56,20 +57,23 @@ def test_local_directories_with_other_weights_get_other_ids(tiny_pair_dir, tmp_p
 def test_embedded_pair_on_other_weights_gets_another_id(tiny_pair_dir, tmp_path):
     """The embedded pair resolves to its pinned GGUF: that adds nothing to the id (ids of earlier records are
     kept). A local directory of other weights, or the same prepared pinned weights, are told apart."""
-    pinned = resolved(f"pair={EMBEDDED}")
-    assert pinned["model_identity"]["target"] == {
-        "source": "pinned", "kind": "pip_chunk_gguf", "dtype": "float32",
+    auto = resolved(f"pair={EMBEDDED}")
+    assert auto["model_identity"]["target"] == {
+        "source": "pinned", "kind": "pip_chunk_gguf", "dtype": resolve_dtype({"dtype": "auto", "device": "cpu"}),
         "sha256": "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"}
+    # dtype auto is resolved by this machine: the resolved dtype enters the id
+    assert run_id_of(auto) != run_id_of({k: v for k, v in auto.items() if k != "model_identity"})
+    pinned = resolved(f"pair={EMBEDDED}", "pair.dtype=float32")  # dtype fixed by the config: nothing added
     assert run_id_of(pinned) == run_id_of({k: v for k, v in pinned.items() if k != "model_identity"})
 
-    other = resolved(f"pair={EMBEDDED}", f"pair.target.local_path={tiny_pair_dir / 'target'}")
+    other = resolved(f"pair={EMBEDDED}", "pair.dtype=float32", f"pair.target.local_path={tiny_pair_dir / 'target'}")
     assert other["model_identity"]["target"]["source"] == "local"
     assert run_id_of(other) != run_id_of(pinned)
 
     prepared = tmp_path / "prepared"  # what runners.models.sources.prepare_pinned leaves: marker = sha256
     prepared.mkdir()
     (prepared / ".complete").write_text(pinned["model_identity"]["target"]["sha256"] + "\n")
-    same = resolved(f"pair={EMBEDDED}", f"pair.target.local_path={prepared}")
+    same = resolved(f"pair={EMBEDDED}", "pair.dtype=float32", f"pair.target.local_path={prepared}")
     assert same["model_identity"] == pinned["model_identity"]
     assert run_id_of(same) == run_id_of(pinned)
 
@@ -86,7 +90,7 @@ def test_hub_revision_is_resolved_and_hashed(monkeypatch, tmp_path):
             self.sha = next(shas)
 
     monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda self, repo, revision=None, timeout=None: Info())
-    over = [f"pair={EMBEDDED}", "pair.target.order=[hub]", "pair.draft.order=[hub]"]
+    over = [f"pair={EMBEDDED}", "pair.dtype=float32", "pair.target.order=[hub]", "pair.draft.order=[hub]"]
     first = resolved(*over)
     assert first["model_identity"]["target"] == {"source": "hub", "hub_id": "Qwen/Qwen2.5-Coder-1.5B-Instruct",
                                                  "revision": "a" * 40, "dtype": "float32"}
@@ -97,7 +101,7 @@ def test_hub_revision_is_resolved_and_hashed(monkeypatch, tmp_path):
     # a pinned commit is used as is (no request), and an HF cache snapshot directory is that commit
     snap = tmp_path / "hub" / "models--Qwen--Qwen2.5-Coder-1.5B-Instruct" / "snapshots" / ("c" * 40)
     snap.mkdir(parents=True)
-    local = resolved(f"pair={EMBEDDED}", f"pair.target.local_path={snap}")
+    local = resolved(f"pair={EMBEDDED}", "pair.dtype=float32", f"pair.target.local_path={snap}")
     pinned_commit = resolved(*over, f"+pair.target.revision={'c' * 40}")
     assert local["model_identity"]["target"] == pinned_commit["model_identity"]["target"]
     from runners.models.identity import hub_revision
@@ -109,7 +113,9 @@ def test_dtype_comes_from_resolve_dtype(tiny_pair_dir, monkeypatch):
     monkeypatch.setenv("DROPMATCH_TINY_PAIR", str(tiny_pair_dir))
     ident = model_identity({"dtype": "auto", "target": {"name": "t", "local_path": str(tiny_pair_dir / "target"),
                                                         "order": ["local"]}})
-    assert ident["target"]["dtype"] == "float32"  # no CUDA here
+    from runners.models.dtype import resolve_dtype
+
+    assert ident["target"]["dtype"] == resolve_dtype({"dtype": "auto", "device": "cpu"})  # by this CPU's flags
     assert run_id_of(resolved("pair=tiny", "pair.dtype=bfloat16")) != run_id_of(resolved("pair=tiny"))
 
 

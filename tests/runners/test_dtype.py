@@ -1,0 +1,88 @@
+"""Precision by hardware (issue 13 item 1): ``pair.dtype: auto`` resolution, validation and the record."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from runners.models.dtype import cpu_flags, cpu_has_fast_bf16, resolve_dtype
+from runners.models.loader import load_pair
+from runners.paths import REPO_ROOT
+from runners.run import resolve_run_config
+from runners.validate import ConfigError
+
+YES, NO = (lambda: True), (lambda: False)
+
+
+@pytest.mark.parametrize("device,cpu,cuda,want", [
+    ("cpu", YES, NO, "bfloat16"),
+    ("cpu", NO, YES, "float32"),
+    ("cuda", NO, YES, "bfloat16"),
+    ("cuda:1", YES, NO, "float32"),  # a GPU without bf16: float32, whatever the CPU has
+    ("meta", YES, YES, "float32"),
+])
+def test_auto_picks_bf16_only_on_bf16_hardware(device, cpu, cuda, want):
+    assert resolve_dtype({"dtype": "auto", "device": device}, cpu_bf16=cpu, cuda_bf16=cuda) == want
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_explicit_dtype_is_kept(dtype):
+    assert resolve_dtype({"dtype": dtype, "device": "cpu"}, cpu_bf16=YES) == dtype
+    assert resolve_dtype({"dtype": "auto", "dtype_resolved": dtype}, cpu_bf16=NO) == dtype
+
+
+def test_missing_dtype_means_float32():
+    assert resolve_dtype({"device": "cpu"}, cpu_bf16=YES) == "float32"
+
+
+@pytest.mark.parametrize("bad", ["fp32", "bf16", "Auto", 32, None])
+def test_bad_dtype_names_the_field(bad):
+    with pytest.raises(ValueError, match=r"pair\.dtype=.*allowed: auto, float32, bfloat16, float16"):
+        resolve_dtype({"dtype": bad})
+
+
+def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
+    f = tmp_path / "cpuinfo"
+    f.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16 fma\n\nflags\t: fpu\n")
+    flags = cpu_flags(str(f))
+    assert flags == {"fpu", "sse", "avx512f", "avx512_bf16", "fma"}
+    assert cpu_has_fast_bf16(flags) and cpu_has_fast_bf16({"amx_bf16"}) and not cpu_has_fast_bf16({"avx512f", "fma"})
+
+
+def test_this_machine_resolves_by_its_flags():
+    flags = cpu_flags()
+    if not flags:
+        pytest.skip("no /proc/cpuinfo flags on this machine")
+    want = "bfloat16" if ({"amx_bf16", "avx512_bf16"} & flags) else "float32"
+    assert resolve_dtype({"dtype": "auto", "device": "cpu"}) == want
+
+
+def _cfg(*overrides):
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+        return compose(config_name="run", overrides=["profile=smoke", "method=sd", "L=3", *overrides])
+
+
+def test_run_config_records_the_resolved_dtype():
+    """The resolved dtype is in config.json's model identity and in the run id (bf16 and fp32 never share an id)."""
+    from runners.record import run_id_of
+
+    auto = resolve_run_config(_cfg())
+    want = resolve_dtype({"dtype": "auto", "device": "cpu"})
+    assert auto["pair"]["dtype"] == "auto"
+    assert {m["dtype"] for m in auto["model_identity"].values()} == {want}
+    f32 = resolve_run_config(_cfg("pair.dtype=float32"))
+    assert {m["dtype"] for m in f32["model_identity"].values()} == {"float32"}
+    assert run_id_of(resolve_run_config(_cfg("pair.dtype=bfloat16"))) != run_id_of(f32)
+
+
+def test_bad_dtype_is_a_config_error_before_loading():
+    with pytest.raises(ConfigError, match=r"pair\.dtype='fp16'"):
+        resolve_run_config(_cfg("pair.dtype=fp16"))
+
+
+def test_loader_loads_in_the_resolved_dtype(tiny_pair_dir):
+    spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
+    p = load_pair({"name": "tiny", "dtype": "bfloat16", "target": spec("target"), "draft": spec("draft")})
+    assert p.dtype == "bfloat16" and p.target.get_output_embeddings().weight.dtype == torch.bfloat16
+    assert p.draft.get_output_embeddings().weight.dtype == torch.bfloat16

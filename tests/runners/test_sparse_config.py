@@ -1,0 +1,30 @@
+"""dropmatch.sparse_top_n: validated before anything loads, carried into the run's HeadSpec."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from runners.paths import REPO_ROOT
+from runners.run import head_spec, resolve_run_config
+from runners.validate import ConfigError
+
+
+def _cfg(*overrides):
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+        return compose(config_name="run", overrides=["profile=smoke", "method=dropmatch", "L=5", *overrides])
+
+
+def test_default_is_exact():
+    assert head_spec(resolve_run_config(_cfg())).top_n is None
+
+
+def test_value_reaches_the_head_spec():
+    spec = head_spec(resolve_run_config(_cfg("dropmatch.sparse_top_n=64")))
+    assert (spec.K, spec.p_drop, spec.top_n) == (5, 0.3, 64)
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "2.5", "true"])
+def test_bad_values_are_config_errors(bad):
+    with pytest.raises(ConfigError, match="dropmatch.sparse_top_n"):
+        resolve_run_config(_cfg(f"dropmatch.sparse_top_n={bad}"))

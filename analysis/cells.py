@@ -84,3 +84,19 @@ def timing_note(cells: Iterable[Cell]) -> str:
     med = sorted(spreads)[len(spreads) // 2] if spreads else math.nan
     return (f"timing: {rtext} repeats per item, an item's wall time = the median of its repeats; median spread "
             f"between repeats (max-min)/median = {100.0 * med:.1f}%")
+
+
+def cap_note(cells_by_label: dict[str, Iterable[Cell]]) -> str:
+    """Footer line: per benchmark, the share of outputs that ended at ``max_new_tokens`` (over every cell's items).
+
+    Args:
+        cells_by_label: ``{benchmark label: its cells}``.
+    """
+    parts = []
+    for label, cells in cells_by_label.items():
+        hit = pd.concat([c.items["hit_cap"] for c in cells]) if cells else pd.Series(dtype=float)
+        hit = hit.dropna()
+        if len(hit):
+            parts.append(f"{label} {int(hit.sum())}/{len(hit)}")
+    return ("outputs that hit max_new_tokens (capped, answer possibly cut): " + ", ".join(parts)) if parts else \
+        "outputs that hit max_new_tokens: not recorded (records without stop_reason)"

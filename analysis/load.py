@@ -139,7 +139,8 @@ def load_runs(root: str | Path | None = None) -> pd.DataFrame:
 SETTING = ("pair", "dataset", "n_expected", "offset", "max_new_tokens")
 
 
-def one_setting(runs: pd.DataFrame, cell: tuple[str, ...], group: tuple[str, ...] = ("pair", "dataset")) -> pd.DataFrame:
+def one_setting(runs: pd.DataFrame, cell: tuple[str, ...], group: tuple[str, ...] = ("pair", "dataset"),
+                extra: tuple[str, ...] = ()) -> pd.DataFrame:
     """Keep, per ``group``, the runs of one *setting* (same items and ``max_new_tokens``), one run per cell.
 
     Cells of a table that are compared with each other (speedups, lines of a plot) must come from the same
@@ -152,11 +153,13 @@ def one_setting(runs: pd.DataFrame, cell: tuple[str, ...], group: tuple[str, ...
         runs: :func:`load_runs` rows.
         cell: the columns that name one cell, e.g. ``("method", "L")``.
         group: the columns within which all cells share a setting.
+        extra: more columns a setting fixes besides :data:`SETTING` (e.g. ``("batch_size",)``: the cells of
+            a row all come from runs of one batch size).
     """
     if runs.empty:
         return runs
     r = runs[~runs["trace"].astype(bool)] if "trace" in runs else runs
-    setting = list(dict.fromkeys([*group, *SETTING]))
+    setting = list(dict.fromkeys([*group, *SETTING, *extra]))
     r = r.sort_values("date_utc", ascending=False).drop_duplicates(setting + list(cell))
     if r.empty:
         return r
@@ -165,7 +168,8 @@ def one_setting(runs: pd.DataFrame, cell: tuple[str, ...], group: tuple[str, ...
     return r.merge(best[setting], on=setting)
 
 
-ITEM_COLUMNS = ("sample_id", "rounds", "accepted", "correct", "tokens", "wall_s", "wall_s_repeats", "tok_per_s")
+ITEM_COLUMNS = ("sample_id", "rounds", "accepted", "correct", "tokens", "wall_s", "wall_s_repeats", "tok_per_s",
+                "hit_cap")
 
 
 def load_items(run_dir: str | Path) -> pd.DataFrame:
@@ -173,13 +177,18 @@ def load_items(run_dir: str | Path) -> pd.DataFrame:
 
     Columns: sample_id; rounds (``spec.num_drafts``, rounds), accepted (``spec.num_accepted_tokens``,
     tokens); correct (``quality.correct``, 0/1, NaN when not scored); tokens (output tokens); wall_s (seconds:
-    the median of the item's timing repeats ``speed.wall_s_repeats`` when recorded, else ``speed.wall_s``);
-    wall_s_repeats (list of seconds); tok_per_s (tokens / wall_s, tokens/s; NaN when wall_s is 0).
+    the median of the item's timing repeats ``speed.wall_s_repeats`` when recorded, else the item's share of
+    its batch's wall time ``speed.share_s`` (batched backends: every interval split equally among the rows
+    decoding then, so the shares of a run sum to its decoding time; ``== speed.wall_s`` at batch size 1), else
+    ``speed.wall_s``); wall_s_repeats (list of seconds); tok_per_s (tokens / wall_s, tokens/s; NaN when
+    wall_s is 0); hit_cap (1.0 when the output ended at ``max_new_tokens`` (``stop_reason == "length"``), 0.0 when
+    at EOS or a stop string, NaN in records without ``stop_reason``).
     """
     rows = []
     for s in read_samples(Path(run_dir) / "samples.jsonl"):
         spec, speed, q = s.get("spec") or {}, s.get("speed") or {}, s.get("quality") or {}
-        reps = [float(x) for x in (speed.get("wall_s_repeats") or [speed.get("wall_s", 0.0)])]
+        one = speed.get("share_s", speed.get("wall_s", 0.0))  # batched: the item's share of the batch's time
+        reps = [float(x) for x in (speed.get("wall_s_repeats") or [one])]
         wall = float(statistics.median(reps)) if reps else 0.0
         tokens = int(speed.get("num_output_tokens", 0))
         correct = q.get("correct") if isinstance(q, dict) else None
@@ -189,5 +198,6 @@ def load_items(run_dir: str | Path) -> pd.DataFrame:
             "correct": float(correct) if isinstance(correct, (int, float)) else float("nan"),
             "tokens": tokens, "wall_s": wall, "wall_s_repeats": reps,
             "tok_per_s": tokens / wall if wall > 0 else float("nan"),
+            "hit_cap": float(s["stop_reason"] == "length") if s.get("stop_reason") else float("nan"),
         })
     return pd.DataFrame(rows, columns=list(ITEM_COLUMNS))

@@ -16,7 +16,7 @@ import pandas as pd
 
 from analysis.artefact import PAPER_SETTING, Artefact, Profile, Table, dm_settings, of_profile, pick_backend, \
     setting_stem
-from analysis.cells import CI_NOTE, SPEEDUP_NOTE, Cell, ItemCache, est_columns, speedup, timing_note
+from analysis.cells import CI_NOTE, SPEEDUP_NOTE, Cell, ItemCache, cap_note, est_columns, speedup, timing_note
 from analysis.figures import per_position
 from analysis.footer import provenance_lines
 from analysis.load import one_setting
@@ -30,10 +30,11 @@ SMALL_N = 30
 
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
-    """Greedy, batch-1, complete AR / SD / DM runs of the profile, no trace runs, one backend
-    (:func:`analysis.artefact.pick_backend`, default ``hf``)."""
+    """Greedy, complete AR / SD / DM runs of the profile, no trace runs, one backend
+    (:func:`analysis.artefact.pick_backend`, default ``hf``). Any batch size: the cells of a row share one
+    (:func:`setting_runs`), and the footer names it."""
     r = of_profile(runs, profile)
-    r = r[(r["temperature"] == 0.0) & r["method"].isin(list(METHOD_LABEL)) & (r["batch_size"] == 1)
+    r = r[(r["temperature"] == 0.0) & r["method"].isin(list(METHOD_LABEL))
           & r["complete"].astype(bool) & ~r["trace"].astype(bool)]
     return pick_backend(r, profile, default="hf")
 
@@ -43,7 +44,7 @@ def setting_runs(selected: pd.DataFrame, p_drop: float, K: int) -> pd.DataFrame:
     (same items and cap: :func:`analysis.load.one_setting`)."""
     dm = selected["method"] == "dropmatch"
     keep = ~dm | ((selected["p_drop"].astype(float) == p_drop) & (selected["K"].astype(float) == K))
-    return one_setting(selected[keep], cell=("method", "L"))
+    return one_setting(selected[keep], cell=("method", "L"), extra=("batch_size",))
 
 
 def _speed_text(method: str, vs_sd, vs_ar) -> str:
@@ -56,13 +57,13 @@ def _speed_text(method: str, vs_sd, vs_ar) -> str:
     return f"{fmt(vs_sd)} vs SD" + (f"; {fmt(vs_ar, interval=False)} vs AR" if vs_ar.n else "")
 
 
-def build_setting(runs: pd.DataFrame, cache: ItemCache) -> tuple[pd.DataFrame, pd.DataFrame, list[Cell], dict]:
-    """(numeric long frame, display frame, cells, n per benchmark) of one (p_drop, K) table."""
-    data, display, cells, ns = [], [], [], {}
+def build_setting(runs: pd.DataFrame, cache: ItemCache) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, list[Cell]], dict]:
+    """(numeric long frame, display frame, cells per benchmark label, n per benchmark) of one (p_drop, K) table."""
+    data, display, ns = [], [], {}
+    by_bench: dict[str, list[Cell]] = {}
     for pair in sorted(runs["pair"].unique()):
         pr = runs[runs["pair"] == pair]
         cell = {k: cache.cell(g.iloc[0]) for k, g in pr.groupby(["dataset", "method", "L"])}
-        cells += cell.values()
         Ls = sorted({int(L) for (_, m, L) in cell if m != "ar"})
         order = [("ar", 0)] + [(m, L) for L in Ls for m in ("sd", "dropmatch")]
         for method, L in order:
@@ -75,6 +76,7 @@ def build_setting(runs: pd.DataFrame, cache: ItemCache) -> tuple[pd.DataFrame, p
                     row.update({f"{lab} Acc": "pending", f"{lab} τ": "", f"{lab} tok/s": "", f"{lab} speedup": ""})
                     continue
                 ns.setdefault(b, set()).add(c.n)
+                by_bench.setdefault(lab, []).append(c)
                 ar, sd = cell.get((b, "ar", 0)), cell.get((b, "sd", L))
                 vs_ar = speedup(c, ar) if method != "ar" else NAN
                 vs_sd = speedup(c, sd) if method == "dropmatch" else NAN
@@ -87,18 +89,31 @@ def build_setting(runs: pd.DataFrame, cache: ItemCache) -> tuple[pd.DataFrame, p
                              **est_columns("speedup_vs_sd", vs_sd), **est_columns("speedup_vs_ar", vs_ar),
                              "run_id": c.run_id})
             display.append(row)
-    return pd.DataFrame(data), pd.DataFrame(display), cells, ns
+    return pd.DataFrame(data), pd.DataFrame(display), by_bench, ns
 
 
-def footer(runs: pd.DataFrame, p_drop: float, K: int, cells: list[Cell], ns: dict) -> list[str]:
+def batch_text(runs: pd.DataFrame) -> str:
+    """``batch size 1`` or ``batch size B (...)``: the batch size(s) of the table's runs."""
+    sizes = sorted({int(b) for b in runs["batch_size"]})
+    if sizes == [1]:
+        return "batch size 1"
+    return f"batch size {'/'.join(map(str, sizes))} (that many items decoded together, one verify forward per round)"
+
+
+def footer(runs: pd.DataFrame, p_drop: float, K: int, by_bench: dict[str, list[Cell]], ns: dict) -> list[str]:
+    cells = [c for cs in by_bench.values() for c in cs]
     caps = runs.groupby("dataset")["max_new_tokens"].max()
     n_text = ", ".join(f"{BENCH_LABEL[b]} {'/'.join(map(str, sorted(ns[b])))}" for b in BENCHMARKS if b in ns)
     lines = [
         f"SD = speculative decoding (greedy; exact match), SD+DM = DropMatch JS rule (Eq. 5-7), p_drop={p_drop:g}, "
-        f"K={K}; batch size 1; τ = 1 + accepted/rounds (bonus/correction token included).",
+        f"K={K}; {batch_text(runs)}; τ = 1 + accepted/rounds (bonus/correction token included).",
         f"n (items per cell): {n_text}; max_new_tokens: "
         + ", ".join(f"{BENCH_LABEL.get(d, d)} {int(m)}" for d, m in caps.items()),
         f"cells: {CI_NOTE}; accuracy in %",
+        cap_note(by_bench),
+        "throughput: mean of per-item output tokens/s (prefill excluded; batched runs: tokens / the item's share "
+        "of its batch's wall time, so the speedups compare throughput at that batch size, not batch-1 latency: "
+        "./reproduce.sh bench gives batch-1 ratios)" if runs["batch_size"].max() > 1 else
         "throughput: mean of per-item output tokens/s (prefill excluded)",
         timing_note(cells),
         f"{SPEEDUP_NOTE}: SD vs AR, SD+DM vs SD at the same L (SD+DM vs AR: point value; its CI is in the CSV)",
@@ -120,9 +135,9 @@ def build(selected: pd.DataFrame) -> Artefact:
         runs = setting_runs(selected, p, K)
         if runs.empty:
             continue
-        data, display, cells, ns = build_setting(runs, cache)
+        data, display, by_bench, ns = build_setting(runs, cache)
         stem = setting_stem(NAME, p, K)
-        lines = footer(runs, p, K, cells, ns)
+        lines = footer(runs, p, K, by_bench, ns)
         art.tables.append(Table(stem=stem, title=f"Table 6: SD vs SD + DropMatch (p_drop={p:g}, K={K})",
                                 data=data, display=display, footer=lines))
         fig = per_position.figure(runs, f"{stem}_per_position", BENCHMARKS, BENCH_LABEL,

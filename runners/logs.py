@@ -23,6 +23,7 @@ from typing import Any
 LEVEL_ENV = "DROPMATCH_LOG_LEVEL"
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 ERR_FORMAT = "%(levelname)s [%(name)s] %(message)s"
+OURS = ("runners", "analysis", "criteria", "__main__")  # __main__: a module run with python -m
 
 
 def level() -> str:
@@ -77,13 +78,20 @@ def console_handlers() -> list[logging.Handler]:
 
 def console(level_name: str | None = None, logger: logging.Logger | None = None) -> None:
     """Send ``logger``'s records (default: the root's) to the terminal at ``level_name`` (default
-    ``DROPMATCH_LOG_LEVEL``); idempotent (console handlers of an earlier call are replaced, others kept).
+    ``DROPMATCH_LOG_LEVEL``); idempotent (console handlers of an earlier call are replaced, others kept). For
+    the root, that level applies to this project's loggers (:data:`OURS`); other libraries log WARNING and up.
 
     Raises:
         ValueError: an invalid ``DROPMATCH_LOG_LEVEL``.
     """
+    lvl = level_name or level()
     target = logger or logging.getLogger()
-    target.setLevel(level_name or level())
+    if logger is None:  # other libraries' INFO chatter (fontTools subsetting a PDF ...) stays off the terminal
+        target.setLevel(max(logging.getLevelName(lvl), logging.WARNING))
+        for ours in OURS:
+            logging.getLogger(ours).setLevel(lvl)
+    else:
+        target.setLevel(lvl)
     for h in [h for h in target.handlers if isinstance(h, Console)]:
         target.removeHandler(h)
     for h in console_handlers():

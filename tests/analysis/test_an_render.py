@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 
-import pandas as pd
 import pytest
 
 from analysis_fixtures import item_run, item_sample, run_cfg, similarity_line, summary, write_run

@@ -50,7 +50,7 @@ def rate_ratio_ci(lines: Sequence[Mapping[str, Any]], arm: str, ref: str) -> Est
     """(Σtokens/Σseconds of ``arm``) / (that of ``ref``) over the prompts both ran, paired bootstrap over prompts.
 
     The point value equals the summary's ``bench/<arm>/x_<ref>`` (rates pooled over prompts and repeats)."""
-    m = per_prompt(lines, arm).join(per_prompt(lines, ref), lsuffix="_a", rsuffix="_b", how="inner")
+    m = per_prompt(lines, arm).merge(per_prompt(lines, ref), left_index=True, right_index=True, suffixes=("_a", "_b"))
     if m.empty:
         return NAN
 

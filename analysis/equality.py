@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
 from typing import Iterable
 
 import pandas as pd
+
+logger = logging.getLogger(__name__)
 
 KEYS = ("pair", "dataset", "max_new_tokens", "batch_size", "backend", "profile", "temperature")
 
@@ -105,14 +108,16 @@ def equality_footer(runs: pd.DataFrame, all_runs: pd.DataFrame | None = None) ->
 
 def main(argv: Iterable[str] | None = None) -> list[dict]:
     from analysis.load import load_runs
+    from runners.logs import console
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default=None, help="only runs of this profile")
     ap.add_argument("--dataset", default=None, help="only runs on this dataset")
     a = ap.parse_args(list(argv) if argv is not None else None)
+    console()
     runs = load_runs()
     if runs.empty:
-        print("[equality] no runs")
+        logger.info("[equality] no runs")
         return []
     sel = runs[runs["backend"] == "vllm"]
     if a.profile:
@@ -123,7 +128,8 @@ def main(argv: Iterable[str] | None = None) -> list[dict]:
     for x in results:
         status = ("no AR reference run" if x["ar_run_id"] is None else
                   f"{x['equal']}/{x['n']} identical" + (f"; divergences {x['divergences']}" if x["divergences"] else ""))
-        print(f"[equality] {x['pair']} {x['dataset']} L={x['L']} B={x['batch_size']} run {x['run_id']}: {status}")
+        logger.info("[equality] %s %s L=%s B=%s run %s: %s", x["pair"], x["dataset"], x["L"], x["batch_size"],
+                    x["run_id"], status)
     return results
 
 

@@ -7,7 +7,7 @@
 For the artefact's module (:data:`ARTEFACTS`; the contract is in :mod:`analysis.artefact`) it loads every
 run record (:func:`analysis.load.load_runs`), calls ``select(runs, profile)`` and ``build(selected)``, writes
 Markdown, numeric CSV, booktabs LaTeX and PNG/PDF figures plus ``manifest.json`` (:mod:`analysis.write`),
-prints the tables, and, with ``DROPMATCH_WANDB=online|offline``, logs each table and figure to W&B
+logs the tables (:mod:`runners.logs`: INFO on stdout, errors on stderr; ``DROPMATCH_LOG_LEVEL``), and, with ``DROPMATCH_WANDB=online|offline``, logs each table and figure to W&B
 (:func:`analysis.wandb_artefact.log_artefact`). The backend and every (p_drop, K) / L setting come from the
 records and the profile (``conf/profile/<P>.yaml``), never from flags.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 from pathlib import Path
@@ -26,20 +27,25 @@ from types import ModuleType
 from typing import Iterable
 
 from analysis.artefact import Artefact, Profile
-from analysis.footer import provenance_lines  # noqa: F401  (re-exported for Table 4 / Fig. 3)
 from analysis.load import load_runs
-from analysis.write import artefact_dir, portable, write_artefact, write_table  # noqa: F401  (re-exported)
+from analysis.write import portable, write_artefact
+from runners.logs import console
 from runners.paths import results_dir
+
+logger = logging.getLogger(__name__)
 
 ARTEFACTS = {
     "table1": "analysis.tables.table1",
     "table2": "analysis.tables.table2",
     "table3": "analysis.tables.table3",
+    "table4": "analysis.tables.table4",
     "table5": "analysis.tables.table5",
     "table6": "analysis.tables.table6",
     "table7": "analysis.tables.table7",
     "table10": "analysis.tables.table10",
     "sensitivity": "analysis.figures.sensitivity",
+    "fig3": "analysis.figures.fig3",
+    "bench": "analysis.tables.bench",
 }
 
 
@@ -87,11 +93,11 @@ def render(name: str, profile_name: str | None = "default", *, runs_root: Path |
     files = write_artefact(art, out, profile.name)
     if echo:
         for t in art.tables:
-            print((out / f"{t.stem}.md").read_text(encoding="utf-8"))
+            logger.info("%s", (out / f"{t.stem}.md").read_text(encoding="utf-8"))
         for note in art.notes:
-            print(f"[render] {name}: {note}")
-        print(f"[render] {name}: wrote {len(files)} files under {portable(str(out))}/ "
-              f"({len(art.runs)} runs, profile={profile.name or 'any'})")
+            logger.info("[render] %s: %s", name, note)
+        logger.info("[render] %s: wrote %d files under %s/ (%d runs, profile=%s)", name, len(files),
+                    portable(str(out)), len(art.runs), profile.name or "any")
     log_wandb(art, out)
     return art
 
@@ -114,17 +120,23 @@ def main(argv: Iterable[str] | None = None) -> int:
     ap.add_argument("--runs", type=Path, default=None, help="run records directory (default results/runs)")
     ap.add_argument("--out", type=Path, default=None, help="output root (default the results directory)")
     a = ap.parse_args(list(argv) if argv is not None else None)
+    try:
+        console()  # INFO (the tables, what was written) on stdout, warnings and errors on stderr
+    except ValueError as e:  # DROPMATCH_LOG_LEVEL
+        console("INFO")
+        logger.error("[render] %s", e)
+        return 2
     names = list(ARTEFACTS) if a.artefact == "all" else [a.artefact]
     unknown = [n for n in names if n not in ARTEFACTS]
     if unknown:
-        print(f"[render] unknown artefact {unknown[0]!r}; allowed: {', '.join(ARTEFACTS)}, all", file=sys.stderr)
+        logger.error("[render] unknown artefact %r; allowed: %s, all", unknown[0], ", ".join(ARTEFACTS))
         return 2
     missing = 0
     for n in names:
         try:
             render(n, a.profile, runs_root=a.runs, out_root=a.out)
         except NoRuns as e:
-            print(str(e), file=sys.stderr)
+            logger.error("%s", e)
             missing += 1
     # one artefact: no runs is an error; `all`: an error only when none of them had runs
     return 1 if missing == len(names) or (len(names) == 1 and missing) else 0

@@ -1,35 +1,19 @@
-"""Select the runs an artefact reads and gather their per-position traces (Tables 2-3) or outputs (Fig. 3).
+"""Select the runs an artefact reads and gather their per-position traces (Tables 2-3).
 
 Selection is on run-record config fields only (never on file names or the informational ``artefact``).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 import pandas as pd
 
 from analysis.head_stats import position_frame
-from analysis.load import SETTING, load_runs
+from analysis.load import SETTING
 from runners.record import read_samples
-
-
-def cli(description: str, argv: Iterable[str] | None = None, **defaults: Any) -> argparse.Namespace:
-    """The common command line of the Section 3 artefacts: which runs to read.
-
-    ``--profile`` (default ``default``), ``--pair`` (default: the pair with the most matching runs),
-    ``--dataset``; DROPMATCH_RESULTS selects the results root.
-    """
-    ap = argparse.ArgumentParser(description=description)
-    ap.add_argument("--profile", default=defaults.get("profile", "default"), help="profile name of the runs to read")
-    ap.add_argument("--pair", default=None, help="pair name (default: the one with most matching runs)")
-    ap.add_argument("--dataset", default=defaults.get("dataset"), help="dataset of the runs to read")
-    for flag, kw in defaults.get("extra", {}).items():
-        ap.add_argument(flag, **kw)
-    return ap.parse_args(list(argv) if argv is not None else None)
 
 
 def run_config(run_dir: str | Path) -> dict:
@@ -103,26 +87,3 @@ def n_line(runs: pd.DataFrame) -> str:
     """``n (samples per run): 2, 4`` of the runs a table was built from."""
     n = sorted({int(x) for x in runs["n"]}) if not runs.empty else []
     return f"n (samples per run): {', '.join(map(str, n)) or '-'}"
-
-
-def footer(runs: pd.DataFrame, extra: Iterable[str] = ()) -> list[str]:
-    """Provenance footer (n, pair, device, date, commits, model identity) of the runs a table was built from."""
-    from analysis.footer import provenance_lines
-
-    return [n_line(runs), *provenance_lines(runs), *extra]
-
-
-def load(profile: str | None, dataset: str | None, pair: str | None, methods: Iterable[str], **kw: Any) -> pd.DataFrame:
-    """:func:`select_runs` over every run record under the results root."""
-    return select_runs(load_runs(), dataset=dataset, profile=profile, pair=pair, methods=methods, **kw)
-
-
-def write_artefact(raw: pd.DataFrame, formatted: pd.DataFrame, name: str, *, title: str, footer: Iterable[str]) -> Path:
-    """Markdown and LaTeX from ``formatted`` (rounded, readable) via :func:`analysis.write.write_table`;
-    the CSV then holds ``raw`` (full-precision numbers, NaN for empty cells) for machine reading.
-    (For Table 4 until it implements :mod:`analysis.artefact`'s contract.)"""
-    from analysis.write import artefact_dir, write_table
-
-    md = write_table(formatted, name, title=title, footer=footer)
-    raw.to_csv(artefact_dir(name) / f"{name}.csv", index=False)
-    return md

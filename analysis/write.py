@@ -89,24 +89,3 @@ def write_artefact(a: Artefact, out: Path, profile: str | None) -> list[str]:
     manifest.write_text(json.dumps({"artefact": a.name, "profile": profile or "any", "runs": run_ids,
                                     "files": files}, indent=1) + "\n")
     return files
-
-
-# -- the writer of the modules not yet on the contract (Table 4, Fig. 3) ----------------------------------
-
-def artefact_dir(name: str) -> Path:
-    d = results_dir() / name
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-def write_table(df: pd.DataFrame, name: str, *, title: str, footer: Iterable[str], stem: str | None = None) -> Path:
-    """Write ``results/<name>/<stem>.{md,csv,tex}`` from one formatted frame; print the Markdown.
-
-    For modules that do not implement :mod:`analysis.artefact`'s contract yet; returns the Markdown path.
-    """
-    out = artefact_dir(name)
-    t = Table(stem=stem or name, title=title, data=df, display=df, footer=list(footer))
-    write_table_files(t, out)
-    print((out / f"{t.stem}.md").read_text())
-    print(f"[analysis] wrote {name}/{t.stem}.{{md,csv,tex}}")
-    return out / f"{t.stem}.md"

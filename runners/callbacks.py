@@ -7,7 +7,7 @@
   when that record was made by other decision code and reused under ``reuse=warn``), ``concurrent``
   (another live process holds the record, e.g. the AR point at L=5 and at L=10 of one parallel sweep,
   which are one run; that process completes it) or ``failed`` (the run raised);
-- in-process launchers also print, after each job,
+- in-process launchers also log (:func:`sweep_logger`), after each job,
   ``[sweep] 3/12 runs ended (2 done, 1 skipped, 0 concurrent, 0 failed), elapsed 0:02:05, ETA 0:04:10``;
 - a single run (no ``-m``) is validated before Hydra creates its output directory (:func:`refuse_invalid_run`):
   a bad value exits 2 and writes nothing;
@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import copy
 import json
+import logging
 import os
 import sys
 import time
@@ -38,6 +39,14 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+from runners.logs import terminal
+
+
+def sweep_logger(stream: str = "stderr") -> logging.Logger:
+    """``runners.callbacks.<stream>``: the sweep-level lines, on the terminal only (:func:`runners.logs.terminal`):
+    they describe the whole sweep, not one run, so they stay out of the jobs' log files."""
+    return terminal(f"{__name__}.{stream}", stream)
 
 STATUS_FILE = ".dropmatch_status.json"
 
@@ -169,10 +178,10 @@ def refuse_invalid_run(config: DictConfig) -> None:
         from runners.main import describe
 
         try:
-            print(describe(task), file=sys.stderr)
+            sweep_logger().error(describe(task))
         except Exception:  # noqa: BLE001  (a config too broken to describe still gets its error line)
             pass
-        print(f"config error: {e}", file=sys.stderr, flush=True)
+        sweep_logger().error(f"config error: {e}")
         sys.exit(2)
     except Exception:  # noqa: BLE001  (left to the run, which reports it in full)
         return
@@ -201,7 +210,7 @@ class SweepSummary(Callback):
         self._pid = os.getpid()
 
     def _print(self, msg: str) -> None:
-        print(msg, file=sys.stdout if self.stream == "stdout" else sys.stderr, flush=True)
+        sweep_logger(self.stream).info(msg)
 
     # -- launching process --------------------------------------------------------------------
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:

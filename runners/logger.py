@@ -6,8 +6,9 @@ effect at the edge; the run record on disk is the source of truth.
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Mapping
+
+from runners.logs import terminal
 
 
 class NullLogger:
@@ -29,11 +30,11 @@ _hinted = False
 
 
 def hint_wandb() -> None:
-    """Print :data:`WANDB_HINT` once per process (on stderr)."""
+    """Show :data:`WANDB_HINT` once per process (on stderr; :func:`runners.logs.terminal`)."""
     global _hinted
     if not _hinted:
         _hinted = True
-        print(WANDB_HINT, file=sys.stderr, flush=True)
+        terminal(f"{__name__}.hint").info(WANDB_HINT)
 
 
 def make_logger(cfg: Mapping[str, Any], run_id: str, run_cfg: Mapping[str, Any]) -> Any:

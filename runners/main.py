@@ -10,6 +10,7 @@ subprocess job, which imports this module to run the task), sees the same direct
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import sys
@@ -19,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from runners.validate import ConfigError
 
+logger = logging.getLogger(__name__)
 
 def unique_suffix() -> str:
     """``<pid>-<6 random hex digits>``: unique among commands started at the same instant, also on several
@@ -50,19 +52,27 @@ def main(cfg: DictConfig) -> float | None:
     try:
         summary = run(cfg)
     except ConfigError as e:
-        print(describe(cfg), file=sys.stderr)
-        print(f"config error: {e}", file=sys.stderr)
+        logger.error("%s\nconfig error: %s", describe(cfg), e)
         sys.exit(2)
     return summary.get("speed/tok_per_s")
 
 
 if __name__ == "__main__":
     from runners.extras import MissingExtraError, check_launcher
+    from runners.logs import LEVEL_ENV, console, level
     from runners.paths import REPO_ROOT
 
     try:
+        os.environ[LEVEL_ENV] = level()  # normalised for the job logging config, which reads it
+        bad = None
+    except ValueError as e:
+        bad = e
+    console(None if bad is None else "INFO")  # until Hydra configures the job's logging (conf/hydra/job_logging/)
+    try:
+        if bad is not None:
+            raise bad
         check_launcher(sys.argv[1:], str(REPO_ROOT / "conf" / "local" / "default.yaml"))
-    except MissingExtraError as e:
-        print(f"config error: {e}", file=sys.stderr)
+    except (MissingExtraError, ValueError) as e:
+        logger.error("config error: %s", e)
         sys.exit(2)
     main()

@@ -132,13 +132,14 @@ def rescore_run(run_dir: Path, tokenizer: Any = None, exports: bool = True) -> d
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from runners.logs import console
     from runners.paths import results_dir
 
     p = argparse.ArgumentParser(prog="python -m runners.rescore", description=__doc__.split("\n")[0])
     p.add_argument("selectors", nargs="+", help="run id, run directory or artefact name")
     p.add_argument("--no-exports", action="store_true", help="rescore only; do not rewrite the export files")
     args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    console()
     try:
         runs = select_runs(args.selectors, results_dir() / "runs")
     except LookupError as e:

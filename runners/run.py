@@ -8,6 +8,7 @@ not reused silently (:mod:`runners.reuse`, config ``reuse: warn | strict``).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -20,6 +21,8 @@ from runners.record import RunLockedError, RunRecord
 from runners.reuse import check as check_reuse
 from runners.reuse import recorded_codes
 from runners.validate import validate
+
+_logger = logging.getLogger(__name__)  # (the local `logger` in run() is the W&B experiment logger)
 
 
 def resolve_run_config(cfg: Any, identify_models: bool = True) -> dict:
@@ -168,7 +171,7 @@ def _write_exports(run_dir: Any, samples: list, tokenizer: Any, log) -> None:
         log(f"[run {run_dir.name}] exports failed: {type(e).__name__}: {e} (retry: ./reproduce.sh rescore {run_dir.name})")
 
 
-def run(cfg: Any, log=print) -> dict:
+def run(cfg: Any, log=_logger.info) -> dict:
     """Execute one run (resumable) and return its summary.
 
     A run another live process is writing (its record is locked) is left to that process; the result

@@ -1,97 +1,72 @@
 """Figure 3: semantic similarity across K = 5 MC-dropout decoding paths on Spec-Bench prompts.
 
-Paper: DropMatch (arXiv 2603.03333) Fig. 3: for p_drop = 0.1 (a) and 0.3 (b), a 5x5 matrix of cosine
-similarity of Sentence-BERT embeddings of the paths' outputs and a 5x5 matrix of semantic consistency
-from an entailment model (bidirectional entailment, Kuhn et al. 2023); H1-H5 = the paths; darker =
-higher. Each cell is the mean over prompts. The entailment panel shows by default the bidirectional
-entailment score min(P(i entails j), P(j entails i)); ``--score binary`` shows Kuhn et al.'s 0/1 relation
-(both directions > 0.5) instead. Both are in fig3_matrices.csv and fig3.md.
+Paper: DropMatch (arXiv 2603.03333) Fig. 3: for p_drop = 0.1 and 0.3, a KxK matrix of cosine similarity of
+Sentence-BERT embeddings of the paths' outputs and a KxK matrix of semantic consistency from an entailment
+model (bidirectional entailment, Kuhn et al. 2023); H1-HK = the paths; darker = higher. Each cell is the mean
+over prompts. The entailment panels show the bidirectional entailment score min(P(i entails j), P(j entails i));
+Kuhn et al.'s 0/1 relation (both directions > 0.5) is in the CSV and the summary table.
 
-Reads records only: the ``method=similarity`` runs (``runners/measure/similarity.py``; one per p_drop), whose
-lines hold each prompt's SBERT cosine matrix and the judge's directed entailment probabilities, measured on
-the outputs of the ``method=dropout_path`` runs (``dropmatch.path`` = 1..K).
+Reads records only: the ``method=similarity`` runs (``runners/measure/similarity.py``; one per p_drop) of one
+pair and dataset (the most frequent), whose lines hold each prompt's SBERT cosine matrix and the judge's
+directed entailment probabilities, measured on the outputs of the ``method=dropout_path`` runs.
 
-    ./reproduce.sh fig3      (= python -m runners.main -m experiment=fig3; ... -m experiment=fig3_measure; this)
-    python -m analysis.figures.fig3 [--profile default] [--score soft|binary] [--p-drops 0.1,0.3]
-Writes results/fig3/fig3.{png,pdf}, fig3_matrices.csv, fig3.{md,csv,tex} (summary + provenance).
+    ./reproduce.sh fig3      (= python -m runners.main -m experiment=fig3; ... -m experiment=fig3_measure; render)
+    python -m analysis.render fig3 --profile default
+Writes results/fig3/fig3.{png,pdf,csv,md} (figure; CSV = every matrix, long form) and
+fig3_summary.{md,csv,tex} (mean off-diagonal scores per p_drop with 95 % bootstrap intervals over prompts).
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from analysis.render import artefact_dir, write_table
+from analysis import style
+from analysis.artefact import Artefact, Figure, Profile, Table, of_profile
+from analysis.cells import est_columns
+from analysis.footer import provenance_lines
+from analysis.measure_runs import lines_of
 from analysis.similarity import bidirectional, off_diagonal_mean
-from analysis.traces import cli, footer, load
-from runners.record import read_samples
+from analysis.stats import B_DEFAULT, SEED, Estimate, fmt, mean_ci
+from analysis.traces import dedupe
 
-METHODS = ("similarity",)
-PAPER_P_DROPS = (0.1, 0.3)
+NAME = "fig3"
+PANEL = "entailment_soft"   # the entailment panels: min(P(i=>j), P(j=>i))
+METRICS = {"cosine": "mean off-diag cosine", "entailment": "mean off-diag bidirectional entailment",
+           "entailment_soft": "mean off-diag soft entailment"}
+
+
+def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
+    """``method=similarity`` runs of the profile, of the most frequent (pair, dataset); one per p_drop and K
+    (:func:`analysis.traces.dedupe`: complete first, then the most samples, then the newest)."""
+    r = of_profile(runs, profile)
+    if r.empty:
+        return r
+    r = r[r["method"] == "similarity"]
+    if r.empty:
+        return r
+    pair, dataset = r.groupby(["pair", "dataset"]).size().sort_values(ascending=False).index[0]
+    return dedupe(r[(r["pair"] == pair) & (r["dataset"] == dataset)])
+
+
+def prompt_matrices(line: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """One prompt's ``[K, K]`` cosine, bidirectional (0/1) and soft entailment matrices (float64)."""
+    binary, soft = bidirectional(np.asarray(line["entail_p"], dtype=np.float64))
+    return {"cosine": np.asarray(line["cosine"], dtype=np.float64), "entailment": binary, "entailment_soft": soft}
 
 
 def matrices(lines: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
-    """Mean over a run's prompt lines of the cosine, bidirectional-entailment (binary) and soft-entailment matrices."""
-    cos, binary, soft = [], [], []
-    for ln in lines:
-        cos.append(np.asarray(ln["cosine"], dtype=np.float64))
-        b, s = bidirectional(np.asarray(ln["entail_p"], dtype=np.float64))
-        binary.append(b)
-        soft.append(s)
-    return {"cosine": np.mean(cos, axis=0), "entailment": np.mean(binary, axis=0),
-            "entailment_soft": np.mean(soft, axis=0)}
+    """Mean over a run's prompt lines of each matrix of :func:`prompt_matrices`."""
+    per = [prompt_matrices(ln) for ln in lines]
+    return {k: np.mean([m[k] for m in per], axis=0) for k in METRICS}
 
 
-def render_figure(mats: Mapping[float, Mapping[str, np.ndarray]], judge_name: str, stem: Path,
-                  entail_key: str = "entailment", n_prompts: Mapping[float, int] | None = None,
-                  footer_text: str = "") -> list[Path]:
-    """Draw the paper layout: one row per p_drop, (cosine | entailment) heatmaps; save PNG and PDF.
-
-    Args:
-        mats: ``{p_drop: {"cosine": [K, K], entail_key: [K, K]}}``.
-        judge_name: shown in the entailment panel titles (which judge produced them).
-        stem: output path without suffix.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ps = sorted(mats)
-    fig, axes = plt.subplots(len(ps), 2, figsize=(9.0, 4.2 * len(ps)), squeeze=False)
-    for r, p in enumerate(ps):
-        entail_title = ("Bidirectional entailment (0/1)" if entail_key == "entailment"
-                        else "Entailment score min(P(i=>j), P(j=>i))")
-        for c, (key, title) in enumerate((("cosine", "Cosine similarity (SBERT)"), (entail_key, entail_title))):
-            ax = axes[r][c]
-            m = np.asarray(mats[p][key], dtype=float)
-            K = m.shape[0]
-            im = ax.imshow(m, cmap="Blues", vmin=0.0, vmax=1.0)
-            for i in range(K):
-                for j in range(K):
-                    ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=9,
-                            color="white" if m[i, j] > 0.6 else "black")
-            labels = [f"H{i + 1}" for i in range(K)]
-            ax.set_xticks(range(K), labels)
-            ax.set_yticks(range(K), labels)
-            n = (n_prompts or {}).get(p)
-            ax.set_title(f"({'ab'[r] if r < 2 else r}) p_drop={p:g}: {title}" + (f"\nn={n} prompts" if n else ""),
-                         fontsize=9)
-            fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-    fig.suptitle(f"Semantic similarity across MC-dropout paths; entailment by {judge_name}", fontsize=9)
-    if footer_text:
-        fig.text(0.5, 0.005, footer_text, ha="center", va="bottom", fontsize=7, wrap=True)
-    fig.tight_layout(rect=(0, 0.04 if footer_text else 0, 1, 0.97))
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
-    for path in paths:
-        fig.savefig(path, dpi=150)
-    plt.close(fig)
-    return paths
+def off_diagonal_cis(lines: Sequence[Mapping[str, Any]]) -> dict[str, Estimate]:
+    """Mean over prompts of each prompt's mean off-diagonal score, with its bootstrap interval over prompts."""
+    per = [prompt_matrices(ln) for ln in lines]
+    return {k: mean_ci([off_diagonal_mean(m[k]) for m in per]) for k in METRICS}
 
 
 def matrices_frame(mats: Mapping[float, Mapping[str, np.ndarray]]) -> pd.DataFrame:
@@ -106,54 +81,81 @@ def matrices_frame(mats: Mapping[float, Mapping[str, np.ndarray]]) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def main(argv: Iterable[str] | None = None) -> int:
-    extra = {
-        "--score": {"default": "soft", "choices": ["soft", "binary"],
-                    "help": "entailment panel: soft = min(P(i=>j), P(j=>i)) (an entailment score, as the paper's "
-                            "panel name); binary = both directions > 0.5 (Kuhn et al.'s equivalence)"},
-        "--p-drops": {"default": None, "help": "comma-separated p_drop values to draw (default: all present)"},
-    }
-    args = cli("Figure 3: semantic similarity across MC-dropout paths", argv, dataset="spec_bench", extra=extra)
-    runs = load(args.profile, args.dataset, args.pair, METHODS)
-    if args.p_drops and not runs.empty:
-        keep = {round(float(x), 6) for x in args.p_drops.split(",")}
-        runs = runs[[round(float(p), 6) in keep for p in runs["p_drop"]]]
-    lines = {float(r.p_drop): read_samples(Path(r.run_dir) / "samples.jsonl") for r in runs.itertuples(index=False)}
-    lines = {p: ls for p, ls in lines.items() if ls}
+def figure(mats: Mapping[float, Mapping[str, np.ndarray]], entail_key: str = PANEL) -> tuple[Any, list[str]]:
+    """The paper layout in :mod:`analysis.style`: one row per p_drop, (cosine | entailment) heatmaps, values
+    written in the cells. Returns ``(fig, panel labels)``, panels in reading order."""
+    ps = sorted(mats)
+    fig, axes = style.subplots(len(ps), 2, width="double", aspect=0.85)
+    names = {"cosine": "cosine (SBERT)", "entailment": "bidirectional entailment (0/1)",
+             "entailment_soft": "entailment score"}
+    for r, p in enumerate(ps):
+        for c, key in enumerate(("cosine", entail_key)):
+            ax = axes[2 * r + c]
+            m = np.asarray(mats[p][key], dtype=float)
+            K = m.shape[0]
+            im = ax.imshow(m, cmap="Blues", vmin=0.0, vmax=1.0)
+            for i in range(K):
+                for j in range(K):
+                    ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=6,
+                            color="white" if m[i, j] > 0.6 else "black")
+            labels = [f"H{i + 1}" for i in range(K)]
+            ax.set_xticks(range(K), labels)
+            ax.set_yticks(range(K), labels)
+            ax.grid(False)
+            ax.set_title(f"$p_{{drop}}$={p:g}: {names[key]}")
+            fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    return fig, style.panel_labels(axes)
+
+
+def build(selected: pd.DataFrame) -> Artefact:
+    art = Artefact(NAME)
+    lines = {float(r["p_drop"]): lines_of(r) for _, r in selected.iterrows()}
+    lines = {p: ls for p, ls in sorted(lines.items()) if ls}
     if not lines:
-        print(f"no method=similarity records on {args.dataset} (profile={args.profile}); run: python -m runners.main "
-              "-m experiment=fig3, then python -m runners.main -m experiment=fig3_measure", file=sys.stderr)
-        return 1
-    used = runs[[float(p) in lines for p in runs["p_drop"]]]
-    mats = {p: matrices(ls) for p, ls in sorted(lines.items())}
-    n_prompts = {p: len(ls) for p, ls in lines.items()}
+        return art
+    runs = selected[[float(p) in lines for p in selected["p_drop"]]]
+    mats = {p: matrices(ls) for p, ls in lines.items()}
+    n = {p: len(ls) for p, ls in lines.items()}
     judges = sorted({ln["judge"] for ls in lines.values() for ln in ls})
     calls = sum(int(ln["num_judge_calls"]) for ls in lines.values() for ln in ls)
     sbert = sorted({str(ln.get("sbert")) for ls in lines.values() for ln in ls})
-    foot = footer(used, [f"judge: {'; '.join(judges)}; directed judgments asked: {calls} (identical outputs and "
-                         f"repeated pairs are not asked); entailment panel: {args.score} (binary = both directions "
-                         "P(entailment) > 0.5, Kuhn et al. 2023; soft = min of the two)",
-                         f"SBERT: {'; '.join(sbert)}"])
-    key = "entailment" if args.score == "binary" else "entailment_soft"
-    out_dir = artefact_dir("fig3")
-    devices = "; ".join(sorted(str(d) for d in used["device"].dropna().unique()))
-    ns = ", ".join(f"{n_prompts[p]}@p={p:g}" for p in sorted(n_prompts))
-    short = f"{used['pair'].iloc[0]} | {devices} | {str(used['date_utc'].dropna().max())[:10]} | prompts n={ns}"
-    paths = render_figure(mats, "; ".join(judges), out_dir / "fig3", key, n_prompts, footer_text=short)
-    matrices_frame(mats).to_csv(out_dir / "fig3_matrices.csv", index=False)
-    summary = pd.DataFrame([{
-        "p_drop": p, "prompts": n_prompts[p], "paths": m["cosine"].shape[0],
-        "mean off-diag cosine": round(off_diagonal_mean(m["cosine"]), 3),
-        "mean off-diag bidirectional entailment": round(off_diagonal_mean(m["entailment"]), 3),
-        "mean off-diag soft entailment": round(off_diagonal_mean(m["entailment_soft"]), 3),
-        "identical outputs (pairs)": sum(int(ln["identical"][i][j]) for ln in lines[p]
-                                         for i in range(len(ln["identical"])) for j in range(i + 1, len(ln["identical"]))),
-    } for p, m in sorted(mats.items())])
-    write_table(summary, "fig3", title="Figure 3: similarity across MC-dropout paths (Spec-Bench), summary",
-                footer=foot + [f"figure: {', '.join(p.name for p in paths)}"])
-    print(f"[analysis] wrote {', '.join(str(p) for p in paths)}")
-    return 0
+    rows = []
+    for p, ls in lines.items():
+        ci = off_diagonal_cis(ls)
+        ident = sum(int(ln["identical"][i][j]) for ln in ls for i in range(len(ln["identical"]))
+                    for j in range(i + 1, len(ln["identical"])))
+        rows.append({"p_drop": p, "prompts": n[p], "paths": mats[p]["cosine"].shape[0],
+                     **{k2: v for k, e in ci.items() for k2, v in est_columns(METRICS[k], e).items()},
+                     "identical outputs (pairs)": ident})
+    data = pd.DataFrame(rows)
+    display = pd.DataFrame({"p_drop": [f"{p:g}" for p in data["p_drop"]], "prompts": data["prompts"],
+                            "paths": data["paths"],
+                            **{f"{name} [95% CI]": [fmt(Estimate(v, lo, hi, 1), 3) for v, lo, hi in
+                                                    zip(data[name], data[f"{name}_lo"], data[f"{name}_hi"])]
+                               for name in METRICS.values()},
+                            "identical outputs (pairs)": data["identical outputs (pairs)"]})
+    foot = [f"n (prompts per p_drop): {', '.join(f'{n[p]} at p_drop={p:g}' for p in n)}; dataset "
+            f"{', '.join(sorted(runs['dataset'].unique()))}",
+            f"judge: {'; '.join(judges)}; directed judgments asked: {calls} (identical outputs and repeated pairs "
+            "are not asked); bidirectional = both directions P(entailment) > 0.5 (Kuhn et al. 2023); soft = min of "
+            "the two", f"SBERT: {'; '.join(sbert)}",
+            f"[95% CI]: percentile bootstrap over prompts (B={B_DEFAULT}, seed {SEED}) of each prompt's mean "
+            "off-diagonal score", *provenance_lines(runs)]
+    fig, panels = figure(mats)
+    parts = [f"{panels[2 * r]} cosine similarity (SBERT) and {panels[2 * r + 1]} entailment score "
+             f"min(P(i⇒j), P(j⇒i)) at p_drop={p:g} (mean over {n[p]} prompts)" for r, p in enumerate(lines)]
+    caption = (f"Figure 3: semantic similarity across MC-dropout paths H1-H{mats[next(iter(mats))]['cosine'].shape[0]}: "
+               + "; ".join(parts) + f"; entailment by {'; '.join(judges)}")
+    art.figures.append(Figure(NAME, caption, fig, matrices_frame(mats), foot))
+    art.tables.append(Table(f"{NAME}_summary", "Figure 3: similarity across MC-dropout paths, summary", data,
+                            display, foot))
+    art.runs = runs
+    return art
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import sys
+
+    from analysis.render import cli
+
+    sys.exit(cli(NAME))

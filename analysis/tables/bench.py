@@ -2,38 +2,66 @@
 side by side on the same prompts, as tokens/s and ratios, with τ, token equality to AR, verify(L+1)/decode
 and the DropMatch decision overhead share of the verify pass.
 
-Reads the records of ``method=bench`` runs only (``runners/measure/bench.py``; conf/experiment/bench.yaml), one
-block per dtype:
+Reads the records of ``method=bench`` runs only (``runners/measure/bench.py``; conf/experiment/bench.yaml), the
+newest complete run per (pair, dtype, L), one block of rows each:
     python -m runners.main -m experiment=bench
-    python -m analysis.tables.bench [--profile default] [--pair NAME]
-Writes results/bench/bench.{md,csv,tex} (the CSV holds numbers only).
+    python -m analysis.render bench --profile default
+Ratios come with 95 % intervals by a paired bootstrap over prompts (each prompt's tokens and seconds summed
+over its repeats, both arms resampled together); the timed cost ratios with intervals over their repeats
+(:mod:`analysis.timings`). The CSV holds numbers only.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
-from typing import Iterable, Mapping
+from typing import Any, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
-from analysis.load import load_runs
-from analysis.measure_runs import newest_complete
-from analysis.render import artefact_dir, provenance_lines, write_table
+from analysis.artefact import Artefact, Profile, Table
+from analysis.cells import est_columns
+from analysis.footer import provenance_lines
+from analysis.measure_runs import lines_of, newest, of_method, used, varying
+from analysis.stats import B_DEFAULT, NAN, SEED, Estimate, bootstrap, fmt
+from analysis.timings import CI_NOTE, median_ci, ratios, seconds_frame
 
+NAME = "bench"
 ARM_LABELS = {"ar": "our AR (L=0)", "hf_ar": "transformers generate (AR)", "sd": "our SD",
               "hf_assisted": "transformers assisted generation", "sd_dm": "our SD + DropMatch"}
 REFS = ("ar", "hf_ar", "hf_assisted")
+REF_NAMES = {"ar": "× our AR", "hf_ar": "× HF AR", "hf_assisted": "× HF assisted"}
 
 
-def select(runs: pd.DataFrame, profile: str | None, pair: str | None) -> list[dict]:
-    """Summaries (plus ``_row``) of the complete bench runs of one pair, the newest per (dtype, L)."""
-    return [{**s, "_row": dict(r)} for r, s in newest_complete(runs, "bench", profile, pair,
-                                                                lambda r, s: (s.get("model/dtype"), r["L"]))]
+def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
+    """Complete ``method=bench`` runs of the profile."""
+    return of_method(runs, profile, "bench")
 
 
-def build(summary: Mapping) -> pd.DataFrame:
-    """One row per arm of one run: rates (tokens/s), ratios to the reference arms, τ, equality with AR."""
+def per_prompt(lines: Sequence[Mapping[str, Any]], arm: str) -> pd.DataFrame:
+    """``prompt_id, tokens, seconds`` of ``arm``, summed over each prompt's repeats (prefill included)."""
+    rows = [{"prompt_id": ln["prompt_id"], "tokens": ln["arms"][arm]["tokens"], "seconds": ln["arms"][arm]["seconds"]}
+            for ln in lines if ln.get("kind") == "prompt" and arm in ln["arms"]]
+    if not rows:
+        return pd.DataFrame(columns=["tokens", "seconds"])
+    return pd.DataFrame(rows).groupby("prompt_id", sort=True)[["tokens", "seconds"]].sum()
+
+
+def rate_ratio_ci(lines: Sequence[Mapping[str, Any]], arm: str, ref: str) -> Estimate:
+    """(Σtokens/Σseconds of ``arm``) / (that of ``ref``) over the prompts both ran, paired bootstrap over prompts.
+
+    The point value equals the summary's ``bench/<arm>/x_<ref>`` (rates pooled over prompts and repeats)."""
+    m = per_prompt(lines, arm).merge(per_prompt(lines, ref), left_index=True, right_index=True, suffixes=("_a", "_b"))
+    if m.empty:
+        return NAN
+
+    def stat(ta: np.ndarray, sa: np.ndarray, tb: np.ndarray, sb: np.ndarray) -> np.ndarray:
+        return (ta.sum(axis=-1) / sa.sum(axis=-1)) / (tb.sum(axis=-1) / sb.sum(axis=-1))
+
+    return bootstrap(stat, [m["tokens_a"], m["seconds_a"], m["tokens_b"], m["seconds_b"]])
+
+
+def arm_rows(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per arm of one run: rates (tokens/s), ratios to the reference arms (+ CI), τ, equality with AR."""
     arms = list(summary["bench/arms"])
     n = summary["bench/num_lines"]
     rows = []
@@ -41,75 +69,106 @@ def build(summary: Mapping) -> pd.DataFrame:
         g = {k.split("/", 2)[2]: v for k, v in summary.items() if k.startswith(f"bench/{arm}/")}
         mism = g.get("first_mismatches") or []
         row = {"dtype": summary["model/dtype"], "L": summary["bench/L"], "arm": arm, "label": ARM_LABELS.get(arm, arm),
+               "prompts": summary["bench/num_prompts"], "repeats": summary["bench/repeats"],
                "tok_per_s": g["tok_per_s"], "tok_per_s_repeat_std": g["tok_per_s_repeat_std"],
-               "decode_tok_per_s": g["decode_tok_per_s"], "tau": g.get("tau", float("nan")),
+               "decode_tok_per_s": g["decode_tok_per_s"], "tau": g.get("tau", np.nan),
                "identical_to_ar": n if arm == "ar" else g.get("identical_to_ar"), "lines": n,
                "first_mismatch": "; ".join(f"{m['prompt_id']}#{m['repeat']}@{m['position']}" for m in mism[:3])
                + (f" (+{len(mism) - 3})" if len(mism) > 3 else "")}
         for ref in REFS:
-            for suffix in ("", "_decode", "_median"):
-                row[f"x_{ref}{suffix}"] = 1.0 if ref == arm else g.get(f"x_{ref}{suffix}", float("nan"))
+            if ref == arm:
+                row.update({f"x_{ref}": 1.0, f"x_{ref}_lo": 1.0, f"x_{ref}_hi": 1.0})
+            elif ref in arms:
+                row.update(est_columns(f"x_{ref}", rate_ratio_ci(lines, arm, ref)))
+            else:
+                row.update(est_columns(f"x_{ref}", NAN))
+            for suffix in ("_decode", "_median"):
+                row[f"x_{ref}{suffix}"] = 1.0 if ref == arm else g.get(f"x_{ref}{suffix}", np.nan)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def notes(summary: Mapping) -> list[str]:
-    """The cost ratios and setting of one run, for the footer."""
+def cost_note(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> str:
+    """The cost ratios and setting of one run, for the footer (timed ratios with their CI over repeats)."""
     f = lambda k, s=".2f": "n/a" if summary.get(k) is None else format(summary[k], s)  # noqa: E731
     pct = lambda k: "n/a" if summary.get(k) is None else f"{100 * summary[k]:.1f}%"  # noqa: E731
-    return [f"{summary['model/dtype']}: {summary['bench/num_prompts']} prompts (mean {summary['bench/prompt_tokens_mean']:.0f} "
-            f"prompt tokens) x {summary['bench/repeats']} repeats, L={summary['bench/L']}; verify(L+1)/decode "
-            f"{f('bench/latency/verify_over_decode')} (timed, {summary.get('bench/latency/context', '?')}-token KV) / "
+    sec = seconds_frame([ln for ln in lines if ln.get("kind") == "latency"])
+    if sec:
+        r = ratios(sec)
+        vd, dm = fmt(median_ci(r["verify_over_decode"])), fmt(median_ci(r["dm_overhead_share"], 100.0), 1) + "%"
+        timed = f"{len(sec['verify_pass'])} timed repeats"
+    else:
+        vd, dm, timed = "n/a", "n/a", "no timed repeats"
+    return (f"{summary['model/dtype']}, L={summary['bench/L']}: {summary['bench/num_prompts']} prompts (mean "
+            f"{summary['bench/prompt_tokens_mean']:.0f} prompt tokens) x {summary['bench/repeats']} repeats; "
+            f"verify(L+1)/decode {vd} (timed, {summary.get('bench/latency/context', '?')}-token KV, {timed}) / "
             f"{f('bench/in_situ/verify_over_decode')} (in the loop: SD verify pass vs AR step); DM decision overhead "
-            f"{pct('bench/latency/dm_overhead_share')} of the verify pass (timed: K extra head rows + JS) / "
-            f"{pct('bench/in_situ/dm_overhead_share')} (in the loop: SD+DM vs SD verify+criterion per pass); "
-            f"torch threads {summary.get('model/threads')}; max 1-min load average {f('bench/loadavg_1min_max', '.1f')}"]
+            f"{dm} of the verify pass (timed: K extra head rows + JS) / {pct('bench/in_situ/dm_overhead_share')} "
+            f"(in the loop: SD+DM vs SD verify+criterion per pass); torch threads {summary.get('model/threads')}; "
+            f"max 1-min load average {f('bench/loadavg_1min_max', '.1f')}")
+
+
+def _num(series: pd.Series, spec: str = ".2f") -> list[str]:
+    return ["" if pd.isna(v) else format(v, spec) for v in series]
 
 
 def format_table(t: pd.DataFrame) -> pd.DataFrame:
-    f = pd.DataFrame({"dtype": t["dtype"], "arm": t["label"]})
+    """The rows as read: rates, ratios [95% CI], τ, token equality (labels that vary across runs first)."""
+    f = t[varying(t, ("pair", "L"))].astype(str).reset_index(drop=True)
+    f["dtype"], f["arm"] = t["dtype"].values, t["label"].values
     f["tok/s (prefill incl.)"] = [f"{a:.2f} ± {b:.2f}" for a, b in zip(t["tok_per_s"], t["tok_per_s_repeat_std"])]
-    for ref, name in (("ar", "× our AR"), ("hf_ar", "× HF AR"), ("hf_assisted", "× HF assisted")):
-        if f"x_{ref}" in t:
-            f[name] = t[f"x_{ref}"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
-    f["× our AR, median per prompt"] = t["x_ar_median"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
-    f["× HF assisted, median per prompt"] = t["x_hf_assisted_median"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
-    f["tok/s (prefill excl.)"] = t["decode_tok_per_s"].map(lambda v: f"{v:.2f}")
-    f["× our AR (excl.)"] = t["x_ar_decode"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
-    f["× HF assisted (excl.)"] = t["x_hf_assisted_decode"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
-    f["τ"] = t["tau"].map(lambda v: "" if pd.isna(v) else f"{v:.2f}")
+    for ref, name in REF_NAMES.items():
+        if t[f"x_{ref}"].notna().any():
+            f[f"{name} [95% CI]"] = [fmt(Estimate(v, lo, hi, 1)) for v, lo, hi in
+                                     zip(t[f"x_{ref}"], t[f"x_{ref}_lo"], t[f"x_{ref}_hi"])]
+    f["× our AR, median per prompt"] = _num(t["x_ar_median"])
+    f["× HF assisted, median per prompt"] = _num(t["x_hf_assisted_median"])
+    f["tok/s (prefill excl.)"] = _num(t["decode_tok_per_s"])
+    f["× our AR (excl.)"] = _num(t["x_ar_decode"])
+    f["× HF assisted (excl.)"] = _num(t["x_hf_assisted_decode"])
+    f["τ"] = _num(t["tau"])
     f["= AR tokens"] = [f"{int(a)}/{int(b)}" for a, b in zip(t["identical_to_ar"], t["lines"])]
-    f["first mismatch (prompt#repeat@position)"] = t["first_mismatch"]
+    f["first mismatch (prompt#repeat@position)"] = t["first_mismatch"].values
     return f
 
 
-def main(argv: Iterable[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Benchmark: AR / SD / HF assisted / SD+DM, from method=bench run records")
-    ap.add_argument("--profile", default="default", help="profile name of the runs to read")
-    ap.add_argument("--pair", default=None, help="pair name (default: the one with most bench runs)")
-    args = ap.parse_args(list(argv) if argv is not None else None)
-    chosen = select(load_runs(), args.profile, args.pair)
+def build(selected: pd.DataFrame) -> Artefact:
+    """One table: the arms of the newest complete bench run per (pair, dtype, L)."""
+    art = Artefact(NAME)
+    chosen = newest(selected, lambda r, s: (r["pair"], s.get("model/dtype"), r["L"]))
     if not chosen:
-        print(f"no complete method=bench runs (profile={args.profile}); run: python -m runners.main -m experiment=bench",
-              file=sys.stderr)
-        return 1
-    t = pd.concat([build(s) for s in chosen], ignore_index=True)
-    used = pd.DataFrame([s["_row"] for s in chosen])
-    foot = [*(line for s in chosen for line in notes(s)),
+        return art
+    blocks, notes = [], []
+    for row, s in chosen:
+        lines = lines_of(row)
+        blocks.append(arm_rows(s, lines).assign(pair=row["pair"]))
+        notes.append(cost_note(s, lines))
+    t = pd.concat(blocks, ignore_index=True)
+    t = t[["pair", *(c for c in t.columns if c != "pair")]]
+    runs = used(chosen)
+    blocks_n = t.drop_duplicates(["pair", "dtype", "L"])
+    foot = [f"n (prompts x repeats per run): {', '.join(f'{p}x{r}' for p, r in zip(blocks_n['prompts'], blocks_n['repeats']))}",
+            *notes,
             "tok/s = output tokens / wall seconds, summed over prompts and repeats; prefill incl. = the whole call per "
             "prompt (tokenised prompt in, ids out; every arm prefills the full prompt, no prefix caching); prefill "
             "excl. = after the first committed chunk (ours: after the prefill's token; transformers: after its "
             "first streamed chunk); ± = std over repeats; × = ratio of the rates; median per prompt = median over "
             "prompt x repeat of the ratio on that line (robust to bursts of load); arms interleaved per prompt",
+            f"× [95% CI]: paired percentile bootstrap over prompts (B={B_DEFAULT}, seed {SEED}; a prompt's tokens "
+            "and seconds summed over its repeats; one prompt: zero width); timed cost ratios: " + CI_NOTE,
             "τ = 1 + accepted / rounds (ours: rounds up to where the output ends; transformers: committed tokens per "
             "target forward, its first forward = prefill + first verify); greedy, EOS or the cap ends every arm, "
             "no stop strings; = AR tokens: lines whose output ids equal our AR's (SD+DM is lossy by design)",
-            *provenance_lines(used)]
-    write_table(format_table(t), "bench", title="Benchmark: AR, SD, transformers assisted generation, SD+DropMatch",
-                footer=foot)
-    t.to_csv(artefact_dir("bench") / "bench.csv", index=False)
-    return 0
+            *provenance_lines(runs)]
+    art.tables.append(Table(NAME, "Benchmark: AR, SD, transformers assisted generation, SD+DropMatch", t,
+                            format_table(t), foot))
+    art.runs = runs
+    return art
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import sys
+
+    from analysis.render import cli
+
+    sys.exit(cli(NAME))

@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     """Render Table 6 through :mod:`analysis.render` (``argv``: its ``--profile``/``--runs``/``--out``); return
     the paper setting's table as shown (the first table found; empty when there are no runs)."""
     import argparse
+    import logging
 
     from analysis.render import NoRuns, render
 
@@ -163,7 +164,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     try:
         art = render(NAME, a.profile, runs_root=a.runs, out_root=a.out)
     except NoRuns as e:
-        print(e)
+        logging.getLogger(__name__).warning("%s", e)
         return pd.DataFrame()
     return art.tables[0].display
 

@@ -9,10 +9,13 @@ without a line; ``summary.json`` aggregates the lines. ``analysis/`` reads only 
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 from criteria.registry import Registry, UnknownNameError
 from runners.validate import ConfigError
+
+logger = logging.getLogger(__name__)
 
 MEASUREMENTS: Registry = Registry("method.measure")
 
@@ -63,7 +66,7 @@ class Measurement(Protocol):
         ...
 
 
-def run_measurement(c: Mapping[str, Any], log: Callable[[str], None] = print) -> dict:
+def run_measurement(c: Mapping[str, Any], log: Callable[[str], None] = logger.info) -> dict:
     """Execute one measurement run (resumable) and return its summary.
 
     Same contract as :func:`runners.run.run`: a finished run returns its stored summary without loading

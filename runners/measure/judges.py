@@ -14,11 +14,14 @@ puts identical generations together); each directed judgment is cached per text 
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 LLM_LABELS = ("entailment", "neutral", "contradiction")
 DEBERTA_MNLI = "microsoft/deberta-large-mnli"
@@ -152,7 +155,7 @@ def nli_available(model: str | None) -> bool:
 
 
 def make_judge(kind: str = "auto", nli_model: str | None = DEBERTA_MNLI,
-               llm: Callable[[], tuple[Any, Any, str]] | None = None, log: Callable[[str], None] = print) -> Any:
+               llm: Callable[[], tuple[Any, Any, str]] | None = None, log: Callable[[str], None] = logger.info) -> Any:
     """The entailment judge for Fig. 3(b).
 
     Args:

@@ -23,10 +23,13 @@ or by hand: ``python -m runners.models.eagle3_random TARGET_DIR OUT_DIR``.
 
 from __future__ import annotations
 
+import logging
 import hashlib
 import json
 from pathlib import Path
 from typing import Any, Mapping
+
+logger = logging.getLogger(__name__)
 
 MARKER = "eagle3_random.json"   # written last: the build finished (and records its arguments)
 NOTE = "EAGLE3 head: random init (mechanism check, not a speed claim)"
@@ -34,7 +37,7 @@ NOTE = "EAGLE3 head: random init (mechanism check, not a speed claim)"
 
 def build_eagle3_head(target_dir: str | Path, out_dir: str | Path, *, seed: int = 0, intermediate_size: int = 2048,
                       use_aux_hidden_state: bool = True, aux_layer_ids: list[int] | None = None,
-                      log=print) -> Path:
+                      log=logger.info) -> Path:
     """Write ``config.json`` + ``model.safetensors`` of a random EAGLE-3 head for ``target_dir`` into ``out_dir``.
 
     Args:
@@ -124,7 +127,7 @@ def build_eagle3_head(target_dir: str | Path, out_dir: str | Path, *, seed: int 
     return out
 
 
-def build_from_spec(spec: Mapping[str, Any], log=print) -> str:
+def build_from_spec(spec: Mapping[str, Any], log=logger.info) -> str:
     """Pair-source hook: resolve ``spec['built']['target']`` and build (once) the head under the cache."""
     from runners.models.sources import resolve_model_dir
     from runners.paths import cache_dir
@@ -140,4 +143,7 @@ def build_from_spec(spec: Mapping[str, Any], log=print) -> str:
 if __name__ == "__main__":
     import sys
 
-    print(build_eagle3_head(sys.argv[1], sys.argv[2]))
+    from runners.logs import console
+
+    console()
+    logger.info("%s", build_eagle3_head(sys.argv[1], sys.argv[2]))

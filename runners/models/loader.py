@@ -6,6 +6,7 @@ execute in one process (basic launcher) share them instead of reloading.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -14,6 +15,8 @@ from typing import Any, Mapping
 from runners.models.dtype import resolve_dtype
 from runners.models.identity import hub_revision
 from runners.models.sources import resolve_model_dir
+
+logger = logging.getLogger(__name__)
 
 _LOADED: dict[tuple[str, str, str], Any] = {}
 
@@ -60,7 +63,7 @@ def _load_model(path: str, dtype: str, device: str, revision: str | None = None)
     return _LOADED[key]
 
 
-def load_pair(pair: Mapping[str, Any], need_draft: bool = True, load_weights: bool = True, log=print) -> LoadedPair:
+def load_pair(pair: Mapping[str, Any], need_draft: bool = True, load_weights: bool = True, log=logger.info) -> LoadedPair:
     """Resolve both model sources and load them (target first).
 
     ``load_weights=False`` resolves (and prepares) the model directories and loads only the tokenizer:

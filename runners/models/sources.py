@@ -25,6 +25,7 @@ Errors:
 
 from __future__ import annotations
 
+import logging
 import hashlib
 import os
 import shutil
@@ -35,6 +36,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from runners.paths import cache_dir
+
+logger = logging.getLogger(__name__)
 
 COMPLETE_MARKER = ".complete"
 
@@ -112,7 +115,7 @@ def _drop_gguf_quantizer(model) -> None:
         del model.config.quantization_config
 
 
-def prepare_pinned(spec: Mapping[str, Any], log=print) -> Path:
+def prepare_pinned(spec: Mapping[str, Any], log=logger.info) -> Path:
     """Build (once) the safetensors cache of a pinned GGUF model and return its directory."""
     dest = pinned_cache_dir(spec)
     if (dest / COMPLETE_MARKER).exists():
@@ -183,7 +186,7 @@ def pick_source(spec: Mapping[str, Any]) -> tuple[str, str | None]:
     )
 
 
-def resolve_model_dir(spec: Mapping[str, Any], log=print) -> str:
+def resolve_model_dir(spec: Mapping[str, Any], log=logger.info) -> str:
     """Return a local directory (or, online, a hub id) that ``from_pretrained`` can load.
 
     The source is :func:`pick_source`'s (the one :func:`runners.models.identity.model_identity` records):

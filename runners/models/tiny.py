@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
 
 CHATML_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -90,7 +93,10 @@ def main() -> None:
     ap.add_argument("--noise", type=float, default=0.5)
     a = ap.parse_args()
     t, d = build_tiny_pair(a.out_dir, seed=a.seed, noise=a.noise)
-    print(f"target: {t}\ndraft:  {d}")
+    from runners.logs import console
+
+    console()
+    logger.info("target: %s\ndraft:  %s", t, d)
 
 
 if __name__ == "__main__":

@@ -98,3 +98,11 @@ def scored_samples(accuracy: float, n: int = 2, dataset: str = "humaneval") -> l
     """``n`` scored samples (no drafts, 4 tokens in 1 s) of which the first ``round(accuracy * n)`` are correct."""
     k = round(accuracy * n)
     return [item_sample(f"{dataset}/test/{i}", [], 0, correct=float(i < k), tokens=4, wall_s=1.0) for i in range(n)]
+
+
+def similarity_line(sid: str, cos: list, P: list) -> dict[str, Any]:
+    """One ``method=similarity`` record line (Fig. 3): a prompt's cosine and directed entailment matrices."""
+    n = len(cos)
+    return {"sample_id": sid, "question": "q", "paths": list(range(1, n + 1)), "cosine": cos, "entail_p": P,
+            "identical": [[i == j or cos[i][j] == 1.0 for j in range(n)] for i in range(n)], "judge": "stub judge",
+            "num_judge_calls": n * (n - 1), "sbert": "stub"}

@@ -8,7 +8,7 @@ import pytest
 
 from analysis.figures import fig3
 from analysis.similarity import bidirectional, off_diagonal_mean
-from analysis_fixtures import run_cfg, summary, write_run
+from analysis_fixtures import run_cfg, similarity_line, summary, write_run
 
 
 def test_bidirectional_needs_both_directions():
@@ -21,49 +21,57 @@ def test_bidirectional_needs_both_directions():
     assert np.isnan(off_diagonal_mean(np.ones((1, 1))))
 
 
-def test_render_figure_to_tmp(tmp_path):
+def test_figure_in_paper_style():
+    from analysis import style
+
     m = np.eye(5) * 0.5 + 0.5
-    mats = {0.1: {"cosine": m, "entailment": m}, 0.3: {"cosine": m * 0.8, "entailment": np.eye(5)}}
-    paths = fig3.render_figure(mats, "LLM judge: test", tmp_path / "fig3", n_prompts={0.1: 2, 0.3: 2},
-                               footer_text="pair | device | date")
-    assert [p.suffix for p in paths] == [".png", ".pdf"]
-    assert all(p.stat().st_size > 1000 for p in paths)
+    mats = {0.1: {"cosine": m, "entailment_soft": m}, 0.3: {"cosine": m * 0.8, "entailment_soft": np.eye(5)}}
+    fig, panels = fig3.figure(mats)
+    assert panels == ["(a)", "(b)", "(c)", "(d)"] and fig.get_figwidth() == style.WIDTH["double"]
+    heat = [ax for ax in fig.axes if ax.get_images()]
+    assert len(heat) == 4 and fig.texts == [] and fig._suptitle is None   # no provenance inside the plot
+    assert [t.get_text() for t in heat[3].texts if t.get_text().startswith("(")] == ["(d)"]
+    assert heat[2].get_images()[0].get_array()[0, 1] == pytest.approx(0.4)   # p=0.3 cosine, off-diagonal
 
 
-def _line(sid: str, cos: list, P: list) -> dict:
-    n = len(cos)
-    return {"sample_id": sid, "question": "q", "paths": list(range(1, n + 1)), "cosine": cos, "entail_p": P,
-            "identical": [[i == j or cos[i][j] == 1.0 for j in range(n)] for i in range(n)], "judge": "stub judge",
-            "num_judge_calls": n * (n - 1), "sbert": "stub"}
+def test_fig3_renders_from_similarity_records(results):
+    """The artefact on hand-written method=similarity records (2 p_drop x 2 prompts, 3 paths)."""
+    from analysis.render import render
 
-
-def test_fig3_main_from_similarity_records(results):
-    """The whole module on hand-written method=similarity records (2 p_drop x 2 prompts, 3 paths)."""
     same = [[1.0] * 3] * 3
     mixed_cos = [[1.0, 0.5, 0.2], [0.5, 1.0, 0.4], [0.2, 0.4, 1.0]]
     mixed_P = [[1.0, 0.9, 0.1], [0.8, 1.0, 0.3], [0.6, 0.2, 1.0]]
-    recs = {0.1: [_line("spec_bench/test/81", same, same), _line("spec_bench/test/161", same, same)],
-            0.3: [_line("spec_bench/test/81", mixed_cos, mixed_P), _line("spec_bench/test/161", same, same)]}
+    recs = {0.1: [similarity_line("spec_bench/test/81", same, same), similarity_line("spec_bench/test/161", same, same)],
+            0.3: [similarity_line("spec_bench/test/81", mixed_cos, mixed_P), similarity_line("spec_bench/test/161", same, same)]}
     for p, lines in recs.items():
         write_run(results, f"sim-{p}", run_cfg("similarity", "spec_bench", p_drop=p, K=3), summary(float("nan")), lines)
     write_run(results, "decode", run_cfg("dropout_path", "spec_bench", p_drop=0.1, path=1, K=1),  # not read
               summary(float("nan")), [{"sample_id": "spec_bench/test/81", "output_text": "x"}])
-    assert fig3.main(["--profile", "default"]) == 0
+    art = render("fig3", "default", echo=False)
+    assert sorted(art.runs["run_id"]) == ["sim-0.1", "sim-0.3"]
     out = results / "fig3"
     assert (out / "fig3.png").exists() and (out / "fig3.pdf").exists()
-    summ = pd.read_csv(out / "fig3.csv").set_index("p_drop")
+    summ = pd.read_csv(out / "fig3_summary.csv").set_index("p_drop")
     assert summ.loc[0.1, "mean off-diag bidirectional entailment"] == 1.0
     assert summ.loc[0.1, "mean off-diag cosine"] == pytest.approx(1.0)
     # p=0.3: prompt 1 has one equivalent pair (0,1) of 3 -> 1/3; prompt 2 all -> mean 2/3
-    assert summ.loc[0.3, "mean off-diag bidirectional entailment"] == pytest.approx(round(2 / 3, 3))
-    assert summ.loc[0.3, "mean off-diag soft entailment"] == pytest.approx(round((0.8 + 0.1 + 0.2) / 3 / 2 + 0.5, 3))
-    assert summ.loc[0.3, "identical outputs (pairs)"] == 3
-    mats = pd.read_csv(out / "fig3_matrices.csv")
+    assert summ.loc[0.3, "mean off-diag bidirectional entailment"] == pytest.approx(2 / 3)
+    assert summ.loc[0.3, "mean off-diag soft entailment"] == pytest.approx((0.8 + 0.1 + 0.2) / 3 / 2 + 0.5)
+    # interval over the 2 prompts: the bootstrap sees 1/3 and 1, so it lies within them and is not a point
+    lo, hi = summ.loc[0.3, "mean off-diag bidirectional entailment_lo"], summ.loc[0.3, "mean off-diag bidirectional entailment_hi"]
+    assert 1 / 3 <= lo < 2 / 3 < hi <= 1.0
+    assert summ.loc[0.3, "identical outputs (pairs)"] == 3 and summ.loc[0.3, "prompts"] == 2
+    mats = pd.read_csv(out / "fig3.csv")
     assert len(mats) == 2 * 3 * 9
-    md = (out / "fig3.md").read_text()
+    cap = (out / "fig3.md").read_text()
+    assert "(a) cosine similarity (SBERT) and (b) entailment score" in cap and "(d) entailment score" in cap
+    md = (out / "fig3_summary.md").read_text()
     assert "judge: stub judge" in md and "Test CPU" in md and str(results) not in md
+    assert "n (prompts per p_drop): 2 at p_drop=0.1, 2 at p_drop=0.3" in md and "[95% CI]" in md
 
 
-def test_fig3_main_without_records(results, capsys):
-    assert fig3.main(["--profile", "default"]) == 1
-    assert "experiment=fig3_measure" in capsys.readouterr().err
+def test_fig3_without_records_exits_1(results, capsys):
+    from analysis.render import main
+
+    assert main(["fig3", "--profile", "default"]) == 1
+    assert "fig3: no complete runs for profile=default" in capsys.readouterr().err

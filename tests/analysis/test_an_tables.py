@@ -112,13 +112,14 @@ def test_table3_cells(trace_runs):
 
 
 def test_duplicate_cells_keep_largest_complete(results):
-    from analysis.traces import load
+    from analysis.load import load_runs
+    from analysis.traces import select_runs
 
     old, new = "2026-11-29T00:00:00", "2026-12-01T00:00:00"
     write_run(results, "ar-old", run_cfg("ar", "humaneval"), {**summary(0.0, n=1), "date_utc": old}, [])
     write_run(results, "ar-big", run_cfg("ar", "humaneval"), summary(0.5, n=4), [])
     write_run(results, "ar-new", run_cfg("ar", "humaneval"), {**summary(1.0, n=2), "date_utc": new}, [])
-    runs = load("default", "humaneval", None, ("ar",))
+    runs = select_runs(load_runs(), dataset="humaneval", profile="default", pair=None, methods=("ar",))
     assert list(runs["run_id"]) == ["ar-big"]
 
 

@@ -119,15 +119,21 @@ def test_bench_records_resume_and_table(run_main, runs_root, main_env, monkeypat
     assert len((rec / "samples.jsonl").read_text().splitlines()) == 4
 
     monkeypatch.setenv("DROPMATCH_RESULTS", main_env["DROPMATCH_RESULTS"])
-    from analysis.tables import bench
+    from analysis.render import render
 
-    assert bench.main(["--profile", "smoke"]) == 0
+    art = render("bench", "smoke", echo=False)
+    assert list(art.runs["run_id"]) == [rec.name]
     t = pd.read_csv(runs_root.parent / "bench" / "bench.csv")
     assert list(t["arm"]) == ["ar", "hf_ar", "sd", "hf_assisted", "sd_dm"]
     assert pd.api.types.is_float_dtype(t["tok_per_s"]) and (t["tok_per_s"] > 0).all()
     assert t.loc[t["arm"] == "ar", "x_ar"].item() == 1.0
+    s = json.loads((rec / "summary.json").read_text())
+    for arm in ("sd", "sd_dm", "hf_assisted"):  # the ratios are the summary's; one prompt: a zero-width interval
+        x = t[t["arm"] == arm].iloc[0]
+        assert x["x_ar"] == pytest.approx(s[f"bench/{arm}/x_ar"]) and x["x_ar_lo"] == pytest.approx(x["x_ar"])
     md = (runs_root.parent / "bench" / "bench.md").read_text()
     assert "transformers assisted generation" in md and "verify(L+1)/decode" in md
+    assert "n (prompts x repeats per run): 1x2" in md and "× our AR [95% CI]" in md
 
 
 @pytest.mark.parametrize("override, field", [("method.arms=[sd,hf_assisted]", "method.arms"),

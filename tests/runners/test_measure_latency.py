@@ -73,17 +73,26 @@ def test_latency_sweep_records_resume_and_table(run_main, runs_root, main_env, m
     assert len((victim / "samples.jsonl").read_text().splitlines()) == 3  # no duplicate lines
 
     monkeypatch.setenv("DROPMATCH_RESULTS", main_env["DROPMATCH_RESULTS"])
+    from analysis.render import render
     from analysis.tables import table4
 
-    assert table4.main(["--profile", "smoke"]) == 0
+    art = render("table4", "smoke", echo=False)
+    assert len(art.runs) == 4
     out = runs_root.parent / "table4"
     t = pd.read_csv(out / "table4.csv")
-    assert len(t) == 4 * len(table4.LABELS) and set(t["L"]) == {5, 10}
-    assert (t.loc[t["component"] == table4.LABELS["verify_pass"], "pct_of_verify_measured"] == 100.0).all()
+    assert len(t) == 4 * len(table4.LABELS) and set(t["L"]) == {5, 10} and (t["n_repeats"] == 3).all()
+    verify = t[t["component"] == table4.LABELS["verify_pass"]]
+    assert (verify["pct_of_verify_measured"] == 100.0).all()
+    assert ((verify["median_ms_lo"] <= verify["median_ms"]) & (verify["median_ms"] <= verify["median_ms_hi"])).all()
     tgt = pd.read_csv(out / "table4_targets.csv")
     assert len(tgt) == 4 and (tgt[["verify_over_decode", "dm_overhead_pct"]] > 0).all().all()
-    assert len(pd.read_csv(out / "table4_timings.csv")) == 4 * 3
-    assert "dm_overhead_pct" in (out / "table4_targets.md").read_text()
+    for d in dirs:  # the table's medians are the records' summaries
+        s = json.loads((d / "summary.json").read_text())
+        row = tgt[(tgt["dtype"] == s["model/dtype"]) & (tgt["L"] == s["latency/L"])]
+        assert row["verify_over_decode"].item() == pytest.approx(s["latency/verify_over_decode"])
+        assert row["dm_overhead_pct"].item() == pytest.approx(100 * s["latency/dm_overhead_share"])
+    md = (out / "table4_targets.md").read_text()
+    assert "dm_overhead_pct [95% CI]" in md and "n (timed repeats per run): 3, 3, 3, 3" in md
 
 
 @pytest.mark.parametrize("override, field", [("method.timing_repeats=0", "method.timing_repeats"),

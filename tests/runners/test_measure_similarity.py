@@ -134,8 +134,10 @@ def test_similarity_from_decode_records(run_main, runs_root, main_env, monkeypat
     assert [ln["sample_id"] for ln in read_samples(rec / "samples.jsonl")] == [ln["sample_id"] for ln in lines]
 
     monkeypatch.setenv("DROPMATCH_RESULTS", main_env["DROPMATCH_RESULTS"])
-    from analysis.figures import fig3
+    from analysis.render import render
 
-    assert fig3.main(["--profile", "smoke"]) == 0
+    art = render("fig3", "smoke", echo=False)
+    assert list(art.runs["run_id"]) == [rec.name]
     out = runs_root.parent / "fig3"
-    assert (out / "fig3.png").exists() and "LLM judge: tiny-random-qwen2-target" in (out / "fig3.md").read_text()
+    assert (out / "fig3.png").exists() and "LLM judge: tiny-random-qwen2-target" in (out / "fig3_summary.md").read_text()
+    assert "n (prompts per p_drop): 2 at p_drop=0.3" in (out / "fig3_summary.md").read_text()

@@ -46,7 +46,19 @@ CASES = [
     ("dm_js", 5, "dropmatch_js", HeadSpec(5, 0.3), {}),
     ("dm_naive", 4, "dropmatch_naive", HeadSpec(5, 0.3), {}),
     ("dm_js_T1", 4, "dropmatch_js", HeadSpec(5, 0.3), {"temperature": 1.0}),
+    ("dm_js_trace", 5, "dropmatch_js", HeadSpec(5, 0.3), {"trace": True}),  # Tables 2-3 run batched
+    ("dropout_path", 0, "dropout_path", HeadSpec(1, 0.3), {"seed_stream": 3}),  # Table 1 / Fig. 3 paths
 ]
+
+
+def _same_trace(x, y) -> bool:
+    if isinstance(x, float) or isinstance(y, float):
+        return x == pytest.approx(y, rel=1e-4, abs=1e-6)
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_same_trace(x[k], y[k]) for k in x)
+    if isinstance(x, list) and isinstance(y, list):
+        return len(x) == len(y) and all(_same_trace(a, b) for a, b in zip(x, y))
+    return x == y
 
 
 @pytest.mark.parametrize("name,L,crit,heads,kw", CASES, ids=[c[0] for c in CASES])
@@ -61,6 +73,7 @@ def test_batch_of_four_decides_as_batch_of_one(pair, name, L, crit, heads, kw):
         assert b.output_token_ids == a.output_token_ids, (name, sid)
         assert b.accepted_per_round == a.accepted_per_round, (name, sid)
         assert b.counters.to_dict() == a.counters.to_dict(), (name, sid)
+        assert _same_trace(b.trace, a.trace), (name, sid)  # decisions exact; JS/probabilities to batch-shape rounding
         c = b.counters
         assert L == 0 or c.num_drafts + c.num_accepted_tokens == max(0, len(b.output_token_ids) - 1 + b.eos_removed)
         lengths.add(len(b.output_token_ids))

@@ -38,6 +38,10 @@ def test_table6_end_to_end_on_real_gsm8k(results_dir, all_threads):
         assert s["complete"] and s["num_samples"] == 1
         assert s["speed/num_output_tokens"] > 0 and s["speed/tok_per_s"] > 0
         assert 1.0 <= s["spec/mean_acceptance_length"] <= 6.0
+    from analysis.counters import counter_faults
+
+    for s in (sd, dm):  # the counters count only tokens the output kept (issue 10 item 1)
+        assert counter_faults(results_dir / "runs" / s["run_id"]) == []
     # greedy SD on a real pair accepts some drafts on GSM8K text
     assert sd["spec/counters"]["num_accepted_tokens"] > 0
     rec = json.loads((results_dir / "runs" / sd["run_id"] / "samples.jsonl").read_text().splitlines()[0])

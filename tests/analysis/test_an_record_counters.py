@@ -1,0 +1,42 @@
+"""Issue 10 item 1, as a property of every committed record: the counters count only tokens the output kept.
+
+For every sample of every run under ``results/runs/`` (the records behind the committed tables, real-pair runs):
+``num_drafts + num_accepted_tokens == len(output_token_ids) - 1 + eos_removed`` (rounds emit every output token
+but the first, which comes from prefill; an EOS the output dropped was still emitted), one entry of
+``accepted_per_round`` per round, summing to the accepted count, and the per-position counts summing to it too.
+Autoregressive runs (L = 0) count no drafts (vLLM's convention) and one zero-accepted step per emitted token.
+The embedded end-to-end test (tests/e2e) checks the same on the records it makes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from analysis.counters import counter_faults
+from runners.paths import REPO_ROOT
+
+RUNS = REPO_ROOT / "results" / "runs"
+
+
+def _runs() -> list[Path]:
+    return sorted(p for p in RUNS.glob("*") if (p / "samples.jsonl").is_file()) if RUNS.is_dir() else []
+
+
+@pytest.mark.skipif(not _runs(), reason="no committed run records under results/runs/ in this checkout")
+@pytest.mark.parametrize("run_dir", _runs(), ids=lambda p: p.name)
+def test_committed_records_satisfy_the_counter_identity(run_dir):
+    assert counter_faults(run_dir) == []
+
+
+def test_the_check_finds_a_count_past_the_cut(tmp_path):
+    """The fault of issue 10 item 1: 17 tokens out, counters for 18 committed."""
+    rec = {"sample_id": "x", "output_token_ids": list(range(17)), "eos_removed": 0,
+           "accepted_per_round": [4, 4, 4, 2], "spec": {"num_drafts": 4, "num_accepted_tokens": 14, "num_speculative_tokens": 5}}
+    (tmp_path / "samples.jsonl").write_text(json.dumps(rec) + "\n")
+    assert counter_faults(tmp_path) == ["x: rounds 4 + accepted 14 != emitted 16"]
+    rec["spec"]["num_accepted_tokens"], rec["accepted_per_round"] = 12, [4, 4, 2, 2]
+    (tmp_path / "samples.jsonl").write_text(json.dumps(rec) + "\n")
+    assert counter_faults(tmp_path) == []

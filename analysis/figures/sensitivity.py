@@ -71,7 +71,10 @@ def plot(data: pd.DataFrame, sd: Cell | None):
         ax.set_xticks(sorted(set(data["p_drop"])))
     axes[0].set(xlabel="$p_{drop}$", ylabel=r"mean acceptance length $\tau$")
     axes[1].set(xlabel="$p_{drop}$", ylabel="accuracy (%)", ylim=(-5, 105))
-    axes[0].legend(ncol=2, fontsize="small")
+    handles, labels = axes[0].get_legend_handles_labels()
+    order = sorted(range(len(labels)), key=lambda i: labels[i] == "SD")   # per K: paper's rule over the other, SD last
+    fig.legend([handles[i] for i in order], [labels[i] for i in order], loc="outside lower center",
+               ncol=(len(labels) + 1) // 2)
     return fig, style.panel_labels(axes)
 
 

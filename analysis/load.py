@@ -1,6 +1,8 @@
 """Read every run record into one pandas DataFrame (one row per run). Analysis never parses file names.
 
-Columns: run_id, pair, dataset, method, backend, spec_method (draft_model | eagle3), eagle3_random_head, profile, L, p_drop, K, path, temperature, seed, repeats, tok_per_s_repeat_std,
+Columns: run_id, pair, dataset, method, backend, spec_method (draft_model | eagle3), eagle3_random_head, profile, L, p_drop, K, path,
+include_target (``dropmatch.include_target``: bool, False when the record lacks it, the paper's Algorithm 1),
+majority (``dropmatch.majority``: strict | plurality, strict when absent), temperature, seed, repeats, tok_per_s_repeat_std,
 n (samples done), n_expected, offset, trace (criterion trace recorded), complete, accuracy, accuracy_stderr, tau, acceptance_rate,
 per_position_rate (list), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, device, date_utc,
 git_sha, git_shas (every commit that wrote to the run, sorted tuple), git_dirty, model_identity (text),
@@ -91,6 +93,8 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "p_drop": dm.get("p_drop"),
         "K": dm.get("K"),
         "path": dm.get("path"),
+        "include_target": bool(dm.get("include_target", False)),   # records before the field: the paper's rule
+        "majority": str(dm.get("majority") or "strict"),
         "temperature": float(cfg["decoding"]["temperature"]),
         "seed": int(cfg["decoding"]["seed"]),
         "repeats": int(summary.get("speed/repeats") or 1),

@@ -40,10 +40,11 @@ def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
 
 
 def setting_runs(selected: pd.DataFrame, p_drop: float, K: int) -> pd.DataFrame:
-    """AR, SD and DM at (p_drop, K); the cells of one (pair, benchmark) from one setting
-    (same items and cap: :func:`analysis.load.one_setting`)."""
+    """AR, SD and DM at (p_drop, K) under the paper's rule (``include_target`` false); the cells of one
+    (pair, benchmark) from one setting (same items and cap: :func:`analysis.load.one_setting`)."""
     dm = selected["method"] == "dropmatch"
-    keep = ~dm | ((selected["p_drop"].astype(float) == p_drop) & (selected["K"].astype(float) == K))
+    keep = ~dm | ((selected["p_drop"].astype(float) == p_drop) & (selected["K"].astype(float) == K)
+                  & ~selected["include_target"].astype(bool))   # the paper's rule (sensitivity also runs true)
     return one_setting(selected[keep], cell=("method", "L"), extra=("batch_size",))
 
 

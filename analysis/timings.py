@@ -10,6 +10,8 @@ Per-repeat (paired) ratios, medians over repeats as the run's summary (:func:`ru
     verify_over_decode = verify_pass / decode_step
     dm_overhead_share  = (mc_dropout_heads - lm_head + js_divergence) / verify_pass   (K extra head rows + JS)
     dm_rule_share      = (mc_dropout_heads - lm_head + dropmatch_criterion) / verify_pass
+    dm_round_share     = (verify_round_dm - verify_round_sd) / verify_pass   (the decision as the loop runs it;
+                         records made after the in-loop components were added)
 """
 
 from __future__ import annotations
@@ -35,9 +37,12 @@ def ratios(sec: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Per-repeat ratios (see the module docstring), each ``[n]``."""
     extra = sec["mc_dropout_heads"] - sec["lm_head"]
     verify = sec["verify_pass"]
-    return {"verify_over_decode": verify / sec["decode_step"],
-            "dm_overhead_share": (extra + sec["js_divergence"]) / verify,
-            "dm_rule_share": (extra + sec["dropmatch_criterion"]) / verify}
+    out = {"verify_over_decode": verify / sec["decode_step"],
+           "dm_overhead_share": (extra + sec["js_divergence"]) / verify,
+           "dm_rule_share": (extra + sec["dropmatch_criterion"]) / verify}
+    if "verify_round_dm" in sec:
+        out["dm_round_share"] = (sec["verify_round_dm"] - sec["verify_round_sd"]) / verify
+    return out
 
 
 def median_ci(values: Sequence[float] | np.ndarray, scale: float = 1.0) -> Estimate:

@@ -40,15 +40,17 @@ LABELS = {
     "js_divergence": "JS computation (centroid, K heads + draft)",
     "dropmatch_overhead": "DropMatch overhead = MC extra + JS",
     "dropmatch_criterion": "whole dropmatch_js rule (Alg. 1, incl. JS)",
+    "dm_in_loop": "DropMatch decision in the loop = verify_round(DM) - verify_round(SD)",
 }
 # measured rows as signed sums of component medians
 TERMS = {"mc_extra": (("mc_dropout_heads", 1), ("lm_head", -1)),
-         "dropmatch_overhead": (("mc_dropout_heads", 1), ("lm_head", -1), ("js_divergence", 1))}
+         "dropmatch_overhead": (("mc_dropout_heads", 1), ("lm_head", -1), ("js_divergence", 1)),
+         "dm_in_loop": (("verify_round_dm", 1), ("verify_round_sd", -1))}
 # analytic parts of each row, as a share of the verify pass (full forward over L+1 tokens)
 PARTS = {"verify_pass": ["full_forward"], "lm_head": ["lm_head"], "mc_dropout_heads": ["lm_head", "mc_dropout_heads"],
          "mc_extra": ["mc_dropout_heads"], "js_divergence": ["js_divergence"],
          "dropmatch_overhead": ["mc_dropout_heads", "js_divergence"]}
-TARGETS = {"verify_over_decode": 1.1, "dm_overhead_pct": 3.0}  # issue 13, at L = 5
+TARGETS = {"verify_over_decode": 1.1, "dm_in_loop_pct": 3.0}  # issue 13, at L = 5
 LABEL_COLUMNS = ("pair", "dtype", "L", "K", "p_drop", "context")
 
 
@@ -112,7 +114,8 @@ def target_row(sec: Mapping[str, np.ndarray]) -> dict:
             **est_columns("verify_over_decode", median_ci(r["verify_over_decode"])),
             "dm_overhead_ms": measured(sec, "dropmatch_overhead", False).value,
             **est_columns("dm_overhead_pct", median_ci(r["dm_overhead_share"], 100.0)),
-            **est_columns("dm_rule_pct", median_ci(r["dm_rule_share"], 100.0))}
+            **est_columns("dm_rule_pct", median_ci(r["dm_rule_share"], 100.0)),
+            **est_columns("dm_in_loop_pct", median_ci(r["dm_round_share"], 100.0) if "dm_round_share" in r else NAN)}
 
 
 def _num(v: float, spec: str) -> str:
@@ -150,6 +153,7 @@ def display_targets(data: pd.DataFrame) -> pd.DataFrame:
     d["dm_overhead_ms"] = [_num(v, ".1f") for v in data["dm_overhead_ms"]]
     d["dm_overhead_pct [95% CI]"] = _ci(data, "dm_overhead_pct", 1)
     d["dm_rule_pct [95% CI]"] = _ci(data, "dm_rule_pct", 1)
+    d["dm_in_loop_pct [95% CI]"] = _ci(data, "dm_in_loop_pct", 1)
     return d
 
 
@@ -193,9 +197,12 @@ def build(selected: pd.DataFrame) -> Artefact:
                             display_targets(tdata), [
         n_line,
         f"issue-13 targets at L=5: verify(L+1)/decode <= {TARGETS['verify_over_decode']}, DM decision overhead "
-        f"<= {TARGETS['dm_overhead_pct']}% of the verify pass",
+        f"(dm_in_loop) <= {TARGETS['dm_in_loop_pct']}% of the verify pass",
         "verify_over_decode, dm_overhead_pct, dm_rule_pct: medians of the per-repeat (paired) ratios; "
-        "dm_overhead = (MC-dropout heads - LM head) + JS; dm_rule = (MC-dropout heads - LM head) + whole rule",
+        "dm_overhead = (MC-dropout heads - LM head) + JS at every position (the paper's split); dm_rule = (MC-dropout "
+        "heads - LM head) + whole rule; dm_in_loop = verify_round(dropmatch_js) - verify_round(greedy SD) on the same "
+        "hidden states, as the HF loop and vLLM hook run it (heads at the L drafted positions only, JS only where "
+        "Eq. 7 fails, head matmul in the model's dtype): the overhead the issue-13 target applies to",
         CI_NOTE, *prov]))
     art.runs = runs
     return art

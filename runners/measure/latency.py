@@ -11,12 +11,18 @@ tokens, batch 1, n_input = L + 1 (the pending token and L drafts), the pair's dt
   - ``mc_dropout_heads``: ``criteria.dropout_heads.dropout_head_logits`` with K heads (one matmul, plain row +
     K dropout rows ``[L+1, 1+K, V]``) and the loop's float32 copies of both parts;
   - ``js_divergence``: ``criteria.dropmatch_base.js_statistics`` over the L draft positions (Eq. 5-6);
-  - ``dropmatch_criterion``: the whole ``dropmatch_js`` rule call (head tokens, JS, majority, Algorithm 1).
+  - ``dropmatch_criterion``: the whole ``dropmatch_js`` rule call (head tokens, JS, majority, Algorithm 1);
+  - ``verify_round_sd`` / ``verify_round_dm``: :func:`criteria.verify.verify_round` on the verify pass's
+    hidden states with ``greedy_match`` / ``dropmatch_js``, as the HF loop and the vLLM hook call it (heads only
+    at the L drafted positions, JS only where Eq. 7 fails, head matmul in the model's dtype): their
+    difference is the DropMatch decision overhead the loop actually pays.
 Each repeat runs the components back to back (round-robin), so load from other processes hits them alike;
 ``method.warmup`` untimed repeats start every session. One record line per timed repeat (seconds per
 component); the summary holds medians, quartiles and the per-repeat (paired) ratios:
-``latency/verify_over_decode`` = verify_pass / decode_step and ``latency/dm_overhead_share`` =
-(mc_dropout_heads - lm_head + js_divergence) / verify_pass, medians over repeats.
+``latency/verify_over_decode`` = verify_pass / decode_step, ``latency/dm_overhead_share`` =
+(mc_dropout_heads - lm_head + js_divergence) / verify_pass (the paper's split: every head at every position) and
+``latency/dm_round_share`` = (verify_round_dm - verify_round_sd) / verify_pass (as the loop runs it), medians
+over repeats.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ import torch
 from runners.measure.base import MEASUREMENTS, positive_int
 from runners.validate import ConfigError
 
-COMPONENTS = ("decode_step", "verify_pass", "lm_head", "mc_dropout_heads", "js_divergence", "dropmatch_criterion")
+COMPONENTS = ("decode_step", "verify_pass", "lm_head", "mc_dropout_heads", "js_divergence", "dropmatch_criterion",
+              "verify_round_sd", "verify_round_dm")
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 
 
@@ -67,8 +74,9 @@ class VerifyTimer:
         import criteria.rules  # noqa: F401
         from criteria.base import VerifyInputs
         from criteria.dropmatch_base import js_statistics
-        from criteria.dropout_heads import dropout_head_logits
+        from criteria.dropout_heads import HeadSpec, LMHead, dropout_head_logits
         from criteria.registry import CRITERIA
+        from criteria.verify import verify_round
         from runners.backends.kv_state import KVState
 
         if L < 1:
@@ -99,6 +107,14 @@ class VerifyTimer:
                 state.rollback(context)
             return fn
 
+        drafts = draft_probs.argmax(dim=-1)[None]  # [1, L]
+        lm_head = LMHead(W, b)  # as the HF loop builds it
+        greedy, spec = CRITERIA.get("greedy_match")(), HeadSpec(K, p_drop)
+
+        def round_with(r: Any, heads: Any) -> Callable[[], None]:
+            return lambda: verify_round(hidden[None], lm_head, drafts, r, heads, temperature=0.0, generators=[gen],
+                                        draft_probs=draft_probs[None])
+
         def mc_heads() -> None:
             out = dropout_head_logits(hidden, W, b, num_heads=K, p_drop=p_drop, generator=gen)  # [L+1, 1+K, V]
             out[:, 0].float(), out[:, 1:].float()
@@ -110,6 +126,8 @@ class VerifyTimer:
             "mc_dropout_heads": mc_heads,
             "js_divergence": lambda: js_statistics(head_logits[:, :L], draft_probs[None], 0.0),
             "dropmatch_criterion": lambda: rule(inputs),
+            "verify_round_sd": round_with(greedy, HeadSpec()),
+            "verify_round_dm": round_with(rule, spec),
         }
 
     @torch.inference_mode()
@@ -129,9 +147,12 @@ def paired_ratios(seconds: Mapping[str, float]) -> dict[str, float]:
     """Per-repeat ratios: verify / decode, DM decision overhead (K extra rows + JS) and whole-rule share of verify."""
     verify = seconds["verify_pass"]
     extra = seconds["mc_dropout_heads"] - seconds["lm_head"]
-    return {"verify_over_decode": verify / seconds["decode_step"],
-            "dm_overhead_share": (extra + seconds["js_divergence"]) / verify,
-            "dm_rule_share": (extra + seconds["dropmatch_criterion"]) / verify}
+    out = {"verify_over_decode": verify / seconds["decode_step"],
+           "dm_overhead_share": (extra + seconds["js_divergence"]) / verify,
+           "dm_rule_share": (extra + seconds["dropmatch_criterion"]) / verify}
+    if "verify_round_dm" in seconds:  # records from before the in-loop components lack them
+        out["dm_round_share"] = (seconds["verify_round_dm"] - seconds["verify_round_sd"]) / verify
+    return out
 
 
 def summarize_timings(lines: Sequence[Mapping[str, Any]], key: str = "seconds") -> dict:
@@ -140,6 +161,8 @@ def summarize_timings(lines: Sequence[Mapping[str, Any]], key: str = "seconds") 
         return {}
     out: dict[str, Any] = {}
     for comp in COMPONENTS:
+        if comp not in lines[0][key]:
+            continue
         xs = [1e3 * ln[key][comp] for ln in lines]
         q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else [xs[0]] * 3
         out.update({f"latency/{comp}/median_ms": statistics.median(xs), f"latency/{comp}/q25_ms": q[0],

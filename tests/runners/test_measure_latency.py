@@ -29,6 +29,7 @@ def test_verify_timer_tiny(tiny_target):
     for comp in COMPONENTS:
         assert s[f"latency/{comp}/q25_ms"] <= s[f"latency/{comp}/median_ms"] <= s[f"latency/{comp}/q75_ms"]
     assert s["latency/verify_over_decode"] > 0 and s["latency/dm_overhead_share"] > 0
+    assert math.isfinite(s["latency/dm_round_share"])  # the decision as verify_round runs it (DM - SD)
 
 
 def test_verify_timer_rejects_L0(tiny_target):
@@ -42,6 +43,11 @@ def test_paired_ratios_by_hand():
     assert r["verify_over_decode"] == pytest.approx(2.5)
     assert r["dm_overhead_share"] == pytest.approx((0.02 + 0.02) / 0.5)
     assert r["dm_rule_share"] == pytest.approx((0.02 + 0.025) / 0.5)
+    assert "dm_round_share" not in r  # records made before the in-loop components
+    r = paired_ratios({"decode_step": 0.2, "verify_pass": 0.5, "lm_head": 0.01, "mc_dropout_heads": 0.03,
+                       "js_divergence": 0.02, "dropmatch_criterion": 0.025, "verify_round_sd": 0.012,
+                       "verify_round_dm": 0.017})
+    assert r["dm_round_share"] == pytest.approx(0.005 / 0.5)
 
 
 def test_latency_sweep_records_resume_and_table(run_main, runs_root, main_env, monkeypatch):

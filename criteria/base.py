@@ -29,6 +29,12 @@ class VerifyInputs:
             :func:`criteria.dropout_heads.dropout_head_logits`. Required by DropMatch rules.
         temperature: sampling temperature; ``0`` means greedy (argmax everywhere).
         generator: seeded ``torch.Generator`` for every random draw a rule makes (never the global RNG).
+        target_hidden: ``[B, L+1, d]`` float or None, the target's final hidden states of the verify pass
+            (the LM-head input; row i is the position holding ``[pending, d_1..d_L][i]``). Filled for rules
+            with ``needs_hidden = True``.
+        draft_hidden: ``[B, L, d_draft]`` float or None, the draft model's final hidden state AT each draft
+            token (after feeding ``d_i``; Auto-Judge's "DD" feature, which costs one extra draft forward for
+            ``d_L``). Filled for rules with ``needs_hidden = True``.
     """
 
     draft_token_ids: torch.Tensor
@@ -37,6 +43,8 @@ class VerifyInputs:
     head_logits: torch.Tensor | None = None
     temperature: float = 0.0
     generator: torch.Generator | None = None
+    target_hidden: torch.Tensor | None = None
+    draft_hidden: torch.Tensor | None = None
 
 
 @dataclass

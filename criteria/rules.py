@@ -1,14 +1,16 @@
 """Import every acceptance rule so that :data:`criteria.registry.CRITERIA` holds all of them.
 
-``import criteria.rules`` registers ``greedy_match``, ``rejection``, ``dropmatch_naive`` and
-``dropmatch_js``; then ``CRITERIA.get(name)`` returns the rule class.
+``import criteria.rules`` registers ``greedy_match``, ``rejection``, ``dropmatch_naive``, ``dropmatch_js``,
+``autojudge`` and ``autojudge_dropmatch``; then ``CRITERIA.get(name)`` returns the rule class.
 """
 
 from __future__ import annotations
 
+from criteria.autojudge import AutoJudge
+from criteria.autojudge_dropmatch import AutoJudgeDropMatch
 from criteria.dropmatch_js import DropMatchJS
 from criteria.dropmatch_naive import DropMatchNaive
 from criteria.greedy_match import GreedyMatch
 from criteria.rejection import RejectionSampling
 
-__all__ = ["DropMatchJS", "DropMatchNaive", "GreedyMatch", "RejectionSampling"]
+__all__ = ["AutoJudge", "AutoJudgeDropMatch", "DropMatchJS", "DropMatchNaive", "GreedyMatch", "RejectionSampling"]

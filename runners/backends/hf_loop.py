@@ -143,6 +143,7 @@ class HFLoopBackend:
         K = int(getattr(criterion, "num_heads", 0) or 0)
         p_drop = float(getattr(criterion, "p_drop", 0.0) or 0.0)
         needs_q = bool(getattr(criterion, "needs_draft_probs", False))
+        needs_h = bool(getattr(criterion, "needs_hidden", False))
         if K > 0:
             from criteria.dropout_heads import dropout_head_logits
 
@@ -156,12 +157,17 @@ class HFLoopBackend:
             t = time.perf_counter()
             drafts: list[int] = []
             qs: list[torch.Tensor] = []
+            draft_h: list[torch.Tensor] = []  # the draft's hidden AT each draft token (Auto-Judge "DD" feature)
             if L > 0:
-                for _ in range(L):
+                for j in range(L):
                     h = draft.forward((ids + drafts)[draft.length:])
+                    if needs_h and j > 0:
+                        draft_h.append(h[-1])  # after feeding d_j
                     tok, q = pick_token(draft.logits(h[-1:])[0], T, gen)
                     drafts.append(tok)
                     qs.append(q)
+                if needs_h:  # one more draft step reads d_L (as Auto-Judge's L+1 draft calls); rollback keeps it if accepted
+                    draft_h.append(draft.forward([drafts[-1]])[-1])
             timing["draft"] += time.perf_counter() - t
 
             # 2. verify: one target pass over [pending, drafts]
@@ -187,6 +193,8 @@ class HFLoopBackend:
                     draft_probs=draft_probs,
                     head_logits=head_logits[None] if head_logits is not None else None,
                     temperature=T, generator=gen,
+                    target_hidden=hidden[None].float() if needs_h else None,
+                    draft_hidden=torch.stack(draft_h)[None].float() if needs_h else None,
                 ), trace=decoding.trace)
                 a, nxt = int(res.num_accepted[0]), int(res.next_token_ids[0])
                 counters.observe_draft(L, a)

@@ -22,10 +22,12 @@ def resolve_run_config(cfg: Any) -> dict:
 
     Normalisation: the profile's per-dataset ``limit`` / ``max_new_tokens`` fill unset fields;
     autoregressive methods get ``L = 0``; DropMatch fields a method does not use are fixed (so a sweep
-    over ``dropmatch.p_drop`` runs SD once, not once per value).
+    over ``dropmatch.p_drop`` runs SD once, not once per value); likewise ``method.threshold`` is dropped
+    from methods without a judge (a sweep ``++method.threshold=...`` runs SD once). Auto-Judge methods get
+    ``method.judge.key`` (:func:`runners.autojudge.artefact.attach_judge`).
 
     Raises:
-        runners.validate.ConfigError: an invalid field (nothing has been loaded yet).
+        runners.validate.ConfigError: an invalid field, or a missing judge artefact (nothing has been loaded yet).
     """
     from omegaconf import OmegaConf
 
@@ -38,6 +40,10 @@ def resolve_run_config(cfg: Any) -> dict:
     if method.get("autoregressive"):
         c["L"] = 0
     validate(c)
+    if isinstance(method.get("judge"), Mapping):
+        _check_judge_method(c)
+    else:
+        method.pop("threshold", None)
     spec_method = (c.get("pair") or {}).get("spec_method")  # the pair says what its draft is (eagle3 head)
     if spec_method and dict(c["backend"]).get("name") == "vllm":
         c["backend"] = {**dict(c["backend"]), "spec_method": str(spec_method)}
@@ -57,7 +63,23 @@ def resolve_run_config(cfg: Any) -> dict:
         dm["K"] = 1
     else:
         c["dropmatch"] = {"unused": True}
+    if isinstance(method.get("judge"), Mapping):
+        from runners.autojudge.artefact import attach_judge
+
+        attach_judge(c)
     return c
+
+
+def _check_judge_method(c: Mapping[str, Any]) -> None:
+    from runners.validate import ConfigError
+
+    thr = c["method"].get("threshold")
+    if isinstance(thr, bool) or not isinstance(thr, (int, float)) or not 0.0 <= float(thr) <= 1.0:
+        raise ConfigError(f"method.threshold={thr!r} is invalid; allowed: a number in [0, 1] (accept a mismatch iff "
+                          f"the judge's p_important < threshold)")
+    if float(c["decoding"]["temperature"]) != 0.0:
+        raise ConfigError(f"decoding.temperature={c['decoding']['temperature']} with method={c['method']['name']}; "
+                          f"allowed: 0 (Auto-Judge is greedy)")
 
 
 def build_criterion(c: Mapping[str, Any]) -> Any:
@@ -69,6 +91,11 @@ def build_criterion(c: Mapping[str, Any]) -> Any:
     if key is None:
         return None
     kwargs = {"K": int(c["dropmatch"]["K"]), "p_drop": float(c["dropmatch"]["p_drop"])} if c["method"].get("uses_dropmatch") else {}
+    judge = c["method"].get("judge")
+    if isinstance(judge, Mapping):  # Auto-Judge: the built judge head and its threshold
+        from runners.autojudge.artefact import judge_dir
+
+        kwargs.update(threshold=float(c["method"]["threshold"]), judge=str(judge_dir(judge["key"]) / "judge.pt"))
     return CRITERIA.get(key)(**kwargs)
 
 

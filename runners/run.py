@@ -77,6 +77,9 @@ def _check_judge_method(c: Mapping[str, Any]) -> None:
     if isinstance(thr, bool) or not isinstance(thr, (int, float)) or not 0.0 <= float(thr) <= 1.0:
         raise ConfigError(f"method.threshold={thr!r} is invalid; allowed: a number in [0, 1] (accept a mismatch iff "
                           f"the judge's p_important < threshold)")
+    if c["backend"]["name"] != "hf":
+        raise ConfigError(f"method={c['method']['name']} with backend={c['backend']['name']}: the judge reads the draft's and "
+                          f"the target's hidden states in the verify step, which only backend=hf passes so far; allowed: backend=hf")
     if float(c["decoding"]["temperature"]) != 0.0:
         raise ConfigError(f"decoding.temperature={c['decoding']['temperature']} with method={c['method']['name']}; "
                           f"allowed: 0 (Auto-Judge is greedy)")

@@ -48,6 +48,12 @@ def hydra_entry(stage: str) -> None:
                   f"method=autojudge_dropmatch (their method.judge: conf/autojudge/*.yaml)", file=sys.stderr)
             sys.exit(2)
         judge.pop("key", None)
+        from runners.validate import _gpu_available
+
+        if (c.get("pair") or {}).get("requires_gpu") and not _gpu_available():
+            print(f"[autojudge {stage}] cannot build the judge here: pair={c['pair']['name']} needs a CUDA GPU and none "
+                  f"is visible; allowed here: pair=qwen25coder_0.5b_1.5b (the embedded CPU pair)", file=sys.stderr)
+            sys.exit(2)
         try:
             build(c["pair"], judge, stage)
         except (ConfigError, DatasetUnavailableError, ModelUnavailableError) as e:

@@ -115,9 +115,12 @@ def mine(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callabl
             for k, sample in enumerate(todo, 1):
                 t0 = time.perf_counter()
                 outcome = outcome_function(scorer, sample, str(m["label"]), decode)
+                progress = (lambda x, k=k, t0=t0: log(  # noqa: E731
+                    f"{tag}: prompt {k}/{len(todo)} mismatch at token {x.pos}: "
+                    f"{'important' if x.important else 'unimportant'} ({time.perf_counter() - t0:.0f} s)"))
                 item = mine_prompt(Tracked(KVState(pair.target, caches[0])), Tracked(KVState(pair.draft, caches[1])),
                                    backend.encode(sample), max_new_tokens=cap, finished=finished, outcome=outcome,
-                                   max_mismatches=m.get("max_mismatches"))
+                                   max_mismatches=m.get("max_mismatches"), on_mismatch=progress)
                 d_draft = pair.draft.config.hidden_size
                 d_target = pair.target.config.hidden_size
                 record.append({

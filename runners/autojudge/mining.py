@@ -107,6 +107,7 @@ def mine_prompt(
     finished: Callable[[list[int]], bool],
     outcome: Callable[[list[int]], Any],
     max_mismatches: int | None = None,
+    on_mismatch: Callable[[Mismatch], None] | None = None,
 ) -> MinedItem:
     """Run the search (module docstring) on one prompt.
 
@@ -117,6 +118,7 @@ def mine_prompt(
         finished: ``finished(response_ids)``: EOS or a stop string reached (the backend's stopping).
         outcome: ``outcome(response_ids)``: what must not change (extracted answer, or pass/fail).
         max_mismatches: stop after this many (None: all).
+        on_mismatch: called with each labelled mismatch (progress).
 
     Returns:
         :class:`MinedItem`; ``mismatches`` in order of position.
@@ -145,6 +147,8 @@ def mine_prompt(
         important = alt_out != ref
         item.mismatches.append(Mismatch(pos=m - n, important=bool(important), target_token=response[m],
                                         draft_token=d_tok, alt_outcome=alt_out, dd=dd, dt=ht.float().clone()))
+        if on_mismatch is not None:
+            on_mismatch(item.mismatches[-1])
         if not important:
             response = alt
         left = m + 1

@@ -56,8 +56,10 @@ def plot(a: pd.DataFrame, b: pd.DataFrame, out_stem) -> None:
     for ax, col, ylab in ((axes[0], "accuracy", "accuracy (%)"), (axes[1], "tau", r"$\tau$")):
         if not a.empty:
             piv = a.pivot_table(index="benchmark", columns="method", values=col).reindex(list(PART_A.values()))
-            piv.plot.bar(ax=ax, rot=0)
+            piv[sorted(piv.columns, key=lambda m: m != "SD")].plot.bar(ax=ax, rot=0)
         ax.set(ylabel=ylab, xlabel="", title=f"(a) Auto-Judge, trained on math: {ylab}")
+        if col == "accuracy":
+            ax.set_ylim(0, 105)
     if not b.empty:
         bb = b.set_index("benchmark").reindex([v for v in PART_B.values() if v in set(b["benchmark"])])
         axes[2].bar(bb.index, bb["tau"], color=["tab:blue", "tab:red"][: len(bb)])

@@ -61,6 +61,7 @@ def judge_footer(runs: pd.DataFrame, thresholds) -> list[str]:
         lines += [
             f"judge {key} ({info['judge'].get('name')}, features {info['features']}, label '{jm['label']}'): mined "
             f"{m.get('num_samples')} prompts of {jm['dataset']}/{jm['split']} from item {jm['offset']} "
+            f"({m.get('num_skipped') or 0} without a final answer within the cap, skipped) "
             f"(source {m.get('data_source')}; max_new_tokens {jm.get('max_new_tokens')}): {info['num_mismatches']} "
             f"mismatches, {info['num_important']} important; mining took {float(m.get('wall_s') or 0):.0f} s",
             f"judge training: {info['num_train_prompts']}/{info['num_val_prompts']} prompts train/val "

@@ -24,7 +24,7 @@ from runners.paths import REPO_ROOT, results_dir
 from runners.record import _strip, run_id_of
 from runners.validate import ConfigError
 
-MINING_VERSION = 1  # bump when the search or the record layout changes
+MINING_VERSION = 2  # bump when the search or the record layout changes (2: prompts without an answer skipped)
 TRAIN_VERSION = 1  # bump when training or the judge layout changes
 
 

@@ -10,7 +10,8 @@ resumes at the first prompt without a record; a finished one is skipped without 
 Each ``samples.jsonl`` line: ``sample_id``, ``response_token_ids``, ``outcome`` (the target's answer or
 pass/fail), ``correct``, ``mismatches`` (``pos`` in response tokens, ``important``, ``target_token``,
 ``draft_token``, ``alt_outcome``), ``features`` (``dd`` ``[M, d_draft]`` and ``dt`` ``[M, d]`` float32,
-base64 little-endian), ``truncated``, ``wall_s``.
+base64 little-endian), ``truncated``, ``skipped`` (label ``answer``: the target gave no final answer within the cap,
+so nothing was searched, as the authors drop such prompts), ``wall_s``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from runners.autojudge.artefact import mining_dataset_config, mining_identity, r
 from runners.validate import ConfigError
 
 LABELS = ("answer", "correctness")
+NO_ANSWER = "[invalid]"  # lm-eval's filtered answer when no final answer was found
 
 
 def encode_rows(rows: list[torch.Tensor], width: int) -> str:
@@ -120,7 +122,8 @@ def mine(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callabl
                     f"{'important' if x.important else 'unimportant'} ({time.perf_counter() - t0:.0f} s)"))
                 item = mine_prompt(Tracked(KVState(pair.target, caches[0])), Tracked(KVState(pair.draft, caches[1])),
                                    backend.encode(sample), max_new_tokens=cap, finished=finished, outcome=outcome,
-                                   max_mismatches=m.get("max_mismatches"), on_mismatch=progress)
+                                   max_mismatches=m.get("max_mismatches"), on_mismatch=progress,
+                                   skip=(lambda o: o == NO_ANSWER) if m["label"] == "answer" else None)
                 d_draft = pair.draft.config.hidden_size
                 d_target = pair.target.config.hidden_size
                 record.append({
@@ -131,7 +134,7 @@ def mine(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callabl
                     "features": {"d_draft": d_draft, "d_target": d_target,
                                  "dd": encode_rows([x.dd for x in item.mismatches], d_draft),
                                  "dt": encode_rows([x.dt for x in item.mismatches], d_target)},
-                    "truncated": item.truncated, "wall_s": time.perf_counter() - t0,
+                    "truncated": item.truncated, "skipped": item.skipped, "wall_s": time.perf_counter() - t0,
                 })
                 el = time.perf_counter() - t_start
                 log(f"{tag}: {k}/{len(todo)} prompts, {len(item.mismatches)} mismatches "
@@ -142,6 +145,7 @@ def mine(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callabl
         summary = {"mining_key": record.run_id, "num_samples": len(recs), "num_expected": len(samples),
                    "complete": len(recs) == len(samples), "num_mismatches": len(mism),
                    "num_important": sum(bool(x["important"]) for x in mism), "data_source": dataset.provenance,
+                   "num_skipped": sum(bool(r.get("skipped")) for r in recs),
                    "target_accuracy": float(np.mean([r["correct"] for r in recs])) if recs else None,
                    "wall_s": sum(r["wall_s"] for r in recs), **provenance()}
         record.write_summary(summary)

@@ -80,6 +80,7 @@ class MinedItem:
     outcome: Any
     mismatches: list[Mismatch] = field(default_factory=list)
     truncated: bool = False  # stopped at max_mismatches
+    skipped: bool = False  # the target's own outcome was unusable (no answer): no mismatch searched
 
 
 def greedy_continue(target: Tracked, seq: list[int], n_prompt: int, max_new_tokens: int,
@@ -108,6 +109,7 @@ def mine_prompt(
     outcome: Callable[[list[int]], Any],
     max_mismatches: int | None = None,
     on_mismatch: Callable[[Mismatch], None] | None = None,
+    skip: Callable[[Any], bool] | None = None,
 ) -> MinedItem:
     """Run the search (module docstring) on one prompt.
 
@@ -119,6 +121,8 @@ def mine_prompt(
         outcome: ``outcome(response_ids)``: what must not change (extracted answer, or pass/fail).
         max_mismatches: stop after this many (None: all).
         on_mismatch: called with each labelled mismatch (progress).
+        skip: ``skip(outcome)`` True: the target's answer is unusable (e.g. no final answer within the cap); the
+            prompt is returned without a search (the authors drop such prompts: ``--remove_target_nones``).
 
     Returns:
         :class:`MinedItem`; ``mismatches`` in order of position.
@@ -128,6 +132,9 @@ def mine_prompt(
     response = greedy_continue(target, list(prompt), n, max_new_tokens, finished, first_hidden=h)
     ref = outcome(response[n:])
     item = MinedItem(response=response[n:], outcome=ref)
+    if skip is not None and skip(ref):
+        item.skipped = True
+        return item
     draft.prefill(prompt)
     left = n
     while True:

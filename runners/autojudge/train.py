@@ -136,7 +136,7 @@ def train(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callab
         "quantile_thresholds": np.quantile(p_va, q).tolist() if len(va) else [],
         "metrics_val": threshold_metrics(p_va, y[va], METRIC_THRESHOLDS),
         "mining": {k: summary.get(k) for k in ("num_samples", "num_mismatches", "num_important", "data_source",
-                                               "target_accuracy", "wall_s")},
+                                               "target_accuracy", "wall_s", "num_skipped")},
         **provenance(),
     }
     atomic_write_json(out / "judge.json", info)

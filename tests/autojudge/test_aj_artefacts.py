@@ -28,17 +28,18 @@ def tiny_records(tiny_pair_dir, tmp_path_factory):
     os.environ.update(DROPMATCH_RESULTS=str(results), DROPMATCH_TINY_PAIR=str(tiny_pair_dir))
     quiet = lambda *_: None  # noqa: E731
     base = ["pair=tiny", "profile=smoke", "L=3", "progress=quiet"]
+    aj = ["method.judge.mining.label=correctness"]  # the random tiny target never answers: label=answer skips all
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        c = OmegaConf.to_container(compose(config_name="run", overrides=["method=autojudge", *base]), resolve=True)
+        c = OmegaConf.to_container(compose(config_name="run", overrides=["method=autojudge", *base, *aj]), resolve=True)
         build(c["pair"], c["method"]["judge"], log=quiet)
         for ds in ("gsm8k", "ifeval", "humaneval"):
             run(compose(config_name="run", overrides=["method=sd", f"dataset={ds}", *base]), log=quiet)
             for thr in THRESHOLDS:
                 run(compose(config_name="run", overrides=["method=autojudge", f"dataset={ds}", f"method.threshold={thr}",
-                                                          *base]), log=quiet)
+                                                          *base, *aj]), log=quiet)
                 for p in (0.2, 0.3):
                     run(compose(config_name="run", overrides=["method=autojudge_dropmatch", f"dataset={ds}",
-                                                              f"method.threshold={thr}", f"dropmatch.p_drop={p}", *base]),
+                                                              f"method.threshold={thr}", f"dropmatch.p_drop={p}", *base, *aj]),
                         log=quiet)
     yield results
     for k, v in old.items():

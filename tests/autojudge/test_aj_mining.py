@@ -108,3 +108,8 @@ def test_features_match_the_decoding_backend(pair):
                 break
             produced += len(drafts) + 1
     assert checked > 0
+
+
+def test_prompt_without_answer_is_skipped(pair):
+    item = mine(pair, PROMPTS[0], outcome=lambda r: "[invalid]", skip=lambda o: o == "[invalid]")
+    assert item.skipped and item.mismatches == [] and len(item.response) == CAP

@@ -104,7 +104,8 @@ def _cli(args, env):
 def test_tiny_build_then_run_and_refusal(tiny_pair_dir, results_dir):
     env = {**os.environ, "DROPMATCH_TINY_PAIR": str(tiny_pair_dir), "DROPMATCH_RESULTS": str(results_dir),
            "PYTHONPATH": str(REPO_ROOT), "DROPMATCH_THREADS": "1"}
-    base = ["pair=tiny", "profile=smoke", "L=3", "progress=quiet"]
+    # the random tiny target never writes a final answer: label=answer would skip every prompt (nothing to learn)
+    base = ["pair=tiny", "profile=smoke", "L=3", "progress=quiet", "method.judge.mining.label=correctness"]  # AJ methods only
     refused = _cli(["-m", "runners.main", "method=autojudge", *base], env)
     assert refused.returncode == 2 and "has not been built" in refused.stderr and "runners.autojudge.build" in refused.stderr
     built = _cli(["-m", "runners.autojudge.build", "method=autojudge", *base], env)

@@ -1,6 +1,7 @@
 """Read every run record into one pandas DataFrame (one row per run). Analysis never parses file names.
 
-Columns: run_id, pair, dataset, method, backend, spec_method (draft_model | eagle3), eagle3_random_head, profile, L, p_drop, K, path, temperature, seed, repeats, tok_per_s_repeat_std,
+Columns: run_id, pair, dataset, method, backend, spec_method (draft_model | eagle3), eagle3_random_head, profile, L, p_drop, K, path,
+threshold and judge_key (Auto-Judge methods), temperature, seed, repeats, tok_per_s_repeat_std,
 n (samples done), n_expected, offset, trace (criterion trace recorded), complete, accuracy, accuracy_stderr, tau, acceptance_rate,
 per_position_rate (list), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, device, date_utc,
 git_sha, git_shas (every commit that wrote to the run, sorted tuple), git_dirty, model_identity (text),
@@ -91,6 +92,8 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "p_drop": dm.get("p_drop"),
         "K": dm.get("K"),
         "path": dm.get("path"),
+        "threshold": (cfg["method"] or {}).get("threshold"),
+        "judge_key": ((cfg["method"] or {}).get("judge") or {}).get("key"),
         "temperature": float(cfg["decoding"]["temperature"]),
         "seed": int(cfg["decoding"]["seed"]),
         "repeats": int(summary.get("speed/repeats") or 1),

@@ -38,7 +38,12 @@ ARTEFACTS = {
     "table5": "analysis.tables.table5",
     "table6": "analysis.tables.table6",
     "table7": "analysis.tables.table7",
+    "table8": "analysis.tables.table8",
+    "table9": "analysis.tables.table9",
     "table10": "analysis.tables.table10",
+    "fig1": "analysis.figures.fig1",
+    "fig5": "analysis.figures.fig5",
+    "fig6": "analysis.figures.fig6",
     "sensitivity": "analysis.figures.sensitivity",
 }
 

@@ -1,59 +1,67 @@
 """Figure 5: accuracy vs mean acceptance length of Auto-Judge and Auto-Judge + DropMatch on GSM8K, one panel
-per p_drop (paper: 0.2 and 0.3, K=5); the points of a line are the judge thresholds (labelled), SD a star.
+per AJ+DM (p_drop, K) (paper: p_drop 0.2 and 0.3, K=5); the points of a line are the judge thresholds
+(labelled), SD a star; error bars are 95% bootstrap intervals over items.
 
 Paper: DropMatch Fig. 5 ("a rightward shift of Auto-Judge + DM relative to Auto-Judge indicates increased
-acceptance length at comparable accuracy").
+acceptance length at comparable accuracy"). :func:`curves` also draws Fig. 6 (IFEval).
 
-    python -m analysis.figures.fig5 [--profile default] [--dataset gsm8k] [--p-drop 0.2,0.3]
+    python -m analysis.render fig5 --profile default
 """
 
 from __future__ import annotations
 
-import argparse
+import pandas as pd
 
-import matplotlib
+from analysis import style
+from analysis.artefact import Artefact, Figure, Profile
+from analysis.autojudge import cells, dm_settings, judge_footer, one_dataset, plot_curves, points_table, select_runs, \
+    setting_lines
+from analysis.cells import CI_NOTE, ItemCache
+from analysis.footer import provenance_lines
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from analysis.autojudge import judge_footer, plot_curves, points, select  # noqa: E402
-from analysis.load import load_runs  # noqa: E402
-from analysis.render import artefact_dir, provenance_lines, write_table  # noqa: E402
-
+NAME = "fig5"
 LABEL = {"gsm8k": "GSM8K 8-shot", "ifeval": "IFEval"}
 
 
-def render(name: str, dataset: str, p_drops: list[float], profile: str) -> pd.DataFrame:
-    """Plot ``results/<name>/<name>.{png,pdf}`` and write its points table; shared by Figs. 5 and 6."""
-    runs = select(load_runs(), dataset, None if profile == "any" else profile)
-    pts = points(runs) if not runs.empty else pd.DataFrame()
-    if pts.empty or not pts["method"].isin(["AJ", "AJ+DM"]).any():
-        print(f"[{name}] no complete Auto-Judge runs on {dataset} for profile={profile}; run ./reproduce.sh {name}")
-        return pd.DataFrame()
-    fig, axes = plt.subplots(1, len(p_drops), figsize=(4.2 * len(p_drops), 3.6), constrained_layout=True, squeeze=False)
-    for ax, p in zip(axes[0], p_drops):
-        plot_curves(ax, pts, p, f"{LABEL.get(dataset, dataset)}, $p_{{drop}}$={p:g}, K=5")
-    out = artefact_dir(name)
-    fig.savefig(out / f"{name}.png", dpi=200)
-    fig.savefig(out / f"{name}.pdf")
-    plt.close(fig)
+def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
+    """Complete greedy SD / AJ / AJ+DM runs on GSM8K of the profile (one backend, one batch size)."""
+    return select_runs(runs, profile, ("gsm8k",))
+
+
+def curves(name: str, dataset: str, selected: pd.DataFrame, extra: tuple[str, ...] = ()) -> Artefact:
+    """The accuracy-vs-tau figure of ``dataset``: one panel per AJ+DM (p_drop, K); nothing without AJ runs."""
+    art = Artefact(name)
+    runs = one_dataset(selected, dataset)
+    if runs.empty or not runs["method"].isin(["autojudge", "autojudge_dropmatch"]).any():
+        art.notes.append(f"no Auto-Judge runs on {dataset}")
+        return art
+    pts = cells(runs, ItemCache())
+    settings = dm_settings(runs) or [(None, None)]
+    fig, axes = style.subplots(1, len(settings), width="double" if len(settings) > 1 else "single", aspect=0.8)
+    for ax, (p, K) in zip(axes, settings):
+        plot_curves(ax, pts, p, K)
+    panels = style.panel_labels(axes) if len(axes) > 1 else [""]
+    what = "; ".join(f"{lab} AJ+DM at p_drop={p:g}, K={K}".strip() for lab, (p, K) in zip(panels, settings)
+                     if p is not None) or "no AJ+DM runs"
     thresholds = sorted(t for t in pts["threshold"].dropna().unique())
-    write_table(pts.drop(columns=["run_id"]).round(3), name, title=f"{name}: accuracy vs τ, {LABEL.get(dataset, dataset)}",
-                footer=[f"n={int(pts['n'].max())} per point; L={int(pts['L'].max())}; thresholds "
-                        + ", ".join(f"{t:g}" for t in thresholds), *judge_footer(runs, thresholds), *provenance_lines(runs)])
-    print(f"[analysis] wrote {out / name}.{{png,pdf}}")
-    return pts
+    footer = [*extra, *setting_lines(runs, pts), f"points: {CI_NOTE}; error bars = the 95% CI of τ and accuracy",
+              *judge_footer(runs, thresholds), *provenance_lines(runs)]
+    if int(pts["n"].min()) < 30:
+        footer.append("NOTE: n < 30 items per point (CPU budget): accuracy differences are not significant")
+    art.figures.append(Figure(name, f"Accuracy vs τ on {LABEL.get(dataset, dataset)}: Auto-Judge and Auto-Judge + "
+                              f"DropMatch, one point per judge threshold (labelled), SD stars; {what}",
+                              fig, points_table(pts), footer))
+    art.runs = runs
+    return art
 
 
-def main(argv: list[str] | None = None) -> pd.DataFrame:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default="default")
-    ap.add_argument("--dataset", default="gsm8k")
-    ap.add_argument("--p-drop", default="0.2,0.3")
-    a = ap.parse_args(argv)
-    return render("fig5", a.dataset, [float(x) for x in a.p_drop.split(",")], a.profile)
+def build(selected: pd.DataFrame) -> Artefact:
+    return curves(NAME, "gsm8k", selected)
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    from analysis.render import cli
+
+    sys.exit(cli(NAME))

@@ -1,82 +1,118 @@
 """Table 8: Auto-Judge vs Auto-Judge + DropMatch on GSM8K 8-shot across judge thresholds, with SD rows.
 
 Paper: DropMatch Table 8 (Llama-3.1-8B/70B, batch size 1; AJ at L=32; DM p_drop=0.3, K=5; SD at L=8 and 32
-as reference; AJ+DM 1.06-1.29x AJ and 1.44-2.11x SD). Rows: SD at each L run, then per threshold AJ and AJ+DM.
-Columns: accuracy (%), tau, tokens/s, and the paired speedups (tokens/s ratios of runs on the same items):
-AJ+DM vs AJ at the same threshold, AJ / AJ+DM vs SD at each L.
+as reference; AJ+DM 1.06-1.29x AJ and 1.44-2.11x SD). Rows: SD at each L run, then per threshold AJ and AJ+DM
+(at the L with the most AJ runs). Columns: accuracy (%), tau, tokens/s, each with its 95% bootstrap interval
+over items, and the paired speedups the paper reports: AJ+DM vs AJ at the same threshold, AJ / AJ+DM vs SD at
+each L. One table per AJ+DM (p_drop, K) found (``table8`` for the paper's 0.3 / 5, else ``table8_p<p>_K<K>``).
+The footer gives n, the judge's mining size, metrics (recall of important mismatches at each threshold) and
+the thresholds.
 
-    python -m analysis.tables.table8 [--profile default] [--dataset gsm8k] [--p-drop 0.3]
+    python -m analysis.render table8 --profile default
 """
 
 from __future__ import annotations
 
-import argparse
+import math
 
 import pandas as pd
 
-from analysis.autojudge import judge_footer, points, select
-from analysis.load import load_runs
-from analysis.render import provenance_lines, write_table
+from analysis.artefact import Artefact, Profile, Table, setting_stem
+from analysis.autojudge import cells, dm_settings, first_cell, judge_footer, one_dataset, select_runs, setting_lines
+from analysis.cells import CI_NOTE, SPEEDUP_NOTE, ItemCache, est_columns, speedup, timing_note
+from analysis.footer import provenance_lines
+from analysis.stats import NAN, fmt
+
+NAME = "table8"
+DATASET = "gsm8k"
+SMALL_N = 30
 
 
-def build_table(pts: pd.DataFrame, p_drop: float) -> pd.DataFrame:
+def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
+    """Complete greedy SD / AJ / AJ+DM runs on GSM8K of the profile (one backend, one batch size)."""
+    return select_runs(runs, profile, (DATASET,))
+
+
+def aj_length(pts: pd.DataFrame) -> int:
+    """The L of the AJ / AJ+DM rows: the one with the most such runs (ties: the largest; paper: 32)."""
+    counts = pts[pts["method"] != "SD"]["L"].value_counts()
+    return int(max(counts.index, key=lambda L: (counts[L], L))) if len(counts) else 0
+
+
+def build_setting(pts: pd.DataFrame, p_drop: float, K: int) -> tuple[pd.DataFrame, pd.DataFrame, list]:
+    """(numeric frame, display frame, cells used) of the table at AJ+DM's (p_drop, K)."""
     sd = pts[pts["method"] == "SD"].sort_values("L")
-    aj = pts[pts["method"] == "AJ"]
-    dm = pts[(pts["method"] == "AJ+DM") & (pts["p_drop"] == p_drop)]
-    counts = pd.concat([aj["L"], dm["L"]]).value_counts()  # the L with the most AJ / AJ+DM runs (ties: largest)
-    L_aj = int(max(counts.index, key=lambda L: (counts[L], L))) if len(counts) else 0
-    rows = []
+    L = aj_length(pts)
+    aj = pts[(pts["method"] == "AJ") & (pts["L"] == L)]
+    dm = pts[(pts["method"] == "AJ+DM") & (pts["L"] == L) & (pts["p_drop"] == p_drop) & (pts["K"] == K)]
+    data, display, used = [], [], []
 
-    def row(r, vs_aj=None):
-        out = {"Method": r["method"], "L": int(r["L"]), "Threshold": "–" if pd.isna(r["threshold"]) else f"{r['threshold']:g}",
-               "Acc (%)": f"{r['accuracy']:.1f}", "τ": f"{r['tau']:.2f}", "tok/s": f"{r['tok_per_s']:.2f}",
-               "vs AJ": "" if vs_aj is None else f"{r['tok_per_s'] / vs_aj:.2f}×"}
+    def add(r: pd.Series, vs_aj) -> None:
+        c = r["cell"]
+        used.append(c)
+        row = {"Method": r["method"], "L": int(r["L"]),
+               "Threshold": "–" if math.isnan(r["threshold"]) else f"{r['threshold']:g}",
+               "Acc (%)": fmt(c.acc, 1), "τ": fmt(c.tau, 2), "tok/s": fmt(c.tps, 2),
+               "vs AJ": fmt(vs_aj) if vs_aj.n else ""}
+        rec = {"method": r["method"], "L": int(r["L"]), "threshold": r["threshold"], "p_drop": r["p_drop"],
+               "K": r["K"], "n": c.n, **est_columns("accuracy_pct", c.acc), **est_columns("tau", c.tau),
+               **est_columns("tok_per_s", c.tps), **est_columns("speedup_vs_aj", vs_aj)}
         for _, s in sd.iterrows():
-            out[f"vs SD L={int(s['L'])}"] = "" if r["method"] == "SD" else f"{r['tok_per_s'] / s['tok_per_s']:.2f}×"
-        return out
+            vs = speedup(c, s["cell"]) if r["method"] != "SD" else NAN
+            row[f"vs SD L={int(s['L'])}"] = fmt(vs) if vs.n else ""
+            rec.update(est_columns(f"speedup_vs_sd_L{int(s['L'])}", vs))
+        display.append(row)
+        data.append({**rec, "run_id": c.run_id})
 
     for _, s in sd.iterrows():
-        rows.append(row(s))
+        add(s, NAN)
     for thr in sorted(set(aj["threshold"]) | set(dm["threshold"])):
-        a = aj[(aj["threshold"] == thr) & (aj["L"] == L_aj)]
-        d = dm[(dm["threshold"] == thr) & (dm["L"] == L_aj)]
+        a, d = aj[aj["threshold"] == thr], dm[dm["threshold"] == thr]
         if not a.empty:
-            rows.append(row(a.iloc[0]))
+            add(a.iloc[0], NAN)
         if not d.empty:
-            rows.append(row(d.iloc[0], vs_aj=float(a.iloc[0]["tok_per_s"]) if not a.empty else None))
-    return pd.DataFrame(rows)
+            add(d.iloc[0], speedup(d.iloc[0]["cell"], first_cell(aj, threshold=thr)))
+    return pd.DataFrame(data), pd.DataFrame(display), used
 
 
-def main(argv: list[str] | None = None) -> pd.DataFrame:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default="default", help="profile whose runs to tabulate ('any' for all)")
-    ap.add_argument("--dataset", default="gsm8k")
-    ap.add_argument("--p-drop", type=float, default=0.3)
-    ap.add_argument("--stem", default="table8")
-    a = ap.parse_args(argv)
-    runs = select(load_runs(), a.dataset, None if a.profile == "any" else a.profile)
-    pts = points(runs) if not runs.empty else pd.DataFrame()
-    table = build_table(pts, a.p_drop) if not pts.empty else pd.DataFrame()
-    if table.empty:
-        print(f"[{a.stem}] no complete SD / Auto-Judge runs on {a.dataset} for profile={a.profile}; run ./reproduce.sh {a.stem}")
-        return table
-    used = runs[runs["run_id"].isin(pts["run_id"])]
-    thresholds = sorted(t for t in pts["threshold"].dropna().unique())
-    footer = [
-        f"{a.dataset}, greedy, batch size 1; AJ = Auto-Judge (exact match, or the judge's p_important < threshold); "
-        f"AJ+DM = AJ OR DropMatch JS rule (Algorithm 1), p_drop={a.p_drop}, K={int(runs['K'].dropna().max()) if runs['K'].notna().any() else 5}; "
-        "τ = 1 + accepted/rounds.",
-        "speedups: ratio of mean per-sample tokens/s (prefill excluded) of runs on the same items, same machine",
-        f"samples: n={int(pts['n'].max())}; max_new_tokens {int(runs['max_new_tokens'].max())}; thresholds: "
-        + ", ".join(f"{t:g}" for t in thresholds),
-        *judge_footer(used, thresholds),
-        *provenance_lines(used),
-    ]
-    if int(pts["n"].max()) < 30:
-        footer.append("NOTE: n < 30 (CPU budget): accuracy differences are not significant; paper: whole test set, AJ at L=32")
-    write_table(table, a.stem, title=f"Table 8: Auto-Judge vs Auto-Judge + DropMatch ({a.dataset})", footer=footer, stem=a.stem)
-    return table
+def build(selected: pd.DataFrame) -> Artefact:
+    """One table per AJ+DM (p_drop, K) (SD and AJ rows in each); nothing when there are no AJ runs."""
+    art, cache = Artefact(NAME), ItemCache()
+    runs = one_dataset(selected, DATASET)
+    if runs.empty or not runs["method"].isin(["autojudge", "autojudge_dropmatch"]).any():
+        art.notes.append(f"no Auto-Judge runs on {DATASET}")
+        return art
+    pts = cells(runs, cache)
+    for p, K in dm_settings(runs) or [(0.3, 5)]:
+        data, display, used = build_setting(pts, p, K)
+        if data.empty:
+            continue
+        ids = set(data["run_id"])
+        rr = runs[runs["run_id"].isin(ids)]
+        thresholds = sorted(t for t in data["threshold"].dropna().unique())
+        footer = [
+            *setting_lines(rr, pts[pts["run_id"].isin(ids)]),
+            f"AJ+DM: p_drop={p:g}, K={K}; AJ rows at L={aj_length(pts)}",
+            f"cells: {CI_NOTE}; accuracy in %; throughput: mean of per-item output tokens/s (prefill excluded)",
+            timing_note(used),
+            f"{SPEEDUP_NOTE}: AJ+DM vs AJ at the same threshold; every AJ / AJ+DM row vs SD at each L",
+            *judge_footer(rr, thresholds),
+            *provenance_lines(rr),
+        ]
+        if int(data["n"].min()) < SMALL_N:
+            footer.append(f"NOTE: n < {SMALL_N} items (CPU budget): intervals are wide and accuracy differences are "
+                          "not significant; paper: the whole GSM8K test set, AJ at L=32")
+        art.tables.append(Table(stem=setting_stem(NAME, p, K),
+                                title=f"Table 8: Auto-Judge vs Auto-Judge + DropMatch on GSM8K (p_drop={p:g}, K={K})",
+                                data=data, display=display, footer=footer))
+    used_ids = set().union(*(set(t.data["run_id"]) for t in art.tables)) if art.tables else set()
+    art.runs = runs[runs["run_id"].isin(used_ids)]
+    return art
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    from analysis.render import cli
+
+    sys.exit(cli(NAME))

@@ -46,44 +46,62 @@ def tiny_records(tiny_pair_dir, tmp_path_factory):
         os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
 
 
-def test_table8(tiny_records):
-    from analysis.tables import table8
+def render(name, results):
+    from analysis.render import render as _render
 
-    t = table8.main(["--profile", "smoke"])
+    return _render(name, "smoke", runs_root=results / "runs", out_root=results, echo=False)
+
+
+def test_table8(tiny_records):
+    art = render("table8", tiny_records)
+    assert [t.stem for t in art.tables] == ["table8", "table8_p0.2_K5"]  # the paper's (0.3, 5) first
+    t = art.tables[0].display
     assert list(t["Method"]) == ["SD"] + ["AJ", "AJ+DM"] * len(THRESHOLDS)
     assert list(t["Threshold"][1:]) == [f"{x:g}" for x in THRESHOLDS for _ in range(2)]
-    assert t["vs AJ"].iloc[2].endswith("×") and t["vs SD L=3"].iloc[1].endswith("×")
+    assert "[" in t["vs AJ"].iloc[2] and "[" in t["vs SD L=3"].iloc[1] and "[" in t["τ"].iloc[1]  # value [CI]
+    d = art.tables[0].data
+    assert set(d["method"]) == {"SD", "AJ", "AJ+DM"} and d["tau_lo"].le(d["tau"]).all() and d["n"].eq(1).all()
+    assert (d[d["method"] == "AJ+DM"]["p_drop"] == 0.3).all() and d["speedup_vs_aj"].notna().sum() == len(THRESHOLDS)
     md = (tiny_records / "table8" / "table8.md").read_text()
     assert "mined 2 prompts of gsm8k/test from item 1000" in md and "recall of important mismatches" in md
-    assert "never evaluates" in md
+    assert "never evaluate" in md and "judge thresholds: 0.1, 0.5" in md and "model identity (tiny)" in md
+    assert "n (items per cell): 1" in md and "bootstrap" in md
 
 
 def test_table9_humaneval_stand_in(tiny_records):
-    from analysis.tables import table9
-
-    t = table9.main(["--profile", "smoke"])
+    art = render("table9", tiny_records)
+    t = art.tables[0].display
     assert list(t["Threshold"]) == ["SD (L=3)"] + [f"{x:g}" for x in THRESHOLDS]
-    assert "STAND-IN" in (tiny_records / "table9" / "table9.md").read_text()
+    assert all(g.endswith("×") for g in t["τ gain"].iloc[1:])
+    md = (tiny_records / "table9" / "table9.md").read_text()
+    assert "STAND-IN" in md and "HumanEval" in md and "judge thresholds" in md
 
 
 def test_fig5_fig6(tiny_records):
-    from analysis.figures import fig5, fig6
-
-    p5 = fig5.main(["--profile", "smoke"])
-    assert set(p5["method"]) == {"SD", "AJ", "AJ+DM"} and sorted(p5["p_drop"].dropna().unique()) == [0.2, 0.3]
-    p6 = fig6.main(["--profile", "smoke"])
-    assert len(p6[(p6["method"] == "AJ+DM") & (p6["p_drop"] == 0.3)]) == len(THRESHOLDS)
+    f5 = render("fig5", tiny_records).figures[0]
+    assert set(f5.data["method"]) == {"SD", "AJ", "AJ+DM"} and sorted(f5.data["p_drop"].dropna().unique()) == [0.2, 0.3]
+    assert "(a) AJ+DM at p_drop=0.3, K=5; (b) AJ+DM at p_drop=0.2, K=5" in f5.caption
+    f6 = render("fig6", tiny_records).figures[0]
+    assert len(f6.data[(f6.data["method"] == "AJ+DM") & (f6.data["p_drop"] == 0.3)]) == len(THRESHOLDS)
+    assert any("out of distribution" in x for x in f6.footer)
     for name in ("fig5", "fig6"):
         assert (tiny_records / name / f"{name}.png").stat().st_size > 1000
 
 
 def test_fig1_part_a_and_pending_b(tiny_records):
-    from analysis.figures import fig1
-
-    f = fig1.main(["--profile", "smoke", "--threshold", "0.5"])
-    assert set(f["benchmark"]) == {"GSM8K (in domain)", "IFEval (OOD)"} and set(f["method"]) == {"SD", "AJ (thr 0.5)"}
-    assert "pending: part b" in (tiny_records / "fig1" / "fig1.md").read_text()
+    f = render("fig1", tiny_records).figures[0]
+    assert set(f.data["benchmark"]) == {"GSM8K (in domain)", "IFEval (OOD)"}
+    assert set(f.data["method"]) == {"SD", "AJ (thr 0.5)"}
+    assert any("(b) pending" in x for x in f.footer)
     assert (tiny_records / "fig1" / "fig1.png").is_file()
+
+
+@pytest.mark.parametrize("name", ["table8", "table9", "fig1", "fig5", "fig6"])
+def test_no_runs_is_an_error(tmp_path, name):
+    env = {**os.environ, "DROPMATCH_RESULTS": str(tmp_path), "PYTHONPATH": str(REPO_ROOT)}
+    out = subprocess.run([sys.executable, "-m", "analysis.render", name, "--profile", "smoke"], cwd=REPO_ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and f"[render] {name}: no complete runs for profile=smoke" in out.stderr
 
 
 def test_build_refuses_what_it_cannot_build(tmp_path):

@@ -130,11 +130,19 @@ run_artefact() {
   if [[ $JUDGE_ARTEFACTS == *" $name "* ]]; then
     build_judge "$name" "${overrides[@]+"${overrides[@]}"}"
   fi
-  local exp xpy extra_var="EXTRA_SWEEPS_$name"
+  local exp xpy extra_var="EXTRA_SWEEPS_$name" a
   # <name>_measure: measurement runs that read the sweep's records (fig3); EXTRA_SWEEPS_<name>: more sweeps (fig1 b)
   for exp in "$name" "${name}_measure" ${!extra_var:-}; do
     if [ -f "conf/experiment/$exp.yaml" ] && grep -q "sweeper" "conf/experiment/$exp.yaml"; then
       xpy=$runpy
+      if [[ " ${!extra_var:-} " == *" $exp "* ]]; then  # an extra sweep has its own pair: a pair= override skips it
+        for a in "${overrides[@]+"${overrides[@]}"}"; do
+          if [[ $a == pair=* ]]; then
+            echo "[reproduce] $name: sweep $exp skipped ($a given; it runs its own pair: python -m runners.main -m experiment=$exp [pair=...])" >&2
+            continue 2
+          fi
+        done
+      fi
       if [ "$exp" != "$name" ] && uses_vllm "$exp" "${overrides[@]+"${overrides[@]}"}"; then setup_vllm; xpy=$VLLM_PY; fi
       echo "[reproduce] $name: sweep $exp (profile=$profile)" >&2
       "$xpy" -m runners.main --multirun "experiment=$exp" "${overrides[@]+"${overrides[@]}"}"

@@ -112,3 +112,23 @@ def test_build_refuses_what_it_cannot_build(tmp_path):
     out = subprocess.run([sys.executable, "-m", "runners.autojudge.build", "method=sd"], cwd=REPO_ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "has no judge" in out.stderr
+
+
+def test_reproduce_refuses_when_the_judge_cannot_be_built(tmp_path):
+    """./reproduce.sh table8 with a pair whose judge cannot be built here: exit 2 and the reason, no sweep."""
+    import hashlib
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (venv / "bin" / "python").chmod(0o755)
+    stamp = hashlib.sha256((REPO_ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    (venv / ".dropmatch-installed").write_text(stamp + "\n")  # setup() sees an installed venv: installs nothing
+    env = {**os.environ, "DROPMATCH_RESULTS": str(tmp_path / "results"), "DROPMATCH_VENV": str(venv),
+           "PYTHONPATH": str(REPO_ROOT)}
+    out = subprocess.run(["bash", str(REPO_ROOT / "reproduce.sh"), "table8", "pair=llama31_8b_70b"], cwd=REPO_ROOT,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "cannot build the judge here" in out.stderr and "CUDA GPU" in out.stderr
+    assert "table8 refused: its Auto-Judge judge is missing and cannot be built here" in out.stderr
+    assert "sweep table8" not in out.stderr and not (tmp_path / "results" / "runs").exists()

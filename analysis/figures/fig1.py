@@ -102,6 +102,8 @@ def plot(a: pd.DataFrame, b: pd.DataFrame):
         g = b.set_index("benchmark").reindex(benches)
         axes[2].bar(benches, [c.tau.value for c in g["cell"]], yerr=np.array([err(c.tau) for c in g["cell"]]).T,
                     capsize=2, color=[style.COLORS[0], style.COLORS[1]][: len(benches)])
+    else:
+        axes[2].text(0.5, 0.5, "no EAGLE3 runs", ha="center", va="center", transform=axes[2].transAxes)
     axes[2].set(ylabel=r"EAGLE3 $\tau$")
     for ax in axes:
         ax.tick_params(axis="x", labelsize=6)

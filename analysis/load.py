@@ -81,6 +81,7 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
     meta = read_meta(run_dir)
     sessions = [meta, *(meta.get("sessions") or []), summary]
     shas = tuple(sorted({str(x["git_sha"]) for x in sessions if x.get("git_sha")}))
+    judge = (cfg["method"] or {}).get("judge")
     row = {
         "run_id": summary.get("run_id", run_dir.name),
         "pair": cfg["pair"]["name"],
@@ -93,7 +94,7 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "K": dm.get("K"),
         "path": dm.get("path"),
         "threshold": (cfg["method"] or {}).get("threshold"),
-        "judge_key": ((cfg["method"] or {}).get("judge") or {}).get("key"),
+        "judge_key": judge.get("key") if isinstance(judge, dict) else None,  # Auto-Judge (similarity's judge is a name)
         "temperature": float(cfg["decoding"]["temperature"]),
         "seed": int(cfg["decoding"]["seed"]),
         "repeats": int(summary.get("speed/repeats") or 1),

@@ -29,7 +29,7 @@ RULES_NOTE = ("AJ = Auto-Judge (exact match, or the judge's p_important < thresh
               "exact match; greedy; τ = 1 + accepted/rounds")
 
 
-def select_runs(runs: pd.DataFrame, profile: Profile, datasets: tuple[str, ...]) -> pd.DataFrame:
+def select_aj(runs: pd.DataFrame, profile: Profile, datasets: tuple[str, ...]) -> pd.DataFrame:
     """Complete greedy SD / AJ / AJ+DM runs of the profile on ``datasets``, no trace runs, one backend
     (default ``hf``) and one batch size (1 when it has runs, else the most common)."""
     r = of_profile(runs, profile)

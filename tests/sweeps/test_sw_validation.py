@@ -173,7 +173,8 @@ def test_every_backend_declares_its_modes():
            for name, spec in _method_files().items()}
     assert got == {"ar": ["ar"], "draft_only": ["draft_only"], "dropout_path": ["dropout_path"],
                    "sd": ["sd", "trace"], "dropmatch": ["dropmatch", "trace"],
-                   "dropmatch_naive": ["dropmatch", "trace"],
+                   "dropmatch_naive": ["dropmatch", "trace"], "autojudge": ["autojudge", "trace"],
+                   "autojudge_dropmatch": ["dropmatch", "autojudge", "trace"],
                    "bench": [], "latency": [], "similarity": []}  # measurements check their own backend
 
 

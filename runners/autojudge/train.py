@@ -1,0 +1,158 @@
+"""Train Auto-Judge's judge head: logistic regression on the mined mismatches' hidden states.
+
+Paper: Garipov et al. 2025 (arXiv 2504.20039) Sec. 3.2; the authors' ``src/train_head_gsm8k.py`` and
+``notebooks/train.ipynb``: prompts shuffled with a seed and split 90/10 (train / validation, by prompt,
+so the mismatches of one answer never straddle the split), ``StandardScaler`` fitted on the train split,
+``LogisticRegression(C)`` for each C of a grid, the C with the best validation ROC AUC kept (optionally
+refitted on all prompts), thresholds at quantiles of the validation probabilities.
+
+    python -m runners.autojudge.train method=autojudge [pair=...] [profile=...]
+
+Writes ``results/autojudge/judges/<judge_key>/judge.pt`` (weight, bias, mean, scale, features) and
+``judge.json`` (sizes, C, ROC AUC, validation probabilities and labels, metrics per threshold: recall of
+important mismatches = share with ``p >= threshold``, i.e. rejected; precision; share of mismatches accepted).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import json
+import sys
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from runners.autojudge.artefact import judge_dir, judge_key, mining_identity, root
+from runners.autojudge.mine import decode_rows
+from runners.record import RunRecord, atomic_write_json
+
+METRIC_THRESHOLDS = tuple(round(x, 2) for x in np.linspace(0.0, 1.0, 21))
+
+
+def dataset_arrays(records: Sequence[Mapping[str, Any]], features: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``X`` ``[N, F]`` float32, ``y`` ``[N]`` (1 = important) and the prompt index of each row ``[N]``."""
+    xs, ys, groups = [], [], []
+    for g, r in enumerate(records):
+        f = r["features"]
+        dt = decode_rows(f["dt"], int(f["d_target"]))
+        x = dt if features == "dt" else np.concatenate([decode_rows(f["dd"], int(f["d_draft"])), dt], axis=1)
+        xs.append(x)
+        ys.extend(int(bool(mm["important"])) for mm in r["mismatches"])
+        groups.extend([g] * len(r["mismatches"]))
+    width = xs[0].shape[1] if xs else 0
+    return (np.concatenate(xs) if xs else np.zeros((0, width), np.float32)), np.asarray(ys), np.asarray(groups)
+
+
+def split_prompts(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt indices of the train and validation splits (at least one validation prompt when n >= 2)."""
+    order = np.random.default_rng(seed).permutation(n)
+    n_val = 0 if n < 2 else max(1, int(round(n * val_fraction)))
+    return np.sort(order[n_val:]), np.sort(order[:n_val])
+
+
+def threshold_metrics(p: np.ndarray, y: np.ndarray, thresholds: Sequence[float]) -> list[dict]:
+    """Per threshold: recall of important mismatches (``p >= t``, rejected), precision, share accepted."""
+    out = []
+    for t in thresholds:
+        rejected = p >= t if t < 1.0 else np.zeros_like(p, dtype=bool)
+        tp = int((rejected & (y == 1)).sum())
+        out.append({"threshold": float(t), "recall_important": tp / max(int((y == 1).sum()), 1) if len(y) else None,
+                    "precision_important": tp / int(rejected.sum()) if rejected.any() else None,
+                    "accept_rate": float((~rejected).mean()) if len(y) else None})
+    return out
+
+
+def fit_head(X: np.ndarray, y: np.ndarray, tr: np.ndarray, va: np.ndarray, C_grid: Sequence[float]) -> dict:
+    """StandardScaler + LogisticRegression per C; keep the best validation ROC AUC (the first C on ties)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler().fit(X[tr])
+    scaler.scale_ = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
+    Xtr, Xva = scaler.transform(X[tr]), scaler.transform(X[va]) if len(va) else X[:0]
+    if len(set(y[tr].tolist())) < 2:  # one class only: a constant head (the class rate, clipped)
+        rate = float(np.clip(y[tr].mean() if len(tr) else 0.5, 1e-3, 1 - 1e-3))
+        return {"scaler": scaler, "coef": np.zeros(X.shape[1]), "intercept": float(np.log(rate / (1 - rate))),
+                "C": None, "auc_val": None, "auc_train": None, "degenerate": True}
+    best = None
+    for C in C_grid:
+        lr = LogisticRegression(C=float(C), max_iter=2000).fit(Xtr, y[tr])
+        auc_val = roc_auc_score(y[va], lr.predict_proba(Xva)[:, 1]) if len(set(y[va].tolist())) == 2 else None
+        score = -1.0 if auc_val is None else auc_val
+        if best is None or score > best["score"]:
+            best = {"score": score, "lr": lr, "C": float(C), "auc_val": auc_val,
+                    "auc_train": roc_auc_score(y[tr], lr.predict_proba(Xtr)[:, 1])}
+    return {"scaler": scaler, "coef": best["lr"].coef_[0], "intercept": float(best["lr"].intercept_[0]), "C": best["C"],
+            "auc_val": best["auc_val"], "auc_train": best["auc_train"], "degenerate": False}
+
+
+def train(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callable[[str], None] | None = None) -> dict:
+    """Train (or reuse) the judge for ``pair`` and ``method.judge``; return its ``judge.json``.
+
+    Raises:
+        RuntimeError: the mining records are missing or unfinished (run the miner first).
+    """
+    log = log or logging.getLogger(__name__).info
+    import torch
+
+    from runners.provenance import provenance
+
+    key = judge_key(pair_cfg, judge_cfg)
+    out = judge_dir(key)
+    if (out / "judge.json").is_file() and (out / "judge.pt").is_file():
+        log(f"[train {key}] judge exists ({out}); skipped")
+        return json.loads((out / "judge.json").read_text())
+    record = RunRecord(root() / "mining", mining_identity(pair_cfg, judge_cfg))
+    summary = record.existing_summary()
+    if summary is None:
+        raise RuntimeError(f"[train {key}] mining records {record.dir} are missing or unfinished; run "
+                           f"python -m runners.autojudge.mine (or runners.autojudge.build) first")
+    records = record.samples()
+    t = dict(judge_cfg["train"])
+    features = str(judge_cfg["mining"]["features"])
+    X, y, groups = dataset_arrays(records, features)
+    if len(y) == 0:
+        raise RuntimeError(f"[train {key}] the {len(records)} mined prompts have no mismatch: nothing to train on")
+    tr_p, va_p = split_prompts(len(records), float(t["val_fraction"]), int(t["seed"]))
+    tr, va = np.flatnonzero(np.isin(groups, tr_p)), np.flatnonzero(np.isin(groups, va_p))
+    fit = fit_head(X, y, tr, va, list(t["C_grid"]))
+    if t.get("refit_on_all") and not fit["degenerate"]:
+        fit = {**fit_head(X, y, np.arange(len(y)), np.arange(0), [fit["C"]]), "auc_val": fit["auc_val"]}
+    scaler = fit["scaler"]
+    z_va = (scaler.transform(X[va]) @ fit["coef"] + fit["intercept"]) if len(va) else np.zeros(0)
+    p_va = 1.0 / (1.0 + np.exp(-z_va))
+    q = np.linspace(0.0, 1.0, int(t.get("quantiles", 26)))
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save({"weight": torch.tensor(fit["coef"], dtype=torch.float32), "bias": torch.tensor(fit["intercept"]),
+                "mean": torch.tensor(scaler.mean_, dtype=torch.float32),
+                "scale": torch.tensor(scaler.scale_, dtype=torch.float32), "features": features, "key": key},
+               out / "judge.pt")
+    info = {
+        "judge_key": key, "mining_key": record.run_id, "pair": pair_cfg["name"], "judge": dict(judge_cfg),
+        "features": features, "num_features": int(X.shape[1]), "num_prompts": len(records),
+        "num_train_prompts": len(tr_p), "num_val_prompts": len(va_p), "num_mismatches": int(len(y)),
+        "num_important": int(y.sum()), "num_train": int(len(tr)), "num_val": int(len(va)),
+        "C": fit["C"], "degenerate": fit["degenerate"], "roc_auc_train": fit["auc_train"], "roc_auc_val": fit["auc_val"],
+        "val_p": p_va.tolist(), "val_y": y[va].tolist(),
+        "quantile_thresholds": np.quantile(p_va, q).tolist() if len(va) else [],
+        "metrics_val": threshold_metrics(p_va, y[va], METRIC_THRESHOLDS),
+        "mining": {k: summary.get(k) for k in ("num_samples", "num_mismatches", "num_important", "data_source",
+                                               "target_accuracy", "wall_s", "num_skipped")},
+        **provenance(),
+    }
+    atomic_write_json(out / "judge.json", info)
+    log(f"[train {key}] {len(y)} mismatches ({int(y.sum())} important) from {len(records)} prompts; C={fit['C']} "
+        f"ROC AUC val={fit['auc_val']}; wrote {out}")
+    return info
+
+
+def main() -> None:
+    from runners.autojudge.build import hydra_entry
+
+    hydra_entry("train")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""Judge training on synthetic mining records (a known separation), the artefact's key and reuse, the
+pure-torch scoring against scikit-learn, and the tiny-pair build + refusal of a run without its judge."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from criteria.autojudge import JudgeHead
+from runners.autojudge.artefact import judge_dir, judge_key, mining_identity, root
+from runners.autojudge.mine import encode_rows
+from runners.autojudge.train import split_prompts, threshold_metrics, train
+from runners.paths import REPO_ROOT
+from runners.record import RunRecord
+
+D_DRAFT, D = 5, 7
+PAIR = {"name": "synthetic", "target": {"name": "t"}, "draft": {"name": "d"}, "dtype": "float32"}
+
+
+def judge_cfg(**mining):
+    return {"name": "gsm8k", "version": 1,
+            "mining": {"dataset": "gsm8k", "split": "test", "offset": 1000, "limit": 40, "source_order": ["pinned"],
+                       "max_new_tokens": 16, "max_mismatches": None, "label": "answer", "features": "dd_dt", **mining},
+            "train": {"val_fraction": 0.25, "seed": 52, "C_grid": [1.0, 10.0], "quantiles": 26, "refit_on_all": False}}
+
+
+def write_records(cfg, n_prompts=40, per_prompt=6, seed=0):
+    """Important mismatches have target feature 0 around +3, unimportant around -3 (a known separation)."""
+    g = np.random.default_rng(seed)
+    rec = RunRecord(root() / "mining", mining_identity(PAIR, cfg))
+    with rec:
+        rec.open({})
+        for i in range(n_prompts):
+            y = g.random(per_prompt) < 0.4
+            dd = g.normal(size=(per_prompt, D_DRAFT)).astype(np.float32)
+            dt = g.normal(size=(per_prompt, D)).astype(np.float32)
+            dt[:, 0] += np.where(y, 3.0, -3.0)
+            rec.append({"sample_id": f"s{i}", "mismatches": [{"important": bool(v)} for v in y],
+                        "features": {"d_draft": D_DRAFT, "d_target": D, "dd": encode_rows(list(torch.from_numpy(dd)), D_DRAFT),
+                                     "dt": encode_rows(list(torch.from_numpy(dt)), D)}, "wall_s": 0.0})
+        rec.write_summary({"complete": True, "num_expected": n_prompts, "num_samples": n_prompts})
+    return rec
+
+
+def test_known_separation_and_torch_scoring(results_dir):
+    cfg = judge_cfg()
+    write_records(cfg)
+    info = train(PAIR, cfg, log=lambda *_: None)
+    assert info["roc_auc_val"] > 0.95 and info["num_mismatches"] == 240 and info["num_val_prompts"] == 10
+    by_t = {m["threshold"]: m for m in info["metrics_val"]}
+    assert by_t[0.5]["recall_important"] > 0.9 and by_t[0.0]["recall_important"] == 1.0
+    assert by_t[1.0]["recall_important"] == 0.0 and by_t[1.0]["accept_rate"] == 1.0
+    head = JudgeHead.load(judge_dir(info["judge_key"]) / "judge.pt")
+    assert head.features == "dd_dt" and head.weight.shape == (D_DRAFT + D,)
+    # the torch head reproduces the stored validation probabilities from the same features
+    g = np.random.default_rng(1)
+    x = torch.from_numpy(g.normal(size=(1, 4, D_DRAFT + D)).astype(np.float32))
+    x[0, :, D_DRAFT] = torch.tensor([3.0, -3.0, 3.0, -3.0])  # clearly important / unimportant points
+    th = torch.zeros(1, 5, D)
+    th[0, 1:] = x[0, :, D_DRAFT:]
+    p = head.prob_important(th, x[..., :D_DRAFT])
+    z = ((x - head.mean) / head.scale) @ head.weight + head.bias
+    assert torch.allclose(p, torch.sigmoid(z))
+    assert (p[0] > 0.5).tolist() == [True, False, True, False]  # separated on target feature 0
+
+
+def test_judge_reused_and_rekeyed(results_dir):
+    cfg = judge_cfg()
+    write_records(cfg)
+    a = train(PAIR, cfg, log=lambda *_: None)
+    stamp = os.path.getmtime(judge_dir(a["judge_key"]) / "judge.pt")
+    assert train(PAIR, cfg, log=lambda *_: None)["judge_key"] == a["judge_key"]
+    assert os.path.getmtime(judge_dir(a["judge_key"]) / "judge.pt") == stamp  # not rebuilt
+    other = judge_cfg()
+    other["train"]["C_grid"] = [1.0]
+    assert judge_key(PAIR, other) != a["judge_key"]
+    assert judge_key(PAIR, judge_cfg(limit=41)) != a["judge_key"]  # the mining config is in the key
+    assert judge_key({**PAIR, "target": {"name": "t", "local_path": "/x"}}, cfg) == a["judge_key"]  # not where from
+
+
+def test_train_refuses_without_records(results_dir):
+    with pytest.raises(RuntimeError, match="mining records"):
+        train(PAIR, judge_cfg(), log=lambda *_: None)
+
+
+def test_split_and_metrics_helpers():
+    tr, va = split_prompts(10, 0.1, 52)
+    assert len(va) == 1 and sorted(np.concatenate([tr, va]).tolist()) == list(range(10))
+    m = threshold_metrics(np.array([0.1, 0.6, 0.9]), np.array([0, 1, 1]), [0.5])[0]
+    assert m["recall_important"] == 1.0 and m["precision_important"] == 1.0 and abs(m["accept_rate"] - 1 / 3) < 1e-9
+
+
+def _cli(args, env):
+    return subprocess.run([sys.executable, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_tiny_build_then_run_and_refusal(tiny_pair_dir, results_dir):
+    env = {**os.environ, "DROPMATCH_TINY_PAIR": str(tiny_pair_dir), "DROPMATCH_RESULTS": str(results_dir),
+           "PYTHONPATH": str(REPO_ROOT), "DROPMATCH_THREADS": "1"}
+    # the random tiny target never writes a final answer: label=answer would skip every prompt (nothing to learn)
+    base = ["pair=tiny", "profile=smoke", "L=3", "progress=quiet", "method.judge.mining.label=correctness"]  # AJ methods only
+    refused = _cli(["-m", "runners.main", "method=autojudge", *base], env)
+    assert refused.returncode == 2 and "has not been built" in refused.stderr and "runners.autojudge.build" in refused.stderr
+    built = _cli(["-m", "runners.autojudge.build", "method=autojudge", *base], env)
+    assert built.returncode == 0, built.stderr[-2000:]
+    judges = list((results_dir / "autojudge" / "judges").iterdir())
+    assert len(judges) == 1 and json.loads((judges[0] / "judge.json").read_text())["num_prompts"] == 2
+    for method in ("autojudge", "autojudge_dropmatch"):
+        ran = _cli(["-m", "runners.main", f"method={method}", *base], env)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+    overlap = _cli(["-m", "runners.main", "method=autojudge", *base, "dataset.offset=999", "dataset.limit=5"], env)
+    assert overlap.returncode == 2 and "overlap" in overlap.stderr

@@ -119,7 +119,7 @@ class HFLoopBackend:
                 sample = next(queue, None)
                 if sample is None:
                     break
-                row = self._join(sample, decoding, rule, heads, target, draft, tmodel)
+                row = self._join(sample, decoding, rule, heads, target, draft, tmodel, head)
                 clock.tick(rows)
                 row.t_join = clock.t
                 rows.append(row)
@@ -147,7 +147,7 @@ class HFLoopBackend:
                     draft.compact()
 
     def _join(self, sample: Sample, decoding: DecodingConfig, rule: Any, heads: HeadSpec, target: BatchKV,
-              draft: BatchKV | None, tmodel: Any) -> Row:
+              draft: BatchKV | None, tmodel: Any, head: LMHead) -> Row:
         """Prefill one sample alone (prefix cache), emit its first token and add it to the batch."""
         t0 = time.perf_counter()
         L, T = int(decoding.num_speculative_tokens), float(decoding.temperature)
@@ -158,8 +158,8 @@ class HFLoopBackend:
         # the first output token comes from the prefill's last position (as in vLLM)
         first_rule, first_heads = (rule, heads) if L == 0 else (CRITERIA.get("autoregressive")(), HeadSpec())
         no_drafts = torch.zeros((1, 0), dtype=torch.long, device=target.device)
-        first = verify_round(last[None, None], LMHead(target.lm_head_weight, target.lm_head_bias), no_drafts,
-                             first_rule, first_heads, temperature=T, generators=[gen])
+        first = verify_round(last[None, None], head, no_drafts, first_rule, first_heads, temperature=T,
+                             generators=[gen])
         target.add(st.cache)
         if draft is not None:
             ds = KVState(draft.model, self._prefix_for(draft.model))

@@ -20,16 +20,22 @@ def _counted(values: Iterable[str]) -> str:
 
 
 def commit_lines(runs: pd.DataFrame) -> list[str]:
-    """The git commits of the runs (a resumed run may count several); dirty worktrees flagged."""
-    shas = [str(s)[:10] for row in runs.get("git_shas", pd.Series(dtype=object)) for s in (row or ())]
-    if not shas and "git_sha" in runs:
-        shas = [str(s)[:10] for s in runs["git_sha"].dropna()]
-    if not shas:
+    """The git commits of the runs, each with the number of runs written at it (a resumed run, or one whose
+    commit moved while it ran, counts at each of its commits and is said to span them); dirty worktrees flagged."""
+    per_run = [sorted({str(s)[:10] for s in (row or ())}) for row in runs.get("git_shas", pd.Series(dtype=object))]
+    per_run = [r for r in per_run if r]
+    if not per_run and "git_sha" in runs:
+        per_run = [[str(s)[:10]] for s in runs["git_sha"].dropna()]
+    if not per_run:
         return ["git: not recorded"]
+    shas = [s for r in per_run for s in r]
     distinct = sorted(set(shas))
     line = f"git commits of the runs: {_counted(shas)}"
     if len(distinct) > 1:
-        line += f" -- runs from {len(distinct)} commits in one table"
+        spanning = sum(len(r) > 1 for r in per_run)
+        line += f" -- {len(distinct)} commits in one table"
+        if spanning:
+            line += f" ({spanning} of the {len(per_run)} runs span several commits)"
     out = [line]
     if "git_dirty" in runs and runs["git_dirty"].astype(bool).any():
         out.append(f"uncommitted changes when {int(runs['git_dirty'].astype(bool).sum())} of the runs were made")

@@ -26,6 +26,7 @@ from criteria.divergence import agreement_pattern_names
 POSITION_FIELDS = (
     "agreement_pattern", "majority_counts", "majority_target_prob", "draft_agrees_majority",
     "accepted_by_naive", "js_draft", "js_heads_max", "accepted_by_js", "accepted_by_majority",
+    "exact_accept", "sparse_accept",  # dropmatch.sparse_check_top_n runs: the run's verdict and the sparse one's
 )
 
 
@@ -57,6 +58,31 @@ def position_frame(samples: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
                 rows.append(row)
     cols = ["sample_id", "round", "pos", "K"]
     return pd.DataFrame(rows, columns=None if rows else cols)
+
+
+def sparse_agreement(positions: pd.DataFrame) -> dict[str, int] | None:
+    """Agreement of the sparse variant with the exact rule, from the traces of ``dropmatch.sparse_check_top_n``
+    runs (:func:`criteria.verify.verify_round` decides each round both ways on the same dropout masks).
+
+    Args:
+        positions: :func:`position_frame` output (traced positions: each round's accepted prefix and the first
+            rejected position).
+
+    Returns:
+        None when no position carries both verdicts; else ``positions`` / ``positions_equal`` (the verdict at a
+        traced position) and ``rounds`` / ``rounds_equal`` (every traced position equal, i.e. the same accepted
+        length) counts.
+    """
+    if positions.empty or not {"exact_accept", "sparse_accept"} <= set(positions.columns):
+        return None
+    both = positions.dropna(subset=["exact_accept", "sparse_accept"])
+    if both.empty:
+        return None
+    same = both["exact_accept"].astype(bool) == both["sparse_accept"].astype(bool)
+    keys = [k for k in ("run_id", "sample_id", "round") if k in both]
+    rounds = same.groupby([both[k] for k in keys]).all()
+    return {"positions": int(len(both)), "positions_equal": int(same.sum()),
+            "rounds": int(len(rounds)), "rounds_equal": int(rounds.sum())}
 
 
 def _mean(values: Sequence[float]) -> float:

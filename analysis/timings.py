@@ -42,6 +42,8 @@ def ratios(sec: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
            "dm_rule_share": (extra + sec["dropmatch_criterion"]) / verify}
     if "verify_round_dm" in sec:
         out["dm_round_share"] = (sec["verify_round_dm"] - sec["verify_round_sd"]) / verify
+    if "verify_round_dm_sparse" in sec:
+        out["dm_sparse_round_share"] = (sec["verify_round_dm_sparse"] - sec["verify_round_sd"]) / verify
     return out
 
 

@@ -29,6 +29,10 @@ class HeadSpec:
             rest of the vocabulary (logit: the plain head's log-sum-exp there); the rules then take head tokens
             among the candidates and JS over the candidates + the rest entry.
             Not the paper's rule: its decision agreement with the exact rule is measured, not assumed.
+        check_top_n: None, or N >= 1 (``dropmatch.sparse_check_top_n``, a measurement): the exact rule decides,
+            and :func:`criteria.verify.verify_round` also decides each round with the sparse variant at top-N on
+            the same dropout masks, tracing both verdicts (``exact_accept`` / ``sparse_accept``) so their
+            agreement can be counted (Table 3's footer). Only with the exact rule (``top_n`` None).
 
     Raises:
         ValueError: a field out of range; the message names ``dropmatch.K`` / ``dropmatch.p_drop`` /
@@ -38,6 +42,7 @@ class HeadSpec:
     K: int = 0
     p_drop: float = 0.0
     top_n: int | None = None
+    check_top_n: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.K, bool) or not isinstance(self.K, int) or self.K < 0:
@@ -49,8 +54,17 @@ class HeadSpec:
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise ValueError(f"dropmatch.sparse_top_n={n!r} is invalid; allowed values: null (exact) or an "
                              "integer >= 1")
+        c = self.check_top_n
+        if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 1):
+            raise ValueError(f"dropmatch.sparse_check_top_n={c!r} is invalid; allowed values: null (no check) or an "
+                             "integer >= 1")
+        if c is not None and n is not None:
+            raise ValueError(f"dropmatch.sparse_check_top_n={c} compares the sparse variant with the exact rule, but "
+                             f"dropmatch.sparse_top_n={n} makes the run itself sparse; allowed: sparse_top_n=null "
+                             "with the check, or sparse_check_top_n=null")
         object.__setattr__(self, "p_drop", float(p) if self.K > 0 else 0.0)
         object.__setattr__(self, "top_n", n if self.K > 0 else None)
+        object.__setattr__(self, "check_top_n", c if self.K > 0 else None)
 
     @property
     def active(self) -> bool:
@@ -58,7 +72,8 @@ class HeadSpec:
         return self.K > 0
 
     def as_dict(self) -> dict:
-        return {"K": self.K, "p_drop": self.p_drop, **({"sparse_top_n": self.top_n} if self.top_n else {})}
+        return {"K": self.K, "p_drop": self.p_drop, **({"sparse_top_n": self.top_n} if self.top_n else {}),
+                **({"sparse_check_top_n": self.check_top_n} if self.check_top_n else {})}
 
 
 @dataclass(frozen=True)

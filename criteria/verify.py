@@ -16,6 +16,7 @@ numerics of the forward pass that produced ``hidden``).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 import torch
@@ -133,6 +134,8 @@ def verify_round(
     if draft_probs is not None and V is not None and draft_probs.shape[-1] != V:
         draft_probs = draft_probs[..., :V]  # the draft's padded vocabulary rows
     positions = N - 1 if getattr(rule, "heads_at_drafts_only", False) else N  # DropMatch: no heads at the bonus
+    check = trace and heads.check_top_n is not None and heads.active
+    states = [None if g is None else g.get_state() for g in generators] if check else None
     target_logits, head_l, cand = head_logits(hidden, lm_head, heads, generators, positions=positions,
                                               draft_probs=draft_probs)  # [B, N, V], [B, P, K, V or C], [B, P, C]
     needs_hidden = bool(getattr(rule, "needs_hidden", False))
@@ -142,10 +145,34 @@ def verify_round(
         target_hidden=hidden if needs_hidden else None, draft_hidden=draft_hidden if needs_hidden else None,
         head_candidates=cand,
     )
-    if temperature == 0:  # no random draws: one batched call
+    res = _decide(rule, inputs, generators, trace)
+    if check:
+        res = _sparse_check(res, inputs, hidden, lm_head, rule, heads, generators, states, positions, draft_probs)
+    return res
+
+
+def _decide(rule: Any, inputs: VerifyInputs, generators: Sequence[torch.Generator | None], trace: bool
+            ) -> AcceptResult:
+    if inputs.temperature == 0:  # no random draws: one batched call
         return rule(inputs, trace=trace)
-    rows = [rule(_row(inputs, i, generators[i]), trace=trace) for i in range(B)]  # each row its own stream
-    return _stack(rows)
+    B = inputs.draft_token_ids.shape[0]
+    return _stack([rule(_row(inputs, i, generators[i]), trace=trace) for i in range(B)])  # each row its own stream
+
+
+def _sparse_check(res: AcceptResult, inputs: VerifyInputs, hidden: torch.Tensor, lm_head: LMHead, rule: Any,
+                  heads: HeadSpec, generators: Sequence[torch.Generator | None], states: list, positions: int,
+                  draft_probs: torch.Tensor | None) -> AcceptResult:
+    """The same round decided again with the sparse variant (``heads.check_top_n``) on the same dropout masks
+    (each row's generator replayed from its state before the round, on a copy: the run's streams move on as
+    without the check); both prefix-closed verdicts ``[B, L]`` go into the trace as ``exact_accept`` and
+    ``sparse_accept``. The run's decision stays the exact one."""
+    gens = [None if s is None else torch.Generator(device=g.device).set_state(s) for g, s in zip(generators, states)]
+    spec = HeadSpec(heads.K, heads.p_drop, top_n=heads.check_top_n)
+    _, sparse, cand = head_logits(hidden, lm_head, spec, gens, positions=positions, draft_probs=draft_probs)
+    shadow = _decide(rule, dataclasses.replace(inputs, head_logits=sparse, head_candidates=cand), gens, False)
+    trace = dict(res.trace or {})
+    trace.update(exact_accept=res.accept_mask, sparse_accept=shadow.accept_mask)
+    return dataclasses.replace(res, trace=trace)
 
 
 def _row(inputs: VerifyInputs, i: int, generator: torch.Generator | None) -> VerifyInputs:

@@ -89,6 +89,8 @@ NUMERIC: tuple[Field, ...] = (
     Field("dropmatch.K", int, low=1, note="MC-dropout heads"),
     Field("dropmatch.path", int, low=0, note="which single dropout path decodes"),
     Field("dropmatch.sparse_top_n", int, low=1, nullable=True, note="null = the exact rule"),
+    Field("dropmatch.sparse_check_top_n", int, low=1, nullable=True,
+          note="null = no check; N = also decide with the sparse top-N variant and trace both (needs trace=true)"),
     Field("decoding.temperature", float, low=0, note="0 = greedy"),
     Field("decoding.top_p", float, low=0, high=1, low_open=True, note="1 = off"),
     Field("decoding.seed", int, low=0),

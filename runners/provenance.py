@@ -17,7 +17,10 @@ def git_state() -> dict:
         return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True).stdout.strip()
 
     sha = git("rev-parse", "HEAD")
-    return {"git_sha": sha or None, "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    # code changes only: run records and artefacts under results/ are data (rescoring or a finished run
+    # rewrites committed records there), not a change to the code that decides
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
+    return {"git_sha": sha or None, "git_dirty": bool(dirty)}
 
 
 def device_name() -> str:

@@ -133,8 +133,9 @@ def head_spec(c: Mapping[str, Any]) -> Any:
 
     if c["method"].get("uses_dropmatch") or c["method"].get("ar_dropout_path"):
         top_n = c["dropmatch"].get("sparse_top_n")
+        check = c["dropmatch"].get("sparse_check_top_n") if c["method"].get("uses_dropmatch") else None
         return HeadSpec(K=int(c["dropmatch"]["K"]), p_drop=float(c["dropmatch"]["p_drop"]),
-                        top_n=None if top_n is None else int(top_n))
+                        top_n=None if top_n is None else int(top_n), check_top_n=None if check is None else int(check))
     return HeadSpec()
 
 

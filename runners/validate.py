@@ -107,6 +107,15 @@ def _validate_fields(cfg: Mapping[str, Any]) -> None:
         raise ConfigError(str(e)) from None
     if not isinstance(cfg.get("trace", False), bool):
         raise ConfigError(f"trace={cfg.get('trace')!r} is invalid; allowed: true, false")
+    dm = cfg.get("dropmatch") or {}
+    if dm.get("sparse_check_top_n") is not None:
+        if not cfg.get("trace"):
+            raise ConfigError(f"dropmatch.sparse_check_top_n={dm['sparse_check_top_n']} records the sparse variant's "
+                              "verdicts in the round traces; allowed: trace=true with it, or sparse_check_top_n=null")
+        if dm.get("sparse_top_n") is not None:
+            raise ConfigError(f"dropmatch.sparse_check_top_n={dm['sparse_check_top_n']} compares the sparse variant "
+                              f"with the exact rule, but dropmatch.sparse_top_n={dm['sparse_top_n']} makes the run "
+                              "sparse; allowed: sparse_top_n=null with the check, or sparse_check_top_n=null")
     if cfg.get("reuse", "warn") not in ("warn", "strict"):
         raise ConfigError(f"reuse={cfg.get('reuse')!r} is invalid; allowed: warn, strict")
     if cfg.get("progress", "auto") not in PROGRESS:

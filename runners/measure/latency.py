@@ -15,7 +15,9 @@ tokens, batch 1, n_input = L + 1 (the pending token and L drafts), the pair's dt
   - ``verify_round_sd`` / ``verify_round_dm``: :func:`criteria.verify.verify_round` on the verify pass's
     hidden states with ``greedy_match`` / ``dropmatch_js``, as the HF loop and the vLLM hook call it (heads only
     at the L drafted positions, JS only where Eq. 7 fails, head matmul in the model's dtype): their
-    difference is the DropMatch decision overhead the loop actually pays.
+    difference is the DropMatch decision overhead the loop actually pays;
+  - ``verify_round_dm_sparse``: the same round with the opt-in sparse variant (``method.sparse_top_n``
+    candidates per position; its decision agreement with the exact rule is Table 3's footer, from traces).
 Each repeat runs the components back to back (round-robin), so load from other processes hits them alike;
 ``method.warmup`` untimed repeats start every session. One record line per timed repeat (seconds per
 component); the summary holds medians, quartiles and the per-repeat (paired) ratios:
@@ -38,7 +40,7 @@ from runners.measure.base import MEASUREMENTS, positive_int
 from runners.validate import ConfigError
 
 COMPONENTS = ("decode_step", "verify_pass", "lm_head", "mc_dropout_heads", "js_divergence", "dropmatch_criterion",
-              "verify_round_sd", "verify_round_dm")
+              "verify_round_sd", "verify_round_dm", "verify_round_dm_sparse")
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 
 
@@ -70,7 +72,8 @@ class VerifyTimer:
         ValueError: ``L < 1``.
     """
 
-    def __init__(self, model: Any, *, L: int, K: int, p_drop: float, context: int, seed: int = 0) -> None:
+    def __init__(self, model: Any, *, L: int, K: int, p_drop: float, context: int, seed: int = 0,
+                 sparse_top_n: int | None = None) -> None:
         import criteria.rules  # noqa: F401
         from criteria.base import VerifyInputs
         from criteria.dropmatch_base import js_statistics
@@ -129,6 +132,8 @@ class VerifyTimer:
             "verify_round_sd": round_with(greedy, HeadSpec()),
             "verify_round_dm": round_with(rule, spec),
         }
+        if sparse_top_n is not None:
+            self.fns["verify_round_dm_sparse"] = round_with(rule, HeadSpec(K, p_drop, top_n=int(sparse_top_n)))
 
     @torch.inference_mode()
     def time_once(self) -> dict[str, float]:
@@ -152,6 +157,8 @@ def paired_ratios(seconds: Mapping[str, float]) -> dict[str, float]:
            "dm_rule_share": (extra + seconds["dropmatch_criterion"]) / verify}
     if "verify_round_dm" in seconds:  # records from before the in-loop components lack them
         out["dm_round_share"] = (seconds["verify_round_dm"] - seconds["verify_round_sd"]) / verify
+    if "verify_round_dm_sparse" in seconds:
+        out["dm_sparse_round_share"] = (seconds["verify_round_dm_sparse"] - seconds["verify_round_sd"]) / verify
     return out
 
 
@@ -170,7 +177,7 @@ def summarize_timings(lines: Sequence[Mapping[str, Any]], key: str = "seconds") 
     ratios = [paired_ratios(ln[key]) for ln in lines]
     for r in ratios[0]:
         out[f"latency/{r}"] = statistics.median(x[r] for x in ratios)
-    med = {c: out[f"latency/{c}/median_ms"] for c in COMPONENTS}
+    med = {c: out[f"latency/{c}/median_ms"] for c in COMPONENTS if f"latency/{c}/median_ms" in out}
     out["latency/dm_overhead_ms"] = med["mc_dropout_heads"] - med["lm_head"] + med["js_divergence"]
     loads = [ln["loadavg_1min"] for ln in lines if ln.get("loadavg_1min") is not None]
     if loads:  # other processes on the machine while timing (> cores: contended)
@@ -202,6 +209,8 @@ class LatencyMeasurement:
         check_common(c)
         positive_int(c, "warmup", minimum=0)
         positive_int(c, "timing_repeats")
+        if c["method"].get("sparse_top_n") is not None:
+            positive_int(c, "sparse_top_n")
 
     def unit_ids(self) -> list[str]:
         return [f"repeat/{i:04d}" for i in range(int(self.c["method"]["timing_repeats"]))]
@@ -213,7 +222,7 @@ class LatencyMeasurement:
         pair = load_pair(c["pair"], need_draft=False, log=log)
         timer = VerifyTimer(pair.target, L=int(c["L"]), K=int(c["dropmatch"]["K"]),
                             p_drop=float(c["dropmatch"]["p_drop"]), context=int(m["context"]),
-                            seed=int(c["decoding"]["seed"]))
+                            seed=int(c["decoding"]["seed"]), sparse_top_n=m.get("sparse_top_n"))
         for _ in range(int(m["warmup"])):
             timer.time_once()
         model = {"dtype": str(pair.target.dtype).removeprefix("torch."), "threads": torch.get_num_threads(),

@@ -117,3 +117,25 @@ def test_real_loop_trace_roundtrip(tiny_pair_dir):
     j = js_table(pos).set_index("case")
     assert j.loc["agree", "count"] + j.loc["disagree", "count"] == len(pos)
     assert ((pos["js_draft"] >= 0) & (pos["js_draft"] <= math.log(2) + 1e-6)).all()
+
+
+def test_sparse_agreement_counts_positions_and_rounds():
+    """Two rounds: one agrees everywhere, one differs at its rejected position (sparse accepted it)."""
+    from analysis.head_stats import position_frame, sparse_agreement
+
+    samples = [{"sample_id": "s", "trace": [
+        {"head_token_ids": [[1] * 5, [2] * 5], "exact_accept": [True, False], "sparse_accept": [True, False]},
+        {"head_token_ids": [[1] * 5, [2] * 5, [3] * 5], "exact_accept": [True, True, False],
+         "sparse_accept": [True, True, True]},
+    ]}]
+    assert sparse_agreement(position_frame(samples)) == {"positions": 5, "positions_equal": 4, "rounds": 2,
+                                                         "rounds_equal": 1}
+    assert sparse_agreement(position_frame([{"sample_id": "t", "trace": [{"head_token_ids": [[1] * 5]}]}])) is None
+
+
+def test_clopper_pearson_lower_bound():
+    from analysis.tables.table3 import clopper_pearson_lower
+
+    assert clopper_pearson_lower(0, 10) == 0.0
+    assert 1 - clopper_pearson_lower(1000, 1000) == pytest.approx(1 - 0.05 ** (1 / 1000), rel=1e-6)  # k = n: alpha^(1/n)
+    assert clopper_pearson_lower(95, 100) < 0.95 < clopper_pearson_lower(990, 1000) + 0.05

@@ -123,10 +123,46 @@ def test_footer_commits_identity_and_decision_code(results):
              meta={**meta, "git_sha": "2222222222bb", "decision_code": "e" * 64}, git_sha="2222222222bb")
     render("table6", "default", echo=False)
     md = (results / "table6" / "table6.md").read_text()
-    assert "git commits of the runs: 1111111111 (1 run), 2222222222 (1 run) -- runs from 2 commits in one table" in md
+    assert "git commits of the runs: 1111111111 (1 run), 2222222222 (1 run) -- 2 commits in one table" in md
+    assert "span several commits" not in md
     assert ("model identity (qwen25coder_0.5b_1.5b): draft dtype bfloat16, sha256 1d9614638d18, "
             "target dtype bfloat16, sha256 cc324af070c2") in md
     assert "MIXED decision code: dddddddddddd (1 run), eeeeeeeeeeee (1 run)" in md
+
+
+def test_footer_one_run_spanning_two_commits(results):
+    """A run started at one commit and finished at another (the commit moved while it ran) is one run at two
+    commits, not two runs (seen: a bench run while records were committed)."""
+    from analysis.render import render
+
+    item_run(results, "sd", run_cfg("sd", "gsm8k", L=5), [item_sample("g/0", [3], 5)],
+             meta={"git_sha": "1111111111aa"}, git_sha="2222222222bb")
+    render("table6", "default", echo=False)
+    md = (results / "table6" / "table6.md").read_text()
+    assert ("git commits of the runs: 1111111111 (1 run), 2222222222 (1 run) -- 2 commits in one table "
+            "(1 of the 1 runs span several commits)") in md
+
+
+def test_git_dirty_ignores_results(tmp_path, monkeypatch):
+    """Rewritten records under results/ are data, not code: the dirty flag reads code changes only."""
+    import subprocess
+
+    import runners.provenance as prov
+
+    def git(*a):
+        subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "summary.json").write_text("{}")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    monkeypatch.setattr(prov, "REPO_ROOT", tmp_path)
+    (tmp_path / "results" / "summary.json").write_text('{"rescored": 1}')
+    assert prov.git_state()["git_dirty"] is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert prov.git_state()["git_dirty"] is True
 
 
 def test_model_identity_from_pair_config_when_meta_lacks_it():

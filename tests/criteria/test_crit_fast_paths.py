@@ -108,6 +108,17 @@ def test_candidate_tokens_bonus_position_takes_the_targets_top_2n():
     assert ids[0, 2].tolist() == [19, 18, 17, 16, 15, 14]
 
 
+def _round_inputs(seed: int, B: int, V: int, match: float, L: int = 5, d: int = 24):
+    """Hidden states ``[B, L+1, d]``, LM head ``[V, d]``, drafts ``[B, L]`` (each equal to the target's argmax with
+    probability ``match``) and draft probabilities ``[B, L, V]`` near the target's."""
+    g = torch.Generator().manual_seed(seed)
+    hidden, W = torch.randn(B, L + 1, d, generator=g), 3 * torch.randn(V, d, generator=g)
+    target = (hidden @ W.T).argmax(-1)
+    drafts = torch.where(torch.rand(B, L, generator=g) < match, target[:, :L], torch.randint(0, V, (B, L), generator=g))
+    q = torch.softmax((hidden[:, :L] @ W.T) + torch.randn(B, L, V, generator=g), -1)
+    return hidden, W, drafts, q
+
+
 @pytest.mark.parametrize("rule", ["dropmatch_js", "dropmatch_naive"])
 def test_sparse_variant_agrees_with_the_exact_rule_on_most_rounds(rule):
     """With N covering most of the heads' mass, the sparse decision equals the exact one on >= 90 % of rows (a
@@ -115,12 +126,8 @@ def test_sparse_variant_agrees_with_the_exact_rule_on_most_rounds(rule):
     import criteria.rules  # noqa: F401
     from criteria.registry import CRITERIA
 
-    g = torch.Generator().manual_seed(7)
-    B, L, V, d = 64, 5, 400, 24
-    hidden, W = torch.randn(B, L + 1, d, generator=g), 3 * torch.randn(V, d, generator=g)
-    target = (hidden @ W.T).argmax(-1)
-    drafts = torch.where(torch.rand(B, L, generator=g) < 0.8, target[:, :L], torch.randint(0, V, (B, L), generator=g))
-    q = torch.softmax((hidden[:, :L] @ W.T) + torch.randn(B, L, V, generator=g), -1)
+    B = 64
+    hidden, W, drafts, q = _round_inputs(7, B, 400, 0.8)
     gens = lambda: [torch.Generator().manual_seed(100 + i) for i in range(B)]  # noqa: E731
     r = CRITERIA.get(rule)()
     exact = verify_round(hidden, LMHead(W), drafts, r, HeadSpec(5, 0.3), temperature=0.0, generators=gens(),
@@ -136,3 +143,54 @@ def test_sparse_variant_agrees_with_the_exact_rule_on_most_rounds(rule):
 def test_sparse_top_n_validated(bad):
     with pytest.raises(ValueError, match="dropmatch.sparse_top_n"):
         HeadSpec(5, 0.3, top_n=bad)
+
+
+@pytest.mark.parametrize("T", [0.0, 0.8])
+def test_sparse_check_traces_both_verdicts_and_leaves_the_run_exact(T):
+    """dropmatch.sparse_check_top_n: the run decides as the exact rule (same result, same generator states after
+    the round), and the trace carries the exact verdict and the one the sparse variant makes on the same masks
+    (equal to a separate sparse round from the same generator states)."""
+    import criteria.rules  # noqa: F401
+    from criteria.registry import CRITERIA
+
+    B = 16
+    hidden, W, drafts, q = _round_inputs(11, B, 300, 0.7)
+    r = CRITERIA.get("dropmatch_js")()
+
+    def run(spec, trace=True):
+        gens = [torch.Generator().manual_seed(200 + i) for i in range(B)]
+        res = verify_round(hidden, LMHead(W), drafts, r, spec, temperature=T, generators=gens, draft_probs=q,
+                           trace=trace)
+        return res, [gg.get_state() for gg in gens]
+
+    exact, s_exact = run(HeadSpec(5, 0.3))
+    checked, s_checked = run(HeadSpec(5, 0.3, check_top_n=16))
+    sparse, _ = run(HeadSpec(5, 0.3, top_n=16))
+    assert torch.equal(checked.accept_mask, exact.accept_mask)
+    assert torch.equal(checked.next_token_ids, exact.next_token_ids)
+    assert all(torch.equal(a, b) for a, b in zip(s_exact, s_checked))  # the run's streams move on unchanged
+    assert torch.equal(checked.trace["exact_accept"], exact.accept_mask)
+    assert torch.equal(checked.trace["sparse_accept"], sparse.accept_mask)
+    assert run(HeadSpec(5, 0.3, check_top_n=16), trace=False)[0].trace is None  # no traces: no check
+
+
+def test_sparse_check_covering_the_vocabulary_agrees_everywhere():
+    """With 2N >= V the candidates are the whole vocabulary: the sparse verdict equals the exact one at every
+    position (a property of the check's plumbing that could fail: other masks, other drafts, other rows)."""
+    import criteria.rules  # noqa: F401
+    from criteria.registry import CRITERIA
+
+    B, L, V = 32, 5, 64
+    hidden, W, drafts, q = _round_inputs(12, B, V, 0.6, d=16)
+    res = verify_round(hidden, LMHead(W), drafts, CRITERIA.get("dropmatch_js")(), HeadSpec(5, 0.3, check_top_n=V),
+                       temperature=0.0, generators=[torch.Generator().manual_seed(i) for i in range(B)],
+                       draft_probs=q, trace=True)
+    assert 0 < int(res.num_accepted.sum()) < B * L
+    assert torch.equal(res.trace["sparse_accept"], res.trace["exact_accept"])
+
+
+@pytest.mark.parametrize("kw, match", [({"check_top_n": 0}, "dropmatch.sparse_check_top_n"),
+                                       ({"check_top_n": 8, "top_n": 8}, "sparse_top_n=null")])
+def test_sparse_check_validated(kw, match):
+    with pytest.raises(ValueError, match=match):
+        HeadSpec(5, 0.3, **kw)

@@ -36,8 +36,9 @@ def load(dtype: str, n: int):
     cfg = OmegaConf.to_container(OmegaConf.load(REPO_ROOT / "conf/pair/qwen25coder_0.5b_1.5b.yaml"))
     pair = load_pair({**cfg, "dtype": dtype})
     dcfg = OmegaConf.to_container(OmegaConf.load(REPO_ROOT / "conf/dataset/gsm8k.yaml"))
-    samples = build(DATASETS, {**dcfg, "limit": n}).load()
-    return pair, samples, list(dcfg["stop"])
+    dataset = build(DATASETS, {**dcfg, "limit": n})
+    samples = dataset.load()
+    return pair, samples, list(dataset.stop or [])  # lm-eval's task builds the stops (as runners.run does)
 
 
 @torch.inference_mode()

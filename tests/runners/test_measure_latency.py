@@ -21,7 +21,7 @@ def tiny_target(tiny_pair_dir):
 
 
 def test_verify_timer_tiny(tiny_target):
-    timer = VerifyTimer(tiny_target, L=5, K=5, p_drop=0.3, context=16)
+    timer = VerifyTimer(tiny_target, L=5, K=5, p_drop=0.3, context=16, sparse_top_n=8)
     lines = [{"seconds": timer.time_once()} for _ in range(4)]
     assert all(set(ln["seconds"]) == set(COMPONENTS) for ln in lines)
     assert all(0 < t < 10 and math.isfinite(t) for ln in lines for t in ln["seconds"].values())
@@ -30,6 +30,9 @@ def test_verify_timer_tiny(tiny_target):
         assert s[f"latency/{comp}/q25_ms"] <= s[f"latency/{comp}/median_ms"] <= s[f"latency/{comp}/q75_ms"]
     assert s["latency/verify_over_decode"] > 0 and s["latency/dm_overhead_share"] > 0
     assert math.isfinite(s["latency/dm_round_share"])  # the decision as verify_round runs it (DM - SD)
+    assert math.isfinite(s["latency/dm_sparse_round_share"])  # the opt-in sparse variant, same round
+    no_sparse = VerifyTimer(tiny_target, L=5, K=5, p_drop=0.3, context=16).time_once()
+    assert set(no_sparse) == set(COMPONENTS) - {"verify_round_dm_sparse"}
 
 
 def test_verify_timer_rejects_L0(tiny_target):

@@ -28,3 +28,29 @@ def test_value_reaches_the_head_spec():
 def test_bad_values_are_config_errors(bad):
     with pytest.raises(ConfigError, match="dropmatch.sparse_top_n"):
         resolve_run_config(_cfg(f"dropmatch.sparse_top_n={bad}"))
+
+
+def test_check_reaches_the_head_spec_with_trace():
+    spec = head_spec(resolve_run_config(_cfg("+dropmatch.sparse_check_top_n=64", "trace=true")))
+    assert (spec.top_n, spec.check_top_n) == (None, 64)
+
+
+@pytest.mark.parametrize("extra, match", [((), "trace=true"), (("trace=true", "dropmatch.sparse_top_n=8"),
+                                                                "sparse_top_n=null"),
+                                          (("trace=true",), None)])
+def test_check_needs_trace_and_the_exact_rule(extra, match):
+    bad = "0" if match is None else "64"
+    with pytest.raises(ConfigError, match=match or "dropmatch.sparse_check_top_n"):
+        resolve_run_config(_cfg(f"+dropmatch.sparse_check_top_n={bad}", *extra))
+
+
+def test_table3_resolves_to_the_runs_of_table2():
+    """conf/experiment/table3.yaml must name exactly Table 2's runs (it renders their traces, loading nothing)."""
+    from runners.record import run_id_of
+
+    def rid(exp):
+        with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+            cfg = compose(config_name="run", overrides=[f"experiment={exp}", "dataset=humaneval", "method=dropmatch"])
+        return run_id_of(resolve_run_config(cfg, identify_models=False))
+
+    assert rid("table2") == rid("table3")

@@ -54,3 +54,19 @@ def test_table3_resolves_to_the_runs_of_table2():
         return run_id_of(resolve_run_config(cfg, identify_models=False))
 
     assert rid("table2") == rid("table3")
+
+
+@pytest.mark.parametrize("first, second, swept", [("fig3", "fig3_measure", "dataset=spec_bench"),
+                                                   ("table2", "table3", "dataset=humaneval")])
+def test_paired_experiments_share_the_settings_their_run_ids_hash(first, second, swept):
+    """A second step that finds the first step's runs by run id (fig3_measure reads fig3's decodes) must resolve
+    the same pair, backend (batch size), dataset and caps (seen: fig3_measure without fig3's batch size)."""
+    from omegaconf import OmegaConf
+
+    def blocks(exp):
+        with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+            cfg = OmegaConf.to_container(compose(config_name="run", overrides=[f"experiment={exp}", swept]),
+                                         resolve=True)
+        return {k: cfg[k] for k in ("pair", "backend", "dataset", "decoding", "profile")}
+
+    assert blocks(first) == blocks(second)

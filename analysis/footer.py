@@ -85,3 +85,24 @@ def provenance_lines(runs: pd.DataFrame) -> list[str]:
         *identity_lines(runs),
         *decision_lines(runs),
     ]
+
+
+def quality_lines(runs: pd.DataFrame) -> list[str]:
+    """The quality metric the runs' scorers recorded (``quality/metric``, with run counts) and their notes
+    (e.g. HumanEval scored by its original ``check()`` because EvalPlus's HumanEval+ data is not available
+    offline), from each run's ``summary.json``: a footer names what was measured, not what was meant."""
+    import json
+    from pathlib import Path
+
+    metrics, notes = [], []
+    for d in runs.get("run_dir", pd.Series(dtype=object)):
+        try:
+            q = json.loads((Path(d) / "summary.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if q.get("quality/metric"):
+            metrics.append(str(q["quality/metric"]))
+        if q.get("quality/note"):
+            notes.append(str(q["quality/note"]))
+    out = [f"quality metric (as scored): {_counted(metrics)}"] if metrics else []
+    return out + [f"scorer note: {n}" for n in sorted(set(notes))]

@@ -19,7 +19,7 @@ import pandas as pd
 
 from analysis.artefact import Artefact, Profile, Table, of_profile, pick_backend
 from analysis.cells import CI_NOTE, ItemCache
-from analysis.footer import provenance_lines
+from analysis.footer import provenance_lines, quality_lines
 from analysis.stats import NAN, Estimate, fmt, mean_ci
 from analysis.traces import n_line, select_runs
 
@@ -87,8 +87,8 @@ def build(selected: pd.DataFrame) -> Artefact:
                  "max_new_tokens"]].sort_values(["method", "p_drop", "path"]).reset_index(drop=True)
     caps = ", ".join(str(int(x)) for x in sorted(set(runs["max_new_tokens"].dropna())))
     footer = [n_line(runs),
-              "pass@1 (%) = EvalPlus pass@1 on HumanEval's base tests, greedy; H_i = target decoding along MC-dropout "
-              "path i alone (fresh mask per step, Eq. 1-3)",
+              "pass@1 (%) on HumanEval, greedy (the scorer's metric below); H_i = target decoding along MC-dropout "
+              "path i alone (fresh mask per step, Eq. 1-3)", *quality_lines(runs),
               f"cells: {CI_NOTE.split(';')[0]} (problems); mean over paths = per-problem mean over the paths, then "
               "over problems", f"max_new_tokens: {caps}",
               "paper: Llama-3.1-70B-Instruct target 81.7, Llama-3.1-8B-Instruct draft 72.6 (caption)",

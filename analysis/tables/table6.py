@@ -18,7 +18,7 @@ from analysis.artefact import PAPER_SETTING, Artefact, Profile, Table, dm_settin
     setting_stem
 from analysis.cells import CI_NOTE, SPEEDUP_NOTE, Cell, ItemCache, cap_note, est_columns, speedup, timing_note
 from analysis.figures import per_position
-from analysis.footer import provenance_lines
+from analysis.footer import provenance_lines, quality_lines
 from analysis.load import one_setting
 from analysis.stats import NAN, fmt
 
@@ -118,6 +118,7 @@ def footer(runs: pd.DataFrame, p_drop: float, K: int, by_bench: dict[str, list[C
         "throughput: mean of per-item output tokens/s (prefill excluded)",
         timing_note(cells),
         f"{SPEEDUP_NOTE}: SD vs AR, SD+DM vs SD at the same L (SD+DM vs AR: point value; its CI is in the CSV)",
+        *quality_lines(runs),
         *provenance_lines(runs),
     ]
     if ns and min(min(v) for v in ns.values()) < SMALL_N:

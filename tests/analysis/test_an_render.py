@@ -227,3 +227,17 @@ def test_wandb_offline_logs_every_table_and_figure(results, monkeypatch):
                 names[a["name"]] = {c["path"] for c in a["manifest"]["contents"]}
     assert names == {"table6": {"table.csv"},
                      "table6_per_position": {"table.csv", "table6_per_position.png", "table6_per_position.pdf"}}
+
+
+def test_footer_names_the_metric_as_scored(results):
+    """A footer says which metric the scorer recorded (and its note), not the one the artefact meant to use
+    (seen: Table 1 said "EvalPlus pass@1" while HumanEval was scored by its original check())."""
+    from analysis.render import render
+
+    extra = {"quality/metric": "pass@1,check", "quality/note": "HumanEval+ data unavailable offline"}
+    item_run(results, "sd", run_cfg("sd", "humaneval", L=5), [item_sample("h/0", [3], 5)], **extra)
+    item_run(results, "dm", run_cfg("dropmatch", "humaneval", p_drop=0.3, L=5), [item_sample("h/0", [4], 5)], **extra)
+    render("table6", "default", echo=False)
+    md = (results / "table6" / "table6.md").read_text()
+    assert "quality metric (as scored): pass@1,check (2 runs)" in md
+    assert "scorer note: HumanEval+ data unavailable offline" in md

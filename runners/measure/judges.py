@@ -146,12 +146,40 @@ class LLMJudge:
 
 
 def nli_available(model: str | None) -> bool:
-    """True when ``model`` is a local directory, or a hub id and the hub may be used (HF_HUB_OFFLINE unset)."""
+    """True when ``model`` is a local directory, or a hub id already in the Hugging Face cache, or a hub id and
+    the hub may be used (HF_HUB_OFFLINE unset) and answers (a 3 s connection probe: offline machines fall back to
+    the LLM judge at once instead of after the hub client's retries, about a minute per run)."""
     if not model:
         return False
     if Path(model).expanduser().is_dir():
         return True
-    return os.environ.get("HF_HUB_OFFLINE", "0") in ("", "0") and "/" in model
+    if "/" not in model:
+        return False
+    if _in_hf_cache(model):
+        return True
+    return os.environ.get("HF_HUB_OFFLINE", "0") in ("", "0") and hub_reachable()
+
+
+def _in_hf_cache(model: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(model, "config.json"), str)
+    except Exception:  # noqa: BLE001  (an old hub client, a malformed id: not cached)
+        return False
+
+
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """True when a TCP connection to the hub's endpoint (``HF_ENDPOINT``, default huggingface.co) opens in time."""
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    try:
+        socket.create_connection((url.hostname or "huggingface.co", url.port or 443), timeout=timeout_s).close()
+        return True
+    except OSError:
+        return False
 
 
 def make_judge(kind: str = "auto", nli_model: str | None = DEBERTA_MNLI,

@@ -32,6 +32,28 @@ def test_directed_entailment_cached():
     assert judge.judge.calls == 6
 
 
+def test_unreachable_hub_is_not_available_without_waiting(monkeypatch):
+    """HF_HUB_OFFLINE unset but no network (this project's machines): the probe fails fast and the NLI model
+    counts as unavailable, so the LLM judge is used without the hub client's minute of retries."""
+    import socket
+    import time
+
+    import runners.measure.judges as judges
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(judges, "_in_hf_cache", lambda m: False)
+
+    def refuse(*a, **k):
+        raise OSError("Name or service not known")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    t0 = time.perf_counter()
+    assert not nli_available("microsoft/deberta-large-mnli")
+    assert time.perf_counter() - t0 < 1.0
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: type("C", (), {"close": lambda self: None})())
+    assert nli_available("microsoft/deberta-large-mnli")
+
+
 def test_make_judge_falls_back_to_llm_offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert not nli_available("microsoft/deberta-large-mnli")

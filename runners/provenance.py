@@ -18,8 +18,8 @@ def git_state() -> dict:
 
     sha = git("rev-parse", "HEAD")
     # code changes only: run records and artefacts under results/ are data (rescoring or a finished run
-    # rewrites committed records there), not a change to the code that decides
-    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
+    # rewrites committed records there) and Markdown files are prose; neither changes the code that decides
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results", ":(exclude)*.md")
     return {"git_sha": sha or None, "git_dirty": bool(dirty)}
 
 

@@ -144,7 +144,7 @@ def test_footer_one_run_spanning_two_commits(results):
 
 
 def test_git_dirty_ignores_results(tmp_path, monkeypatch):
-    """Rewritten records under results/ are data, not code: the dirty flag reads code changes only."""
+    """Rewritten records under results/ are data and README edits prose: the dirty flag reads code changes only."""
     import subprocess
 
     import runners.provenance as prov
@@ -159,7 +159,11 @@ def test_git_dirty_ignores_results(tmp_path, monkeypatch):
     git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
     monkeypatch.setattr(prov, "REPO_ROOT", tmp_path)
+    (tmp_path / "README.md").write_text("v1\n")
+    git("add", "README.md")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "readme")
     (tmp_path / "results" / "summary.json").write_text('{"rescored": 1}')
+    (tmp_path / "README.md").write_text("v2\n")
     assert prov.git_state()["git_dirty"] is False
     (tmp_path / "code.py").write_text("x = 2\n")
     assert prov.git_state()["git_dirty"] is True

@@ -98,14 +98,15 @@ def output_counters(drafted: list[int], accepted: list[int], emitted: int, L: in
         L: draft length (0: no rounds).
 
     Returns:
-        ``(counters, accepted per round)`` with ``num_drafts + num_accepted_tokens == emitted``.
+        ``(counters, accepted per round)`` with ``num_drafts + num_accepted_tokens == emitted``; at ``L = 0`` no
+        drafts are counted and each emitted token is one step with 0 accepted (``[0] * emitted``, as the HF loop).
 
     Raises:
         RuntimeError: the rounds committed fewer tokens than the output holds (vLLM decoded steps without drafts,
             which happens only near ``backend.max_model_len``; the backend refuses prompts that could get there).
     """
-    if L == 0:
-        return SpecDecodeCounters(num_speculative_tokens=0), []
+    if L == 0:  # one decode step per emitted token, none of them drafted (as the HF loop records an AR run)
+        return SpecDecodeCounters(num_speculative_tokens=0), [0] * emitted
     try:
         kept = cut_rounds(accepted, emitted)
     except ValueError as e:

@@ -40,3 +40,19 @@ def test_the_check_finds_a_count_past_the_cut(tmp_path):
     rec["spec"]["num_accepted_tokens"], rec["accepted_per_round"] = 12, [4, 4, 2, 2]
     (tmp_path / "samples.jsonl").write_text(json.dumps(rec) + "\n")
     assert counter_faults(tmp_path) == []
+
+
+def test_vllm_autoregressive_record_passes_the_counter_identity(tmp_path):
+    """A vLLM AR run (L = 0) records one 0-accepted step per emitted token, as the HF loop does (seen: vLLM AR
+    records held an empty accepted_per_round and failed this property on Table 5's committed AR runs)."""
+    import json
+
+    from analysis.counters import counter_faults
+    from runners.backends.vllm_counters import output_counters
+
+    counters, per_round = output_counters([], [], 7, 0)
+    sample = {"sample_id": "x/0", "output_token_ids": list(range(8)), "eos_removed": 0,
+              "spec": {"num_drafts": counters.num_drafts, "num_accepted_tokens": counters.num_accepted_tokens,
+                       "num_speculative_tokens": 0}, "accepted_per_round": per_round}
+    (tmp_path / "samples.jsonl").write_text(json.dumps(sample) + "\n")
+    assert per_round == [0] * 7 and counter_faults(tmp_path) == []

@@ -19,7 +19,7 @@ from analysis.artefact import PAPER_SETTING, Artefact, Profile, Table, dm_settin
 from analysis.cells import CI_NOTE, SPEEDUP_NOTE, Cell, ItemCache, cap_note, est_columns, speedup, timing_note
 from analysis.figures import per_position
 from analysis.footer import provenance_lines, quality_lines
-from analysis.load import one_setting
+from analysis.load import SETTING, one_setting
 from analysis.stats import NAN, fmt
 
 NAME = "table6"
@@ -46,6 +46,20 @@ def setting_runs(selected: pd.DataFrame, p_drop: float, K: int) -> pd.DataFrame:
     keep = ~dm | ((selected["p_drop"].astype(float) == p_drop) & (selected["K"].astype(float) == K)
                   & ~selected["include_target"].astype(bool))   # the paper's rule (sensitivity also runs true)
     return one_setting(selected[keep], cell=("method", "L"), extra=("batch_size",))
+
+
+def _setting_keys(runs: pd.DataFrame) -> list[tuple]:
+    cols = [c for c in (*SETTING, "batch_size") if c in runs]
+    return [tuple(r) for r in runs[cols].astype(str).itertuples(index=False)]
+
+
+def same_setting_dm(selected: pd.DataFrame, base: set) -> pd.DataFrame:
+    """``selected`` without the DropMatch runs made at another (items, cap, batch size) than the first table's:
+    a further (p_drop, K) table is Table 6 at that (p_drop, K), not another artefact's runs (seen: the sensitivity
+    sweep's GSM8K runs at n=5, 128 tokens, batch 5 rendered as Table 6 at p_drop 0.1 / 0.5 and K=1)."""
+    keys = _setting_keys(selected)
+    keep = [(m != "dropmatch") or (k in base) for m, k in zip(selected["method"], keys)]
+    return selected[keep]
 
 
 def _speed_text(method: str, vs_sd, vs_ar) -> str:
@@ -133,10 +147,14 @@ def footer(runs: pd.DataFrame, p_drop: float, K: int, by_bench: dict[str, list[C
 def build(selected: pd.DataFrame) -> Artefact:
     """One table (and per-position figure) per (p_drop, K) of the DropMatch runs; the paper's first."""
     art, cache, used = Artefact(NAME), ItemCache(), []
+    base: set | None = None  # the first table's (items, cap, batch) per pair and benchmark
     for p, K in dm_settings(selected, ("dropmatch",)) or [PAPER_SETTING]:
-        runs = setting_runs(selected, p, K)
-        if runs.empty:
+        pool = selected if base is None else same_setting_dm(selected, base)
+        runs = setting_runs(pool, p, K)
+        if runs.empty or (base is not None and not (runs["method"] == "dropmatch").any()):
             continue
+        if base is None:
+            base = set(_setting_keys(runs))
         data, display, by_bench, ns = build_setting(runs, cache)
         stem = setting_stem(NAME, p, K)
         lines = footer(runs, p, K, by_bench, ns)

@@ -245,3 +245,20 @@ def test_footer_names_the_metric_as_scored(results):
     md = (results / "table6" / "table6.md").read_text()
     assert "quality metric (as scored): pass@1,check (2 runs)" in md
     assert "scorer note: HumanEval+ data unavailable offline" in md
+
+
+def test_table6_other_p_k_tables_come_from_table6s_setting(results):
+    """A further (p_drop, K) table is rendered only from DM runs at the first table's items and cap (seen: the
+    sensitivity sweep's GSM8K runs, at another cap, rendered as Table 6 at p_drop 0.1, K=1)."""
+    from analysis.render import render
+
+    item_run(results, "sd", run_cfg("sd", "gsm8k", L=5), [item_sample("g/0", [3], 5)])
+    item_run(results, "dm", run_cfg("dropmatch", "gsm8k", p_drop=0.3, L=5), [item_sample("g/0", [4], 5)])
+    same = run_cfg("dropmatch", "gsm8k", p_drop=0.5, K=5, L=5)
+    item_run(results, "dm-same", same, [item_sample("g/0", [4], 5)])
+    other = run_cfg("dropmatch", "gsm8k", p_drop=0.1, K=1, L=5)
+    other["decoding"]["max_new_tokens"] = 128   # another artefact's cap
+    item_run(results, "dm-other", other, [item_sample("g/0", [2], 5)])
+    render("table6", "default", echo=False)
+    names = sorted(p.name for p in (results / "table6").glob("*.md"))
+    assert "table6_p0.5_K5.md" in names and not any("p0.1_K1" in n for n in names), names

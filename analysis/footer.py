@@ -90,19 +90,8 @@ def provenance_lines(runs: pd.DataFrame) -> list[str]:
 def quality_lines(runs: pd.DataFrame) -> list[str]:
     """The quality metric the runs' scorers recorded (``quality/metric``, with run counts) and their notes
     (e.g. HumanEval scored by its original ``check()`` because EvalPlus's HumanEval+ data is not available
-    offline), from each run's ``summary.json``: a footer names what was measured, not what was meant."""
-    import json
-    from pathlib import Path
-
-    metrics, notes = [], []
-    for d in runs.get("run_dir", pd.Series(dtype=object)):
-        try:
-            q = json.loads((Path(d) / "summary.json").read_text())
-        except (OSError, ValueError):
-            continue
-        if q.get("quality/metric"):
-            metrics.append(str(q["quality/metric"]))
-        if q.get("quality/note"):
-            notes.append(str(q["quality/note"]))
+    offline), as :func:`analysis.load.load_runs` read them: a footer names what was measured, not what was meant."""
+    metrics = [str(m) for m in runs.get("quality_metric", pd.Series(dtype=object)) if isinstance(m, str) and m]
+    notes = [str(n) for n in runs.get("quality_note", pd.Series(dtype=object)) if isinstance(n, str) and n]
     out = [f"quality metric (as scored): {_counted(metrics)}"] if metrics else []
     return out + [f"scorer note: {n}" for n in sorted(set(notes))]

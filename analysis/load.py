@@ -114,6 +114,8 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "trace": bool(cfg.get("trace", False)),
         "accuracy": summary.get("quality/accuracy"),
         "accuracy_stderr": summary.get("quality/accuracy_stderr"),
+        "quality_metric": summary.get("quality/metric"),
+        "quality_note": summary.get("quality/note"),
         "tau": summary.get("spec/mean_acceptance_length"),
         "acceptance_rate": summary.get("spec/acceptance_rate"),
         "per_position_rate": summary.get("spec/per_position_rate"),

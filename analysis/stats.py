@@ -182,6 +182,13 @@ def repeat_spread(wall_repeats: Sequence[Sequence[float]]) -> float:
     return float(np.median(spreads)) if spreads else math.nan
 
 
+def clopper_pearson_lower(k: int, n: int, alpha: float = 0.05) -> float:
+    """One-sided (1 - alpha) lower confidence bound of a binomial proportion k/n (exact, Clopper-Pearson)."""
+    from scipy.stats import beta
+
+    return 0.0 if k == 0 else float(beta.ppf(alpha, k, n - k + 1))
+
+
 def fmt(e: Estimate, digits: int = 2, *, interval: bool = True) -> str:
     """``"4.86 [4.51, 5.20]"`` (``""`` when undefined; no interval when it is undefined or not asked for)."""
     if e is None or math.isnan(e.value):

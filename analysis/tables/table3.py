@@ -17,7 +17,7 @@ import pandas as pd
 from analysis.artefact import Artefact, Profile, Table
 from analysis.footer import provenance_lines
 from analysis.head_stats import js_table, mean_over_positions_ci, share_ci, sparse_agreement
-from analysis.stats import B_DEFAULT, SEED, Estimate, fmt
+from analysis.stats import B_DEFAULT, SEED, Estimate, clopper_pearson_lower, fmt
 from analysis.tables import table2
 from analysis.traces import n_line, run_config, trace_positions
 
@@ -114,12 +114,6 @@ def sparse_lines(selected: pd.DataFrame) -> list[str]:
             f"lower bound {lo:.2f}%, Clopper-Pearson), same accepted length in {agree['rounds_equal']}/"
             f"{agree['rounds']} rounds ({rpct:.2f}%); the >= 99.9% bar for using it: {verdict}"]
 
-
-def clopper_pearson_lower(k: int, n: int, alpha: float = 0.05) -> float:
-    """One-sided (1 - alpha) lower confidence bound of a binomial proportion k/n (exact, Clopper-Pearson)."""
-    from scipy.stats import beta
-
-    return 0.0 if k == 0 else float(beta.ppf(alpha, k, n - k + 1))
 
 
 if __name__ == "__main__":

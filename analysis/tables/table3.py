@@ -115,7 +115,6 @@ def sparse_lines(selected: pd.DataFrame) -> list[str]:
             f"{agree['rounds']} rounds ({rpct:.2f}%); the >= 99.9% bar for using it: {verdict}"]
 
 
-
 if __name__ == "__main__":
     import sys
 

@@ -117,6 +117,7 @@ def judge_footer(runs: pd.DataFrame, thresholds) -> list[str]:
             continue
         m, jm = info.get("mining") or {}, info["judge"]["mining"]
         auc = info.get("roc_auc_val")
+        cv = info.get("selection") == "cv"  # roc_auc_val / val_p / val_y are then out-of-fold over all prompts
         rec = ", ".join(f"{t:g}: {'n/a' if recall_at(info, t) is None else f'{100 * recall_at(info, t):.0f}%'}"
                         for t in thresholds)
         lines += [
@@ -126,17 +127,22 @@ def judge_footer(runs: pd.DataFrame, thresholds) -> list[str]:
             f"{m.get('data_source')}; max_new_tokens {jm.get('max_new_tokens')}, at most "
             f"{jm.get('max_mismatches') or 'all'} mismatches per prompt): {info['num_mismatches']} mismatches, "
             f"{info['num_important']} important; mining took {float(m.get('wall_s') or 0):.0f} s",
-            f"judge training: {info['num_train_prompts']}/{info['num_val_prompts']} prompts train/val "
-            f"({info['num_train']}/{info['num_val']} mismatches), logistic regression C={info.get('C')}, "
-            f"val ROC AUC {'n/a' if auc is None else f'{auc:.3f}'}"
+            (f"judge training: C of logistic regression by leave-one-prompt-out cross-validation "
+             f"({info.get('num_folds')} folds over {info['num_prompts']} prompts, {info['num_mismatches']} mismatches), "
+             f"C={info.get('C')}, refitted on all; out-of-fold ROC AUC {'n/a' if auc is None else f'{auc:.3f}'}"
+             if cv else
+             f"judge training: {info['num_train_prompts']}/{info['num_val_prompts']} prompts train/val "
+             f"({info['num_train']}/{info['num_val']} mismatches), logistic regression C={info.get('C')}, "
+             f"val ROC AUC {'n/a' if auc is None else f'{auc:.3f}'}")
             + (" (one class only: constant head)" if info.get("degenerate") else ""),
-            f"judge recall of important mismatches on the val split at each threshold: {rec}",
+            f"judge recall of important mismatches {'out of fold' if cv else 'on the val split'} at each threshold: {rec}",
         ]
         if jm["split"] != "train":
             lines.append(f"no {jm['dataset']} train split offline: the judge was mined on the held-out {jm['split']} "
                          f"items >= {jm['offset']}, which these runs never evaluate")
         if info.get("num_val", 0) < 30:
-            lines.append(f"NOTE: {info.get('num_val', 0)} validation mismatches: the judge metrics are indicative only")
+            lines.append(f"NOTE: {info.get('num_val', 0)} {'out-of-fold' if cv else 'validation'} mismatches: the "
+                         f"judge metrics are indicative only")
     return lines
 
 

@@ -40,8 +40,10 @@ def hydra_entry(stage: str) -> None:
     from omegaconf import OmegaConf
 
     import runners.main  # noqa: F401  (registers conf/run.yaml's ${dm.unique:} resolver)
+    from runners.paths import REPO_ROOT
 
-    @hydra.main(version_base="1.3", config_path="../../conf", config_name="run")
+    # absolute: a relative config_path resolves against the calling module, which breaks `-m runners.autojudge.train`
+    @hydra.main(version_base="1.3", config_path=str(REPO_ROOT / "conf"), config_name="run")
     def _main(cfg: Any) -> None:
         from runners.datasets.sources import DatasetUnavailableError
         from runners.models.sources import ModelUnavailableError

@@ -6,6 +6,13 @@ so the mismatches of one answer never straddle the split), ``StandardScaler`` fi
 ``LogisticRegression(C)`` for each C of a grid, the C with the best validation ROC AUC kept (optionally
 refitted on all prompts), thresholds at quantiles of the validation probabilities.
 
+``train.selection``: ``val`` is the authors' recipe above. ``cv`` is for mining sets of a few prompts (the CPU
+profile mines 3), where a 10% validation split is one prompt, often with one class only, so the validation
+ROC AUC is undefined and the smallest C wins by default (a head that scores every mismatch at the class rate):
+C is chosen by the pooled out-of-fold ROC AUC of a leave-one-prompt-out cross-validation (group k-fold by
+prompt, k = min(prompts, 10)), the head is refitted on all prompts, and the judge's metrics are those of the
+out-of-fold probabilities (each mismatch scored by a head that never saw its prompt).
+
     python -m runners.autojudge.train method=autojudge [pair=...] [profile=...]
 
 Writes ``results/autojudge/judges/<judge_key>/judge.pt`` (weight, bias, mean, scale, features) and
@@ -26,7 +33,9 @@ import numpy as np
 from runners.autojudge.artefact import judge_dir, judge_key, mining_identity, root
 from runners.autojudge.mine import decode_rows
 from runners.record import RunRecord, atomic_write_json
+from runners.validate import ConfigError
 
+SELECTIONS = ("val", "cv")  # C chosen on the authors' 90/10 validation split, or by leave-one-prompt-out CV
 METRIC_THRESHOLDS = tuple(round(x, 2) for x in np.linspace(0.0, 1.0, 21))
 
 
@@ -88,11 +97,46 @@ def fit_head(X: np.ndarray, y: np.ndarray, tr: np.ndarray, va: np.ndarray, C_gri
             "auc_val": best["auc_val"], "auc_train": best["auc_train"], "degenerate": False}
 
 
+def prompt_folds(groups: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Group k-fold by prompt: ``[(train rows, held-out rows)]``, every prompt held out once (k <= prompts)."""
+    prompts = np.unique(groups)
+    k = max(2, min(k, len(prompts)))
+    parts = np.array_split(prompts, k)
+    return [(np.flatnonzero(~np.isin(groups, part)), np.flatnonzero(np.isin(groups, part))) for part in parts]
+
+
+def cv_select(X: np.ndarray, y: np.ndarray, groups: np.ndarray, C_grid: Sequence[float],
+              k: int = 10) -> dict:
+    """The C of ``C_grid`` with the best pooled out-of-fold ROC AUC over :func:`prompt_folds`.
+
+    A fold whose training rows hold one class scores its held-out rows at that class rate (clipped).
+
+    Returns:
+        ``{"C", "auc_oof" (None when y has one class), "p_oof" [N] float64 (at the chosen C), "num_folds"}``.
+    """
+    from sklearn.metrics import roc_auc_score
+
+    folds = prompt_folds(groups, k)
+    best = None
+    for C in C_grid:
+        p = np.zeros(len(y))
+        for tr, va in folds:
+            f = fit_head(X, y, tr, va, [C])
+            z = f["scaler"].transform(X[va]) @ f["coef"] + f["intercept"]
+            p[va] = 1.0 / (1.0 + np.exp(-z))
+        auc = roc_auc_score(y, p) if len(set(y.tolist())) == 2 else None
+        score = -1.0 if auc is None else auc
+        if best is None or score > best["score"]:
+            best = {"score": score, "C": float(C), "auc_oof": auc, "p_oof": p}
+    return {"C": best["C"], "auc_oof": best["auc_oof"], "p_oof": best["p_oof"], "num_folds": len(folds)}
+
+
 def train(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callable[[str], None] | None = None) -> dict:
     """Train (or reuse) the judge for ``pair`` and ``method.judge``; return its ``judge.json``.
 
     Raises:
         RuntimeError: the mining records are missing or unfinished (run the miner first).
+        runners.validate.ConfigError: ``train.selection`` is not one of :data:`SELECTIONS`.
     """
     log = log or logging.getLogger(__name__).info
     import torch
@@ -115,14 +159,25 @@ def train(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callab
     X, y, groups = dataset_arrays(records, features)
     if len(y) == 0:
         raise RuntimeError(f"[train {key}] the {len(records)} mined prompts have no mismatch: nothing to train on")
-    tr_p, va_p = split_prompts(len(records), float(t["val_fraction"]), int(t["seed"]))
-    tr, va = np.flatnonzero(np.isin(groups, tr_p)), np.flatnonzero(np.isin(groups, va_p))
-    fit = fit_head(X, y, tr, va, list(t["C_grid"]))
-    if t.get("refit_on_all") and not fit["degenerate"]:
-        fit = {**fit_head(X, y, np.arange(len(y)), np.arange(0), [fit["C"]]), "auc_val": fit["auc_val"]}
+    selection = str(t.get("selection", "val"))
+    if selection not in SELECTIONS:
+        raise ConfigError(f"method.judge.train.selection={selection!r} is invalid; allowed: {', '.join(SELECTIONS)}")
+    num_folds = None
+    if selection == "cv":
+        cv = cv_select(X, y, groups, list(t["C_grid"]))
+        everything = np.arange(len(y))
+        fit = {**fit_head(X, y, everything, np.arange(0), [cv["C"]]), "auc_val": cv["auc_oof"]}
+        tr_p, va_p, tr, va = np.unique(groups), np.unique(groups), everything, everything
+        p_va, num_folds = cv["p_oof"], cv["num_folds"]
+    else:
+        tr_p, va_p = split_prompts(len(records), float(t["val_fraction"]), int(t["seed"]))
+        tr, va = np.flatnonzero(np.isin(groups, tr_p)), np.flatnonzero(np.isin(groups, va_p))
+        fit = fit_head(X, y, tr, va, list(t["C_grid"]))
+        if t.get("refit_on_all") and not fit["degenerate"]:
+            fit = {**fit_head(X, y, np.arange(len(y)), np.arange(0), [fit["C"]]), "auc_val": fit["auc_val"]}
+        z_va = (fit["scaler"].transform(X[va]) @ fit["coef"] + fit["intercept"]) if len(va) else np.zeros(0)
+        p_va = 1.0 / (1.0 + np.exp(-z_va))
     scaler = fit["scaler"]
-    z_va = (scaler.transform(X[va]) @ fit["coef"] + fit["intercept"]) if len(va) else np.zeros(0)
-    p_va = 1.0 / (1.0 + np.exp(-z_va))
     q = np.linspace(0.0, 1.0, int(t.get("quantiles", 26)))
     out.mkdir(parents=True, exist_ok=True)
     torch.save({"weight": torch.tensor(fit["coef"], dtype=torch.float32), "bias": torch.tensor(fit["intercept"]),
@@ -134,6 +189,7 @@ def train(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callab
         "features": features, "num_features": int(X.shape[1]), "num_prompts": len(records),
         "num_train_prompts": len(tr_p), "num_val_prompts": len(va_p), "num_mismatches": int(len(y)),
         "num_important": int(y.sum()), "num_train": int(len(tr)), "num_val": int(len(va)),
+        "selection": selection, "num_folds": num_folds,
         "C": fit["C"], "degenerate": fit["degenerate"], "roc_auc_train": fit["auc_train"], "roc_auc_val": fit["auc_val"],
         "val_p": p_va.tolist(), "val_y": y[va].tolist(),
         "quantile_thresholds": np.quantile(p_va, q).tolist() if len(va) else [],
@@ -144,7 +200,7 @@ def train(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callab
     }
     atomic_write_json(out / "judge.json", info)
     log(f"[train {key}] {len(y)} mismatches ({int(y.sum())} important) from {len(records)} prompts; C={fit['C']} "
-        f"ROC AUC val={fit['auc_val']}; wrote {out}")
+        f"ROC AUC {'out-of-fold' if selection == 'cv' else 'val'}={fit['auc_val']}; wrote {out}")
     return info
 
 

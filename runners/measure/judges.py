@@ -75,6 +75,38 @@ LLM_PROMPT = (
 )
 
 
+class LatestPrefixCache:
+    """The last prompt's KV cache, offered for the next prompt's shared token prefix (the LLM judge's cache).
+
+    Unlike :class:`runners.backends.kv_state.PrefixCache` (which keeps the first of several prompts sharing a
+    long prefix, e.g. a few-shot prompt), every prompt replaces the kept one: consecutive judge prompts share a
+    prefix that changes (question + premise). :meth:`lookup` leaves at least the last token to be forwarded.
+    """
+
+    def __init__(self) -> None:
+        self.ids: tuple[int, ...] = ()
+        self.cache: Any = None
+
+    def lookup(self, ids: Sequence[int]) -> tuple[Any, int]:
+        """(a copy of the kept cache cropped to the shared prefix, its length), or (None, 0)."""
+        import copy
+
+        from runners.backends.kv_state import PrefixCache, crop_cache
+
+        n = min(PrefixCache._shared(self.ids, ids), len(ids) - 1)
+        if self.cache is None or n < 1:
+            return None, 0
+        cache = copy.deepcopy(self.cache)
+        crop_cache(cache, n)
+        return cache, n
+
+    def store(self, ids: Sequence[int], cache: Any) -> None:
+        """Keep a copy of ``cache`` (holding ``ids``), replacing the previous one."""
+        import copy
+
+        self.ids, self.cache = tuple(ids), copy.deepcopy(cache)
+
+
 class LLMJudge:
     """A chat causal LM prompted as an entailment judge (Farquhar et al. 2024's prompt).
 
@@ -83,23 +115,41 @@ class LLMJudge:
     summed), renormalised over the three labels. One prompt forward per judgment (its KV cache is reused
     for the label continuations, a few tokens each).
 
+    Consecutive prompts share a token prefix: :func:`directed_entailment` asks premise i against every
+    hypothesis j in turn, so two prompts in a row share chat header + question + "Possible Answer 1:" +
+    premise + "Possible Answer 2:", and prompts of different questions the chat header. The KV cache of
+    the previous prompt is kept (:class:`LatestPrefixCache`, one entry, replaced by every prompt), cropped to the longest shared prefix, and only the rest of the prompt is forwarded
+    (at least its last token, whose logits score the labels). The numbers equal a full prefill up to
+    float rounding (a prefix attended in two chunks instead of one).
+
     Args:
         model: ``transformers`` causal LM (eval mode), e.g. the run's target from ``load_pair``.
         tokenizer: its tokenizer (with a chat template).
         name: label shown on the figure.
         max_chars: the question and each answer are cut to this many characters (bounds the prompt length;
             Spec-Bench's summarisation / RAG questions hold whole articles).
+        reuse_prefix: keep the previous prompt's KV cache for the next prompt (False: a full prefill each time).
+
+    Attributes:
+        tokens_prompt: prompt tokens judged so far (summed over judgments).
+        tokens_prefilled: of those, the tokens forwarded (the rest came from the kept cache).
     """
 
-    version = 2  # 1: first-token probabilities of lower-case labels only (biased to one-token "neutral")
+    # 1: first-token probabilities of lower-case labels only (biased to one-token "neutral");
+    # 2: whole label words, both spellings; 3: the previous prompt's KV cache reused for the shared prefix
+    version = 3
 
-    def __init__(self, model: Any, tokenizer: Any, name: str, max_chars: int = 2000) -> None:
+    def __init__(self, model: Any, tokenizer: Any, name: str, max_chars: int = 2000,
+                 reuse_prefix: bool = True) -> None:
         self.model, self.tokenizer, self.max_chars = model, tokenizer, max_chars
         self.name = f"LLM judge: {name}"
         self.label_ids = [[self._ids(v) for v in (w, w.capitalize())] for w in LLM_LABELS]
         firsts = [ids[0] for variants in self.label_ids for ids in variants]
         if len(set(firsts)) != len(firsts):
             raise ValueError(f"label spellings of {LLM_LABELS} share a first token {firsts}; cannot judge")
+        self.prefix_cache = LatestPrefixCache() if reuse_prefix else None
+        self.tokens_prompt = 0
+        self.tokens_prefilled = 0
 
     def _ids(self, word: str) -> list[int]:
         return [int(i) for i in self.tokenizer.encode(word, add_special_tokens=False)]
@@ -118,13 +168,25 @@ class LLMJudge:
         """P(entailment), P(neutral), P(contradiction) as the reply, renormalised over the three labels."""
         import torch
 
+        return torch.softmax(torch.tensor(self.label_logprobs(premise, hypothesis, question)), dim=0).tolist()
+
+    def label_logprobs(self, premise: str, hypothesis: str, question: str = "") -> list[float]:
+        """log P(reply = label) for entailment, neutral, contradiction (both spellings summed); not renormalised."""
+        import torch
+
         from runners.backends.kv_state import crop_cache
 
         prompt = self.prompt_ids(premise, hypothesis, question)
         dev = self.model.device
+        cache, start = self.prefix_cache.lookup(prompt) if self.prefix_cache is not None else (None, 0)
         with torch.inference_mode():
-            out = self.model(input_ids=torch.tensor([prompt], device=dev), use_cache=True, logits_to_keep=1)
+            out = self.model(input_ids=torch.tensor([prompt[start:]], device=dev), past_key_values=cache,
+                             use_cache=True, logits_to_keep=1)
             cache, first = out.past_key_values, torch.log_softmax(out.logits[0, -1].float(), dim=-1)  # [V]
+            self.tokens_prompt += len(prompt)
+            self.tokens_prefilled += len(prompt) - start
+            if self.prefix_cache is not None:
+                self.prefix_cache.store(prompt, cache)  # a copy: the label continuations below extend `cache`
             totals = []
             for variants in self.label_ids:
                 logps = []
@@ -139,7 +201,7 @@ class LLMJudge:
                         crop_cache(cache, len(prompt))
                     logps.append(lp)
                 totals.append(torch.logsumexp(torch.stack(logps), dim=0))
-            return torch.softmax(torch.stack(totals), dim=0).tolist()
+            return torch.stack(totals).tolist()
 
     def entail_prob(self, premise: str, hypothesis: str, question: str = "") -> float:
         return float(self.label_probs(premise, hypothesis, question)[0])

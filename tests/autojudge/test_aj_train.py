@@ -117,3 +117,50 @@ def test_tiny_build_then_run_and_refusal(tiny_pair_dir, results_dir):
         assert ran.returncode == 0, ran.stderr[-2000:]
     overlap = _cli(["-m", "runners.main", "method=autojudge", *base, "dataset.offset=999", "dataset.limit=5"], env)
     assert overlap.returncode == 2 and "overlap" in overlap.stderr
+
+
+def test_prompt_folds_hold_out_each_prompt_once():
+    from runners.autojudge.train import prompt_folds
+
+    groups = np.repeat(np.arange(5), 3)
+    folds = prompt_folds(groups, k=10)
+    assert len(folds) == 5
+    held = np.concatenate([va for _, va in folds])
+    assert sorted(held.tolist()) == list(range(15))  # every row held out exactly once
+    for tr, va in folds:
+        assert not set(groups[tr]) & set(groups[va])  # a prompt never straddles train and held-out rows
+
+
+def test_cv_selection_refits_on_all_and_reports_out_of_fold_metrics(results_dir):
+    # 4 prompts, one of them all-unimportant: the 90/10 split's one validation prompt would have one class
+    cfg = judge_cfg()
+    cfg["train"] = {**cfg["train"], "selection": "cv", "C_grid": [0.0001, 1.0]}
+    cfg["mining"]["limit"] = 4
+    write_records(cfg, n_prompts=4, per_prompt=8, seed=3)
+    info = train(PAIR, cfg, log=lambda *_: None)
+    assert info["selection"] == "cv" and info["num_folds"] == 4
+    assert info["num_train"] == info["num_val"] == info["num_mismatches"] == 32
+    assert info["roc_auc_val"] > 0.95  # out of fold: each prompt scored by a head that never saw it
+    assert len(info["val_p"]) == 32 and sum(info["val_y"]) == info["num_important"]
+    by_t = {m["threshold"]: m for m in info["metrics_val"]}
+    assert by_t[0.5]["recall_important"] > 0.8
+
+
+def test_selection_is_validated(results_dir):
+    from runners.validate import ConfigError
+
+    cfg = judge_cfg()
+    cfg["train"] = {**cfg["train"], "selection": "loo"}
+    write_records(cfg, n_prompts=4)
+    with pytest.raises(ConfigError, match=r"method\.judge\.train\.selection='loo'.*allowed: val, cv"):
+        train(PAIR, cfg, log=lambda *_: None)
+
+
+def test_train_entry_point_finds_its_config(tmp_path):
+    # regression: a relative config_path resolved against runners.autojudge.build broke `-m runners.autojudge.train`
+    env = {**os.environ, "DROPMATCH_RESULTS": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "runners.autojudge.train", "method=autojudge"],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env)
+    text = out.stdout + out.stderr
+    assert "Primary config module" not in text
+    assert out.returncode != 0 and "mining records" in text and "missing or unfinished" in text, text[-2000:]

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from runners.measure.judges import CachedJudge, directed_entailment, make_judge, nli_available
+from runners.measure.judges import LLM_PROMPT, CachedJudge, directed_entailment, make_judge, nli_available
 from runners.record import read_samples
 
 
@@ -100,6 +100,73 @@ def test_llm_judge_on_tiny_model(tiny_pair_dir):
             totals.append(torch.logsumexp(torch.stack(lps), 0))
     assert probs == pytest.approx(torch.softmax(torch.stack(totals), 0).tolist(), abs=1e-4)
     assert judge.entail_prob("The cat sat.", "A cat sat.", "What did the cat do?") == pytest.approx(probs[0])
+
+
+@pytest.fixture(scope="module")
+def tiny_judge_model(tiny_pair_dir):
+    """The tiny pair's target in float32 (``pair.dtype: auto`` may pick bf16) and its tokenizer."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = tiny_pair_dir / "target"
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval(), AutoTokenizer.from_pretrained(path)
+
+
+# Judgments in directed_entailment's order (premise outer, hypothesis inner) for two questions, then back to
+# the first question and a repeat of the last prompt (a whole-prompt hit: its last token is still forwarded).
+JUDGE_QUESTIONS = ["Janet has 3 apples and buys 5 more. How many apples does she have now? Step by step.",
+                   "What is 12 times 7? Write a short answer."]
+JUDGE_TEXTS = [["The final answer is 8.", "She has 8 apples.", "The answer is 9."],
+               ["84", "The final answer is 84. Therefore the result is correct.", "It is 19."]]
+JUDGE_SEQUENCE = ([(t[i], t[j], q) for q, t in zip(JUDGE_QUESTIONS, JUDGE_TEXTS) for i in range(3) for j in range(3)
+                   if i != j] + [(JUDGE_TEXTS[0][2], JUDGE_TEXTS[0][0], JUDGE_QUESTIONS[0])] * 2)
+
+
+def test_llm_judge_prefix_reuse_equals_full_prefill(tiny_judge_model):
+    """Reusing the previous prompt's KV cache for the shared prefix gives the numbers of a full prefill (float32),
+    over shared and unshared prefixes, multi-token labels included. The tiny model's renormalised probabilities
+    are saturated (the label with the fewest tokens wins), so the label log-likelihoods (~-100 here) are compared too:
+    a cache left uncropped moves them by > 0.1."""
+    from runners.measure.judges import LLMJudge
+
+    model, tok = tiny_judge_model
+    reuse, full = LLMJudge(model, tok, "tiny"), LLMJudge(model, tok, "tiny", reuse_prefix=False)
+    assert any(len(ids) > 1 for variants in reuse.label_ids for ids in variants)  # label scoring crops the cache
+    for premise, hypothesis, question in JUDGE_SEQUENCE:
+        args = (premise, hypothesis, question)
+        expected = full.label_logprobs(*args)
+        assert reuse.label_logprobs(*args) == pytest.approx(expected, abs=1e-4)
+        assert reuse.label_probs(*args) == pytest.approx(full.label_probs(*args), abs=1e-5)
+        # and a fresh judge (nothing cached from earlier judgments) agrees
+        assert LLMJudge(model, tok, "tiny").label_logprobs(*args) == pytest.approx(expected, abs=1e-4)
+    assert reuse.tokens_prompt == full.tokens_prompt == full.tokens_prefilled > reuse.tokens_prefilled
+
+
+def test_llm_judge_prefix_reuse_forwards_fewer_tokens(tiny_judge_model):
+    """Each prompt forwards only what it does not share with the previous one, at least its last token."""
+    from runners.backends.kv_state import PrefixCache
+    from runners.measure.judges import LLMJudge
+
+    model, tok = tiny_judge_model
+    judge = LLMJudge(model, tok, "tiny")
+    expected, previous = 0, None
+    for premise, hypothesis, question in JUDGE_SEQUENCE:
+        prompt = judge.prompt_ids(premise, hypothesis, question)
+        shared = 0 if previous is None else min(PrefixCache._shared(previous, prompt), len(prompt) - 1)
+        before = judge.tokens_prefilled
+        judge.label_probs(premise, hypothesis, question)
+        assert judge.tokens_prefilled - before == len(prompt) - shared
+        expected, previous = expected + len(prompt) - shared, prompt
+    assert judge.tokens_prefilled == expected
+    assert judge.tokens_prefilled < judge.tokens_prompt
+    # same premise, next hypothesis: question and premise come from the cache
+    q, t = JUDGE_QUESTIONS[0], JUDGE_TEXTS[0]
+    judge.label_probs(t[0], t[1], q)
+    before = judge.tokens_prefilled
+    judge.label_probs(t[0], t[2], q)
+    head = LLM_PROMPT.split("{hypothesis}")[0].format(question=q, premise=t[0]).rstrip()  # ... Possible Answer 2:
+    prompt = judge.prompt_ids(t[0], t[2], q)
+    assert judge.tokens_prefilled - before <= len(prompt) - len(tok.encode(head, add_special_tokens=False))
 
 
 def test_deberta_judge_on_random_classifier(tmp_path):

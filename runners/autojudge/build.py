@@ -25,8 +25,17 @@ def build(pair_cfg: Any, judge_cfg: Any, stage: str = "build", log: Callable[[st
     from runners.autojudge.mine import mine
     from runners.autojudge.train import train
 
+    import json
+
+    from runners.autojudge.artefact import judge_dir, judge_key
+
     log = log or _logger.info
     out = {}
+    done = judge_dir(judge_key(pair_cfg, judge_cfg))
+    if stage == "build" and (done / "judge.json").is_file() and (done / "judge.pt").is_file():
+        # a committed (or earlier) judge is used as is: its mining records are not needed again
+        log(f"[build] judge {done.name} exists ({done}); mining and training skipped")
+        return json.loads((done / "judge.json").read_text())
     if stage in ("mine", "build"):
         out = mine(pair_cfg, judge_cfg, log=log)
     if stage in ("train", "build"):

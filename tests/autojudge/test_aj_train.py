@@ -164,3 +164,18 @@ def test_train_entry_point_finds_its_config(tmp_path):
     text = out.stdout + out.stderr
     assert "Primary config module" not in text
     assert out.returncode != 0 and "mining records" in text and "missing or unfinished" in text, text[-2000:]
+
+
+def test_build_uses_an_existing_judge_without_its_mining_records(results_dir):
+    # a fresh clone has the committed judge but not always the mining records: build must not mine again
+    import shutil
+
+    from runners.autojudge.build import build
+
+    cfg = judge_cfg()
+    rec = write_records(cfg)
+    info = train(PAIR, cfg, log=lambda *_: None)
+    shutil.rmtree(rec.dir)
+    lines = []
+    out = build(PAIR, cfg, "build", log=lines.append)  # mining would need the (absent) model and data
+    assert out["judge_key"] == info["judge_key"] and "mining and training skipped" in lines[0]

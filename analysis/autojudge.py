@@ -42,9 +42,26 @@ def select_aj(runs: pd.DataFrame, profile: Profile, datasets: tuple[str, ...]) -
         return r
     have = r["batch_size"].value_counts()
     B = 1 if 1 in have.index else sorted(have.index, key=lambda b: (-have[b], b))[0]
-    r = r[r["batch_size"] == B]
+    r = one_judge(r[r["batch_size"] == B])
     return r.assign(threshold=pd.to_numeric(r["threshold"], errors="coerce"),
                     p_drop=pd.to_numeric(r["p_drop"], errors="coerce"), K=pd.to_numeric(r["K"], errors="coerce"))
+
+
+def one_judge(runs: pd.DataFrame) -> pd.DataFrame:
+    """SD runs and the AJ / AJ+DM runs of one judge: the judge with the most runs (ties: one whose ``judge.json``
+    is found, then the newest by its ``date_utc``). A rebuilt judge (new mining or training config) leaves the
+    earlier judge's runs in ``runs/``; a table mixing two judges would compare rules that are not the same rule."""
+    aj = runs[runs["method"] != "sd"]
+    counts = aj["judge_key"].dropna().value_counts() if "judge_key" in aj else pd.Series(dtype=int)
+    if len(counts) <= 1:
+        return runs
+
+    def rank(key: str) -> tuple:
+        info = judge_record(key, runs)
+        return counts[key], info is not None, str((info or {}).get("date_utc") or "")
+
+    best = max(counts.index, key=rank)
+    return runs[(runs["method"] == "sd") | (runs["judge_key"] == best)]
 
 
 def one_dataset(selected: pd.DataFrame, dataset: str) -> pd.DataFrame:
@@ -173,7 +190,9 @@ def plot_curves(ax, pts: pd.DataFrame, p_drop: float | None, K: int | None) -> N
         ax.errorbar(g["tau"], g["accuracy_pct"], xerr=xe, yerr=ye, color=style.COLORS[i], marker=style.MARKERS[i],
                     ls=style.LINESTYLES[0], capsize=2, label=label)
         for _, r in g.iterrows():
-            ax.annotate(f"{r['threshold']:g}", (r["tau"], r["accuracy_pct"]), fontsize=6, xytext=(3, 3),
+            # AJ labels above-left, AJ+DM below-right: the two curves' points often sit close together
+            ax.annotate(f"{r['threshold']:g}", (r["tau"], r["accuracy_pct"]), fontsize=6, color=style.COLORS[i],
+                        xytext=(-4, 4) if i == 0 else (4, -8), ha="right" if i == 0 else "left",
                         textcoords="offset points")
     for j, (_, r) in enumerate(pts[pts["method"] == "SD"].sort_values("L").iterrows()):
         ax.plot([r["tau"]], [r["accuracy_pct"]], marker="*", ms=8, ls="none", color=style.COLORS[7 - j % 2],

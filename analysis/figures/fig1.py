@@ -93,7 +93,7 @@ def plot(a: pd.DataFrame, b: pd.DataFrame):
                 yerr = np.array([err(e) if e is not None else (0.0, 0.0) for e in es]).T
                 ax.bar(x + (i - (len(methods) - 1) / 2) * w, vals, w, yerr=yerr, capsize=2, label=m,
                        color=style.COLORS[i])
-            ax.set_xticks(x, benches)
+            ax.set_xticks(x, [b.replace(" (", "\n(") for b in benches])
         ax.set(ylabel=ylab)
     axes[0].set_ylim(0, 105)
     axes[0].legend()
@@ -102,6 +102,7 @@ def plot(a: pd.DataFrame, b: pd.DataFrame):
         g = b.set_index("benchmark").reindex(benches)
         axes[2].bar(benches, [c.tau.value for c in g["cell"]], yerr=np.array([err(c.tau) for c in g["cell"]]).T,
                     capsize=2, color=[style.COLORS[0], style.COLORS[1]][: len(benches)])
+        axes[2].set_xticks(range(len(benches)), [b.replace(" (", "\n(") for b in benches])  # two lines: no overlap
     else:
         axes[2].text(0.5, 0.5, "no EAGLE3 runs", ha="center", va="center", transform=axes[2].transAxes)
     axes[2].set(ylabel=r"EAGLE3 $\tau$")

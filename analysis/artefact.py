@@ -74,6 +74,8 @@ class Artefact:
         name: the artefact (``results/<name>/``).
         tables, figures: its outputs (at least one of them non-empty when it has runs).
         runs: the run rows actually used (their ids go into ``results/<name>/manifest.json``).
+        source_runs: ids of the runs those runs were computed from (a measurement's inputs, e.g. Fig. 3's
+            single-path decodes), listed in the manifest so the raw records they hold are kept with it.
         notes: lines for the driver to print (e.g. settings left out).
     """
 
@@ -81,6 +83,7 @@ class Artefact:
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     runs: pd.DataFrame = field(default_factory=pd.DataFrame)
+    source_runs: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -86,6 +86,7 @@ def write_artefact(a: Artefact, out: Path, profile: str | None) -> list[str]:
     if len(set(files)) != len(files):
         raise ValueError(f"{a.name}: two outputs write the same file: {sorted(x for x in files if files.count(x) > 1)}")
     run_ids = sorted(str(r) for r in a.runs["run_id"]) if not a.runs.empty else []
-    manifest.write_text(json.dumps({"artefact": a.name, "profile": profile or "any", "runs": run_ids,
+    extra = {"source_runs": sorted(set(a.source_runs) - set(run_ids))} if a.source_runs else {}
+    manifest.write_text(json.dumps({"artefact": a.name, "profile": profile or "any", "runs": run_ids, **extra,
                                     "files": files}, indent=1) + "\n")
     return files

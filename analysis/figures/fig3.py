@@ -18,6 +18,8 @@ fig3_summary.{md,csv,tex} (mean off-diagonal scores per p_drop with 95 % bootstr
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -150,7 +152,18 @@ def build(selected: pd.DataFrame) -> Artefact:
     art.tables.append(Table(f"{NAME}_summary", "Figure 3: similarity across MC-dropout paths, summary", data,
                             display, foot))
     art.runs = runs
+    art.source_runs = source_run_ids(runs)
     return art
+
+
+def source_run_ids(runs: pd.DataFrame) -> list[str]:
+    """The single-path decodes the similarity runs read (``similarity/source_run_ids`` of their summaries)."""
+    ids: set[str] = set()
+    for d in runs.get("run_dir", pd.Series(dtype=object)).dropna():
+        path = Path(str(d)) / "summary.json"
+        if path.is_file():
+            ids |= set(json.loads(path.read_text()).get("similarity/source_run_ids") or [])
+    return sorted(ids)
 
 
 if __name__ == "__main__":

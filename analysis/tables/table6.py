@@ -32,11 +32,14 @@ SMALL_N = 30
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     """Greedy, complete AR / SD / DM runs of the profile, no trace runs, one backend
     (:func:`analysis.artefact.pick_backend`, default ``hf``). Any batch size: the cells of a row share one
-    (:func:`setting_runs`), and the footer names it."""
+    (:func:`setting_runs`), and the footer names it. SD only at the draft lengths that have DropMatch runs:
+    Table 6 compares SD with SD + DM at each L (the Auto-Judge artefacts' SD references at L=8 are theirs)."""
     r = of_profile(runs, profile)
     r = r[(r["temperature"] == 0.0) & r["method"].isin(list(METHOD_LABEL))
           & r["complete"].astype(bool) & ~r["trace"].astype(bool)]
-    return pick_backend(r, profile, default="hf")
+    r = pick_backend(r, profile, default="hf")
+    dm_lengths = set(r.loc[r["method"] == "dropmatch", "L"])
+    return r[(r["method"] != "sd") | r["L"].isin(dm_lengths)]
 
 
 def setting_runs(selected: pd.DataFrame, p_drop: float, K: int) -> pd.DataFrame:

@@ -112,3 +112,17 @@ def test_table6_keeps_the_papers_rule(results):
              date_utc="2026-12-01T08:00:00+00:00")   # more recent, same setting: must not replace the paper's rule
     art = table6.build(table6.select(load_runs(), Profile("default")))
     assert "dm-paper" in set(art.runs["run_id"]) and "dm-target" not in set(art.runs["run_id"])
+
+
+def test_table6_has_sd_rows_only_at_lengths_with_dropmatch_runs(results):
+    # the Auto-Judge sweeps leave SD runs at L=8 (their reference): not a Table 6 row without SD + DM beside it
+    from analysis.tables import table6
+
+    item_run(results, "ar", run_cfg("ar", "gsm8k"), [item_sample("gsm8k/test/0", [], 0, tokens=4)])
+    item_run(results, "sd5", _cfg("sd"), _samples([1, 1]))
+    item_run(results, "dm5", _cfg("dropmatch", p_drop=0.3), _samples([2, 2]))
+    sd8 = run_cfg("sd", "gsm8k", L=8)
+    item_run(results, "sd8", sd8, [item_sample("gsm8k/test/0", [3, 3], 8)])
+    art = table6.build(table6.select(load_runs(), Profile("default")))
+    assert set(art.runs["run_id"]) == {"ar", "sd5", "dm5"}
+    assert list(art.tables[0].display["L"]) == ["-", "5", "5"]

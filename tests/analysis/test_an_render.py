@@ -135,8 +135,8 @@ def test_footer_one_run_spanning_two_commits(results):
     commits, not two runs (seen: a bench run while records were committed)."""
     from analysis.render import render
 
-    item_run(results, "sd", run_cfg("sd", "gsm8k", L=5), [item_sample("g/0", [3], 5)],
-             meta={"git_sha": "1111111111aa"}, git_sha="2222222222bb")
+    item_run(results, "ar", run_cfg("ar", "gsm8k"), [item_sample("g/0", [], 0, tokens=4)],
+             meta={"git_sha": "1111111111aa"}, git_sha="2222222222bb")  # Table 6 shows SD only beside DM runs
     render("table6", "default", echo=False)
     md = (results / "table6" / "table6.md").read_text()
     assert ("git commits of the runs: 1111111111 (1 run), 2222222222 (1 run) -- 2 commits in one table "

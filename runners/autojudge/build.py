@@ -22,20 +22,17 @@ STAGES = ("mine", "train", "build")
 
 def build(pair_cfg: Any, judge_cfg: Any, stage: str = "build", log: Callable[[str], None] | None = None) -> dict:
     """Run ``stage`` (``mine``, ``train`` or both) for a resolved pair and judge config."""
-    from runners.autojudge.mine import mine
-    from runners.autojudge.train import train
-
-    import json
-
     from runners.autojudge.artefact import judge_dir, judge_key
+    from runners.autojudge.mine import mine
+    from runners.autojudge.train import existing_judge, train
 
     log = log or _logger.info
     out = {}
-    done = judge_dir(judge_key(pair_cfg, judge_cfg))
-    if stage == "build" and (done / "judge.json").is_file() and (done / "judge.pt").is_file():
+    key = judge_key(pair_cfg, judge_cfg)
+    if stage == "build" and (info := existing_judge(key)) is not None:
         # a committed (or earlier) judge is used as is: its mining records are not needed again
-        log(f"[build] judge {done.name} exists ({done}); mining and training skipped")
-        return json.loads((done / "judge.json").read_text())
+        log(f"[build] judge {key} exists ({judge_dir(key)}); mining and training skipped")
+        return info
     if stage in ("mine", "build"):
         out = mine(pair_cfg, judge_cfg, log=log)
     if stage in ("train", "build"):

@@ -131,6 +131,14 @@ def cv_select(X: np.ndarray, y: np.ndarray, groups: np.ndarray, C_grid: Sequence
     return {"C": best["C"], "auc_oof": best["auc_oof"], "p_oof": best["p_oof"], "num_folds": len(folds)}
 
 
+def existing_judge(key: str) -> dict | None:
+    """``judge.json`` of judge ``key`` when both its files exist (built earlier or committed), else None."""
+    out = judge_dir(key)
+    if (out / "judge.json").is_file() and (out / "judge.pt").is_file():
+        return json.loads((out / "judge.json").read_text())
+    return None
+
+
 def train(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callable[[str], None] | None = None) -> dict:
     """Train (or reuse) the judge for ``pair`` and ``method.judge``; return its ``judge.json``.
 
@@ -145,9 +153,9 @@ def train(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callab
 
     key = judge_key(pair_cfg, judge_cfg)
     out = judge_dir(key)
-    if (out / "judge.json").is_file() and (out / "judge.pt").is_file():
+    if (info := existing_judge(key)) is not None:
         log(f"[train {key}] judge exists ({out}); skipped")
-        return json.loads((out / "judge.json").read_text())
+        return info
     record = RunRecord(root() / "mining", mining_identity(pair_cfg, judge_cfg))
     summary = record.existing_summary()
     if summary is None:

@@ -88,23 +88,20 @@ class LatestPrefixCache:
         self.cache: Any = None
 
     def lookup(self, ids: Sequence[int]) -> tuple[Any, int]:
-        """(a copy of the kept cache cropped to the shared prefix, its length), or (None, 0)."""
-        import copy
-
+        """(the kept cache cropped in place to the shared prefix, its length), or (None, 0). The cache is handed
+        over, not copied: the caller extends it and :meth:`store` takes it back."""
         from runners.backends.kv_state import PrefixCache, crop_cache
 
         n = min(PrefixCache._shared(self.ids, ids), len(ids) - 1)
-        if self.cache is None or n < 1:
+        cache, self.ids, self.cache = self.cache, (), None
+        if cache is None or n < 1:
             return None, 0
-        cache = copy.deepcopy(self.cache)
         crop_cache(cache, n)
         return cache, n
 
     def store(self, ids: Sequence[int], cache: Any) -> None:
-        """Keep a copy of ``cache`` (holding ``ids``), replacing the previous one."""
-        import copy
-
-        self.ids, self.cache = tuple(ids), copy.deepcopy(cache)
+        """Keep ``cache`` (holding exactly ``ids``), replacing the previous one."""
+        self.ids, self.cache = tuple(ids), cache
 
 
 class LLMJudge:
@@ -118,8 +115,9 @@ class LLMJudge:
     Consecutive prompts share a token prefix: :func:`directed_entailment` asks premise i against every
     hypothesis j in turn, so two prompts in a row share chat header + question + "Possible Answer 1:" +
     premise + "Possible Answer 2:", and prompts of different questions the chat header. The KV cache of
-    the previous prompt is kept (:class:`LatestPrefixCache`, one entry, replaced by every prompt), cropped to the longest shared prefix, and only the rest of the prompt is forwarded
-    (at least its last token, whose logits score the labels). The numbers equal a full prefill up to
+    the previous prompt is kept (:class:`LatestPrefixCache`, one entry, replaced by every prompt), cropped
+    to the longest shared prefix, and only the rest of the prompt is forwarded (at least its last token,
+    whose logits score the labels). The numbers equal a full prefill up to
     float rounding (a prefix attended in two chunks instead of one).
 
     Args:
@@ -185,8 +183,6 @@ class LLMJudge:
             cache, first = out.past_key_values, torch.log_softmax(out.logits[0, -1].float(), dim=-1)  # [V]
             self.tokens_prompt += len(prompt)
             self.tokens_prefilled += len(prompt) - start
-            if self.prefix_cache is not None:
-                self.prefix_cache.store(prompt, cache)  # a copy: the label continuations below extend `cache`
             totals = []
             for variants in self.label_ids:
                 logps = []
@@ -201,6 +197,8 @@ class LLMJudge:
                         crop_cache(cache, len(prompt))
                     logps.append(lp)
                 totals.append(torch.logsumexp(torch.stack(logps), dim=0))
+            if self.prefix_cache is not None:
+                self.prefix_cache.store(prompt, cache)  # the label continuations cropped it back to the prompt
             return torch.stack(totals).tolist()
 
     def entail_prob(self, premise: str, hypothesis: str, question: str = "") -> float:

@@ -150,7 +150,9 @@ def setting_stem(name: str, p_drop: float, K: int, paper: tuple[float, int] = PA
     return name if (float(p_drop), int(K)) == paper else f"{name}_p{float(p_drop):g}_K{int(K)}"
 
 
-def dm_settings(runs: pd.DataFrame, methods: tuple[str, ...] = ("dropmatch", "dropmatch_naive")) -> list[tuple[float, int]]:
+def dm_settings(
+    runs: pd.DataFrame, methods: tuple[str, ...] = ("dropmatch", "dropmatch_naive")
+) -> list[tuple[float, int]]:
     """Every (p_drop, K) of DropMatch runs in ``runs``, the paper's first, then sorted."""
     dm = runs[runs["method"].isin(list(methods))] if not runs.empty else runs
     found = sorted({(float(p), int(k)) for p, k in zip(dm.get("p_drop", []), dm.get("K", []))})

@@ -24,9 +24,11 @@ from analysis.stats import Estimate
 from runners.paths import results_dir
 
 METHODS = {"sd": "SD", "autojudge": "AJ", "autojudge_dropmatch": "AJ+DM"}
-RULES_NOTE = ("AJ = Auto-Judge (exact match, or the judge's p_important < threshold; Garipov et al. 2025); "
-              "AJ+DM = AJ OR DropMatch's JS rule (Algorithm 1) per position, then the prefix closure; SD = greedy "
-              "exact match; greedy; τ = 1 + accepted/rounds")
+RULES_NOTE = (
+    "AJ = Auto-Judge (exact match, or the judge's p_important < threshold; Garipov et al. 2025); "
+    "AJ+DM = AJ OR DropMatch's JS rule (Algorithm 1) per position, then the prefix closure; SD = greedy "
+    "exact match; greedy; τ = 1 + accepted/rounds"
+)
 
 
 def select_aj(runs: pd.DataFrame, profile: Profile, datasets: tuple[str, ...]) -> pd.DataFrame:
@@ -35,16 +37,24 @@ def select_aj(runs: pd.DataFrame, profile: Profile, datasets: tuple[str, ...]) -
     r = of_profile(runs, profile)
     if r.empty:
         return r
-    r = r[r["method"].isin(list(METHODS)) & r["dataset"].isin(list(datasets)) & (r["temperature"] == 0.0)
-          & r["complete"].astype(bool) & ~r["trace"].astype(bool)]
+    r = r[
+        r["method"].isin(list(METHODS))
+        & r["dataset"].isin(list(datasets))
+        & (r["temperature"] == 0.0)
+        & r["complete"].astype(bool)
+        & ~r["trace"].astype(bool)
+    ]
     r = pick_backend(r, profile, default="hf")
     if r.empty:
         return r
     have = r["batch_size"].value_counts()
     B = 1 if 1 in have.index else sorted(have.index, key=lambda b: (-have[b], b))[0]
     r = one_judge(r[r["batch_size"] == B])
-    return r.assign(threshold=pd.to_numeric(r["threshold"], errors="coerce"),
-                    p_drop=pd.to_numeric(r["p_drop"], errors="coerce"), K=pd.to_numeric(r["K"], errors="coerce"))
+    return r.assign(
+        threshold=pd.to_numeric(r["threshold"], errors="coerce"),
+        p_drop=pd.to_numeric(r["p_drop"], errors="coerce"),
+        K=pd.to_numeric(r["K"], errors="coerce"),
+    )
 
 
 def one_judge(runs: pd.DataFrame) -> pd.DataFrame:
@@ -67,7 +77,11 @@ def one_judge(runs: pd.DataFrame) -> pd.DataFrame:
 def one_dataset(selected: pd.DataFrame, dataset: str) -> pd.DataFrame:
     """The runs of one dataset, one setting (same items and cap), one run per (method, L, threshold, p_drop, K)."""
     r = selected[selected["dataset"] == dataset]
-    return one_setting(r, cell=("method", "L", "threshold", "p_drop", "K", "judge_key")) if not r.empty else r
+    return (
+        one_setting(r, cell=("method", "L", "threshold", "p_drop", "K", "judge_key"))
+        if not r.empty
+        else r
+    )
 
 
 def dm_settings(runs: pd.DataFrame) -> list[tuple[float, int]]:
@@ -83,11 +97,21 @@ def cells(runs: pd.DataFrame, cache: ItemCache) -> pd.DataFrame:
     for _, r in runs.iterrows():
         c = cache.cell(r)
         dm = r["method"] == "autojudge_dropmatch"
-        rows.append({"method": METHODS[r["method"]], "L": int(r["L"]),
-                     "threshold": float(r["threshold"]) if r["method"] != "sd" else math.nan,
-                     "p_drop": float(r["p_drop"]) if dm else math.nan, "K": int(r["K"]) if dm else math.nan,
-                     "n": c.n, **est_columns("accuracy_pct", c.acc), **est_columns("tau", c.tau),
-                     **est_columns("tok_per_s", c.tps), "run_id": c.run_id, "cell": c})
+        rows.append(
+            {
+                "method": METHODS[r["method"]],
+                "L": int(r["L"]),
+                "threshold": float(r["threshold"]) if r["method"] != "sd" else math.nan,
+                "p_drop": float(r["p_drop"]) if dm else math.nan,
+                "K": int(r["K"]) if dm else math.nan,
+                "n": c.n,
+                **est_columns("accuracy_pct", c.acc),
+                **est_columns("tau", c.tau),
+                **est_columns("tok_per_s", c.tps),
+                "run_id": c.run_id,
+                "cell": c,
+            }
+        )
     cols = ["method", "L", "threshold", "p_drop", "K", "n", "run_id", "cell"]
     return pd.DataFrame(rows) if rows else pd.DataFrame(columns=cols)
 
@@ -102,7 +126,9 @@ def first_cell(pts: pd.DataFrame, **match) -> Cell | None:
 
 def judge_record(key: str, runs: pd.DataFrame) -> dict | None:
     """``judge.json`` of judge ``key``: next to the runs' records (``<results>/autojudge``), else the results dir."""
-    roots = {Path(str(d)).parent.parent / "autojudge" for d in runs.get("run_dir", [])} | {results_dir() / "autojudge"}
+    roots = {Path(str(d)).parent.parent / "autojudge" for d in runs.get("run_dir", [])} | {
+        results_dir() / "autojudge"
+    }
     for root in sorted(roots):
         path = root / "judges" / str(key) / "judge.json"
         if path.is_file():
@@ -134,9 +160,13 @@ def judge_footer(runs: pd.DataFrame, thresholds) -> list[str]:
             continue
         m, jm = info.get("mining") or {}, info["judge"]["mining"]
         auc = info.get("roc_auc_val")
-        cv = info.get("selection") == "cv"  # roc_auc_val / val_p / val_y are then out-of-fold over all prompts
-        rec = ", ".join(f"{t:g}: {'n/a' if recall_at(info, t) is None else f'{100 * recall_at(info, t):.0f}%'}"
-                        for t in thresholds)
+        cv = (
+            info.get("selection") == "cv"
+        )  # roc_auc_val / val_p / val_y are then out-of-fold over all prompts
+        rec = ", ".join(
+            f"{t:g}: {'n/a' if recall_at(info, t) is None else f'{100 * recall_at(info, t):.0f}%'}"
+            for t in thresholds
+        )
         lines += [
             f"judge {key} ({info['judge'].get('name')}, features {info['features']}, label '{jm['label']}'): mined "
             f"{m.get('num_samples')} prompts of {jm['dataset']}/{jm['split']} from item {jm['offset']} "
@@ -144,31 +174,39 @@ def judge_footer(runs: pd.DataFrame, thresholds) -> list[str]:
             f"{m.get('data_source')}; max_new_tokens {jm.get('max_new_tokens')}, at most "
             f"{jm.get('max_mismatches') or 'all'} mismatches per prompt): {info['num_mismatches']} mismatches, "
             f"{info['num_important']} important; mining took {float(m.get('wall_s') or 0):.0f} s",
-            (f"judge training: C of logistic regression by leave-one-prompt-out cross-validation "
-             f"({info.get('num_folds')} folds over {info['num_prompts']} prompts, {info['num_mismatches']} mismatches), "
-             f"C={info.get('C')}, refitted on all; out-of-fold ROC AUC {'n/a' if auc is None else f'{auc:.3f}'}"
-             if cv else
-             f"judge training: {info['num_train_prompts']}/{info['num_val_prompts']} prompts train/val "
-             f"({info['num_train']}/{info['num_val']} mismatches), logistic regression C={info.get('C')}, "
-             f"val ROC AUC {'n/a' if auc is None else f'{auc:.3f}'}")
+            (
+                f"judge training: C of logistic regression by leave-one-prompt-out cross-validation "
+                f"({info.get('num_folds')} folds over {info['num_prompts']} prompts, {info['num_mismatches']} mismatches), "
+                f"C={info.get('C')}, refitted on all; out-of-fold ROC AUC {'n/a' if auc is None else f'{auc:.3f}'}"
+                if cv
+                else f"judge training: {info['num_train_prompts']}/{info['num_val_prompts']} prompts train/val "
+                f"({info['num_train']}/{info['num_val']} mismatches), logistic regression C={info.get('C')}, "
+                f"val ROC AUC {'n/a' if auc is None else f'{auc:.3f}'}"
+            )
             + (" (one class only: constant head)" if info.get("degenerate") else ""),
             f"judge recall of important mismatches {'out of fold' if cv else 'on the val split'} at each threshold: {rec}",
         ]
         if jm["split"] != "train":
-            lines.append(f"no {jm['dataset']} train split offline: the judge was mined on the held-out {jm['split']} "
-                         f"items >= {jm['offset']}, which these runs never evaluate")
+            lines.append(
+                f"no {jm['dataset']} train split offline: the judge was mined on the held-out {jm['split']} "
+                f"items >= {jm['offset']}, which these runs never evaluate"
+            )
         if info.get("num_val", 0) < 30:
-            lines.append(f"NOTE: {info.get('num_val', 0)} {'out-of-fold' if cv else 'validation'} mismatches: the "
-                         f"judge metrics are indicative only")
+            lines.append(
+                f"NOTE: {info.get('num_val', 0)} {'out-of-fold' if cv else 'validation'} mismatches: the "
+                f"judge metrics are indicative only"
+            )
     return lines
 
 
 def setting_lines(runs: pd.DataFrame, pts: pd.DataFrame) -> list[str]:
     """n per cell, output cap, batch size, backend's L, rules."""
     ns = sorted(set(int(n) for n in pts["n"]))
-    return [RULES_NOTE,
-            f"n (items per cell): {'/'.join(map(str, ns))}; max_new_tokens {int(runs['max_new_tokens'].max())}; "
-            f"batch size {int(runs['batch_size'].iloc[0])}; L: {', '.join(str(L) for L in sorted(set(pts['L'])))}"]
+    return [
+        RULES_NOTE,
+        f"n (items per cell): {'/'.join(map(str, ns))}; max_new_tokens {int(runs['max_new_tokens'].max())}; "
+        f"batch size {int(runs['batch_size'].iloc[0])}; L: {', '.join(str(L) for L in sorted(set(pts['L'])))}",
+    ]
 
 
 def err(e: Estimate) -> tuple[float, float]:
@@ -181,22 +219,46 @@ def err(e: Estimate) -> tuple[float, float]:
 def plot_curves(ax, pts: pd.DataFrame, p_drop: float | None, K: int | None) -> None:
     """Accuracy vs tau with 95% CIs: AJ and AJ+DM (at ``p_drop``, ``K``) over thresholds (labelled), SD stars."""
     aj = pts[pts["method"] == "AJ"].sort_values("threshold")
-    dm = pts[(pts["method"] == "AJ+DM") & (pts["p_drop"] == p_drop) & (pts["K"] == K)].sort_values("threshold")
+    dm = pts[(pts["method"] == "AJ+DM") & (pts["p_drop"] == p_drop) & (pts["K"] == K)].sort_values(
+        "threshold"
+    )
     for i, (g, label) in enumerate(((aj, "Auto-Judge"), (dm, "Auto-Judge + DM"))):
         if g.empty:
             continue
         xe = np.array([err(c.tau) for c in g["cell"]]).T
         ye = np.array([err(c.acc) for c in g["cell"]]).T
-        ax.errorbar(g["tau"], g["accuracy_pct"], xerr=xe, yerr=ye, color=style.COLORS[i], marker=style.MARKERS[i],
-                    ls=style.LINESTYLES[0], capsize=2, label=label)
+        ax.errorbar(
+            g["tau"],
+            g["accuracy_pct"],
+            xerr=xe,
+            yerr=ye,
+            color=style.COLORS[i],
+            marker=style.MARKERS[i],
+            ls=style.LINESTYLES[0],
+            capsize=2,
+            label=label,
+        )
         for _, r in g.iterrows():
             # AJ labels above-left, AJ+DM below-right: the two curves' points often sit close together
-            ax.annotate(f"{r['threshold']:g}", (r["tau"], r["accuracy_pct"]), fontsize=6, color=style.COLORS[i],
-                        xytext=(-4, 4) if i == 0 else (4, -8), ha="right" if i == 0 else "left",
-                        textcoords="offset points")
+            ax.annotate(
+                f"{r['threshold']:g}",
+                (r["tau"], r["accuracy_pct"]),
+                fontsize=6,
+                color=style.COLORS[i],
+                xytext=(-4, 4) if i == 0 else (4, -8),
+                ha="right" if i == 0 else "left",
+                textcoords="offset points",
+            )
     for j, (_, r) in enumerate(pts[pts["method"] == "SD"].sort_values("L").iterrows()):
-        ax.plot([r["tau"]], [r["accuracy_pct"]], marker="*", ms=8, ls="none", color=style.COLORS[7 - j % 2],
-                label=f"SD (L={int(r['L'])})")
+        ax.plot(
+            [r["tau"]],
+            [r["accuracy_pct"]],
+            marker="*",
+            ms=8,
+            ls="none",
+            color=style.COLORS[7 - j % 2],
+            label=f"SD (L={int(r['L'])})",
+        )
     ax.set(xlabel=r"mean acceptance length $\tau$", ylabel="accuracy (%)", ylim=(-5, 105))
     ax.legend()
 

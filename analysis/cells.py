@@ -14,12 +14,25 @@ from typing import Iterable
 import pandas as pd
 
 from analysis.load import load_items
-from analysis.stats import B_DEFAULT, NAN, SEED, Estimate, mean_ci, paired_speedup, repeat_spread, tau_ci
+from analysis.stats import (
+    B_DEFAULT,
+    NAN,
+    SEED,
+    Estimate,
+    mean_ci,
+    paired_speedup,
+    repeat_spread,
+    tau_ci,
+)
 
-CI_NOTE = (f"value [95% CI]: percentile bootstrap over items (B={B_DEFAULT}, seed {SEED}); τ pooled over items "
-           "(1 + Σaccepted / Σrounds), accuracy and tok/s as means over items")
-SPEEDUP_NOTE = ("speedup = mean per-item tok/s of the row / that of its reference on the items both runs hold "
-                "(Spec-Bench's speedup ratio), 95% CI by paired bootstrap over those items")
+CI_NOTE = (
+    f"value [95% CI]: percentile bootstrap over items (B={B_DEFAULT}, seed {SEED}); τ pooled over items "
+    "(1 + Σaccepted / Σrounds), accuracy and tok/s as means over items"
+)
+SPEEDUP_NOTE = (
+    "speedup = mean per-item tok/s of the row / that of its reference on the items both runs hold "
+    "(Spec-Bench's speedup ratio), 95% CI by paired bootstrap over those items"
+)
 
 
 @dataclass
@@ -53,17 +66,27 @@ class ItemCache:
         it = self.items(run)
         acc = mean_ci(it["correct"]).scaled(100.0) if it["correct"].notna().any() else NAN
         reps = min((len(r) for r in it["wall_s_repeats"]), default=1)
-        return Cell(run_id=str(run["run_id"]), n=len(it), acc=acc, tau=tau_ci(it["accepted"], it["rounds"]),
-                    tps=mean_ci(it["tok_per_s"]), repeats=reps, spread=repeat_spread(list(it["wall_s_repeats"])),
-                    items=it)
+        return Cell(
+            run_id=str(run["run_id"]),
+            n=len(it),
+            acc=acc,
+            tau=tau_ci(it["accepted"], it["rounds"]),
+            tps=mean_ci(it["tok_per_s"]),
+            repeats=reps,
+            spread=repeat_spread(list(it["wall_s_repeats"])),
+            items=it,
+        )
 
 
 def speedup(a: Cell | None, b: Cell | None) -> Estimate:
     """Speedup of cell ``a`` over cell ``b`` on the items both hold (paired); NaN when either is missing."""
     if a is None or b is None:
         return NAN
-    m = a.items[["sample_id", "tok_per_s"]].merge(b.items[["sample_id", "tok_per_s"]], on="sample_id",
-                                                  suffixes=("_a", "_b")).dropna()
+    m = (
+        a.items[["sample_id", "tok_per_s"]]
+        .merge(b.items[["sample_id", "tok_per_s"]], on="sample_id", suffixes=("_a", "_b"))
+        .dropna()
+    )
     return paired_speedup(m["tok_per_s_a"], m["tok_per_s_b"])
 
 
@@ -78,12 +101,16 @@ def timing_note(cells: Iterable[Cell]) -> str:
     reps = sorted({c.repeats for c in cells})
     spreads = [c.spread for c in cells if not math.isnan(c.spread)]
     if not reps or max(reps) <= 1:
-        return ("timing: one timing per item (no repeats): tok/s intervals reflect item-to-item variation, "
-                "not timing noise")
+        return (
+            "timing: one timing per item (no repeats): tok/s intervals reflect item-to-item variation, "
+            "not timing noise"
+        )
     rtext = "/".join(map(str, reps))
     med = sorted(spreads)[len(spreads) // 2] if spreads else math.nan
-    return (f"timing: {rtext} repeats per item, an item's wall time = the median of its repeats; median spread "
-            f"between repeats (max-min)/median = {100.0 * med:.1f}%")
+    return (
+        f"timing: {rtext} repeats per item, an item's wall time = the median of its repeats; median spread "
+        f"between repeats (max-min)/median = {100.0 * med:.1f}%"
+    )
 
 
 def cap_note(cells_by_label: dict[str, Iterable[Cell]]) -> str:
@@ -98,5 +125,8 @@ def cap_note(cells_by_label: dict[str, Iterable[Cell]]) -> str:
         hit = hit.dropna()
         if len(hit):
             parts.append(f"{label} {int(hit.sum())}/{len(hit)}")
-    return ("outputs that hit max_new_tokens (capped, answer possibly cut): " + ", ".join(parts)) if parts else \
-        "outputs that hit max_new_tokens: not recorded (records without stop_reason)"
+    return (
+        ("outputs that hit max_new_tokens (capped, answer possibly cut): " + ", ".join(parts))
+        if parts
+        else "outputs that hit max_new_tokens: not recorded (records without stop_reason)"
+    )

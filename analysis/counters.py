@@ -23,16 +23,30 @@ def counter_faults(run_dir: Path) -> list[str]:
         rounds, acc = int(spec["num_drafts"]), int(spec["num_accepted_tokens"])
         emitted = max(0, len(ids) - 1 + int(s.get("eos_removed", 0)))
         per_round = s.get("accepted_per_round")
-        if not spec.get("num_speculative_tokens"):  # autoregressive (L = 0): no drafts, one step per token
-            if rounds or acc or (per_round is not None and (len(per_round) != emitted or any(per_round))):
-                faults.append(f"{s['sample_id']}: autoregressive run with drafts counted ({rounds} / {acc})")
+        if not spec.get(
+            "num_speculative_tokens"
+        ):  # autoregressive (L = 0): no drafts, one step per token
+            if (
+                rounds
+                or acc
+                or (per_round is not None and (len(per_round) != emitted or any(per_round)))
+            ):
+                faults.append(
+                    f"{s['sample_id']}: autoregressive run with drafts counted ({rounds} / {acc})"
+                )
             continue
         per_pos = spec.get("num_accepted_tokens_per_pos") or []
         if rounds + acc != emitted:
-            faults.append(f"{s['sample_id']}: rounds {rounds} + accepted {acc} != emitted {emitted}")
+            faults.append(
+                f"{s['sample_id']}: rounds {rounds} + accepted {acc} != emitted {emitted}"
+            )
         if per_round is not None and (len(per_round) != rounds or sum(per_round) != acc):
-            faults.append(f"{s['sample_id']}: accepted_per_round has {len(per_round)} rounds summing to "
-                          f"{sum(per_round)}; counters say {rounds} / {acc}")
+            faults.append(
+                f"{s['sample_id']}: accepted_per_round has {len(per_round)} rounds summing to "
+                f"{sum(per_round)}; counters say {rounds} / {acc}"
+            )
         if per_pos and sum(per_pos) != acc:
-            faults.append(f"{s['sample_id']}: per-position counts sum to {sum(per_pos)}, accepted {acc}")
+            faults.append(
+                f"{s['sample_id']}: per-position counts sum to {sum(per_pos)}, accepted {acc}"
+            )
     return faults

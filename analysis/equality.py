@@ -70,9 +70,17 @@ def check_runs(runs: pd.DataFrame, all_runs: pd.DataFrame | None = None) -> list
         for k in KEYS:
             if k in pool and k in r:
                 ar = ar[ar[k] == r[k]]
-        res = {"run_id": r["run_id"], "pair": r["pair"], "dataset": r["dataset"],
-               "batch_size": int(r.get("batch_size", 1)), "L": int(r["L"]), "ar_run_id": None,
-               "n": 0, "equal": 0, "divergences": []}
+        res = {
+            "run_id": r["run_id"],
+            "pair": r["pair"],
+            "dataset": r["dataset"],
+            "batch_size": int(r.get("batch_size", 1)),
+            "L": int(r["L"]),
+            "ar_run_id": None,
+            "n": 0,
+            "equal": 0,
+            "divergences": [],
+        }
         if not ar.empty:
             ref = ar.sort_values("date_utc").iloc[-1]
             res["ar_run_id"] = ref["run_id"]
@@ -93,16 +101,23 @@ def equality_footer(runs: pd.DataFrame, all_runs: pd.DataFrame | None = None) ->
     checked = [x for x in results if x["ar_run_id"] is not None]
     missing = len(results) - len(checked)
     if not checked:
-        return [f"equality (greedy SD == greedy AR, vLLM): not checked, no AR run matches the {missing} SD runs "
-                "(same pair, dataset, max_new_tokens, batch size); add method=ar to the sweep"]
+        return [
+            f"equality (greedy SD == greedy AR, vLLM): not checked, no AR run matches the {missing} SD runs "
+            "(same pair, dataset, max_new_tokens, batch size); add method=ar to the sweep"
+        ]
     n, eq = sum(x["n"] for x in checked), sum(x["equal"] for x in checked)
-    lines = [f"equality (Spec-Bench style; greedy SD output == greedy AR output, vLLM): {eq}/{n} samples identical "
-             f"over {len(checked)} SD runs" + (f"; {missing} SD runs without an AR reference run" if missing else "")]
+    lines = [
+        f"equality (Spec-Bench style; greedy SD output == greedy AR output, vLLM): {eq}/{n} samples identical "
+        f"over {len(checked)} SD runs"
+        + (f"; {missing} SD runs without an AR reference run" if missing else "")
+    ]
     for x in checked:
         if x["divergences"]:
             where = ", ".join(f"({s}, token {p})" for s, p in x["divergences"][:5])
-            lines.append(f"DIVERGENCE {x['pair']} {x['dataset']} L={x['L']} B={x['batch_size']} "
-                         f"(run {x['run_id']} vs AR {x['ar_run_id']}): {where}")
+            lines.append(
+                f"DIVERGENCE {x['pair']} {x['dataset']} L={x['L']} B={x['batch_size']} "
+                f"(run {x['run_id']} vs AR {x['ar_run_id']}): {where}"
+            )
     return lines
 
 
@@ -110,7 +125,9 @@ def main(argv: Iterable[str] | None = None) -> list[dict]:
     from analysis.load import load_runs
     from runners.logs import console
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--profile", default=None, help="only runs of this profile")
     ap.add_argument("--dataset", default=None, help="only runs on this dataset")
     a = ap.parse_args(list(argv) if argv is not None else None)
@@ -126,10 +143,21 @@ def main(argv: Iterable[str] | None = None) -> list[dict]:
         sel = sel[sel["dataset"] == a.dataset]
     results = check_runs(sel, runs)
     for x in results:
-        status = ("no AR reference run" if x["ar_run_id"] is None else
-                  f"{x['equal']}/{x['n']} identical" + (f"; divergences {x['divergences']}" if x["divergences"] else ""))
-        logger.info("[equality] %s %s L=%s B=%s run %s: %s", x["pair"], x["dataset"], x["L"], x["batch_size"],
-                    x["run_id"], status)
+        status = (
+            "no AR reference run"
+            if x["ar_run_id"] is None
+            else f"{x['equal']}/{x['n']} identical"
+            + (f"; divergences {x['divergences']}" if x["divergences"] else "")
+        )
+        logger.info(
+            "[equality] %s %s L=%s B=%s run %s: %s",
+            x["pair"],
+            x["dataset"],
+            x["L"],
+            x["batch_size"],
+            x["run_id"],
+            status,
+        )
     return results
 
 

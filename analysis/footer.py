@@ -22,7 +22,10 @@ def _counted(values: Iterable[str]) -> str:
 def commit_lines(runs: pd.DataFrame) -> list[str]:
     """The git commits of the runs, each with the number of runs written at it (a resumed run, or one whose
     commit moved while it ran, counts at each of its commits and is said to span them); dirty worktrees flagged."""
-    per_run = [sorted({str(s)[:10] for s in (row or ())}) for row in runs.get("git_shas", pd.Series(dtype=object))]
+    per_run = [
+        sorted({str(s)[:10] for s in (row or ())})
+        for row in runs.get("git_shas", pd.Series(dtype=object))
+    ]
     per_run = [r for r in per_run if r]
     if not per_run and "git_sha" in runs:
         per_run = [[str(s)[:10]] for s in runs["git_sha"].dropna()]
@@ -38,7 +41,9 @@ def commit_lines(runs: pd.DataFrame) -> list[str]:
             line += f" ({spanning} of the {len(per_run)} runs span several commits)"
     out = [line]
     if "git_dirty" in runs and runs["git_dirty"].astype(bool).any():
-        out.append(f"uncommitted changes when {int(runs['git_dirty'].astype(bool).sum())} of the runs were made")
+        out.append(
+            f"uncommitted changes when {int(runs['git_dirty'].astype(bool).sum())} of the runs were made"
+        )
     return out
 
 
@@ -52,7 +57,9 @@ def identity_lines(runs: pd.DataFrame) -> list[str]:
         if len(ids) == 1:
             out.append(f"model identity ({pair}): {ids[0]}")
         else:
-            out.append(f"MIXED model identity ({pair}): {_counted(g['model_identity'].astype(str))}")
+            out.append(
+                f"MIXED model identity ({pair}): {_counted(g['model_identity'].astype(str))}"
+            )
     return out
 
 
@@ -67,7 +74,9 @@ def decision_lines(runs: pd.DataFrame) -> list[str]:
     tail = f"; not recorded in {missing} run{'s' if missing > 1 else ''}" if missing else ""
     if fps.nunique() == 1:
         return [f"decision code fingerprint: {fps.iloc[0]}{tail}"]
-    return [f"MIXED decision code: {_counted(fps)}{tail} -- acceptance decisions may differ between cells"]
+    return [
+        f"MIXED decision code: {_counted(fps)}{tail} -- acceptance decisions may differ between cells"
+    ]
 
 
 def provenance_lines(runs: pd.DataFrame) -> list[str]:
@@ -91,7 +100,15 @@ def quality_lines(runs: pd.DataFrame) -> list[str]:
     """The quality metric the runs' scorers recorded (``quality/metric``, with run counts) and their notes
     (e.g. HumanEval scored by its original ``check()`` because EvalPlus's HumanEval+ data is not available
     offline), as :func:`analysis.load.load_runs` read them: a footer names what was measured, not what was meant."""
-    metrics = [str(m) for m in runs.get("quality_metric", pd.Series(dtype=object)) if isinstance(m, str) and m]
-    notes = [str(n) for n in runs.get("quality_note", pd.Series(dtype=object)) if isinstance(n, str) and n]
+    metrics = [
+        str(m)
+        for m in runs.get("quality_metric", pd.Series(dtype=object))
+        if isinstance(m, str) and m
+    ]
+    notes = [
+        str(n)
+        for n in runs.get("quality_note", pd.Series(dtype=object))
+        if isinstance(n, str) and n
+    ]
     out = [f"quality metric (as scored): {_counted(metrics)}"] if metrics else []
     return out + [f"scorer note: {n}" for n in sorted(set(notes))]

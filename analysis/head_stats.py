@@ -24,9 +24,17 @@ from criteria.divergence import agreement_pattern_names
 
 # Per-position trace fields copied into the position frame (when present).
 POSITION_FIELDS = (
-    "agreement_pattern", "majority_counts", "majority_target_prob", "draft_agrees_majority",
-    "accepted_by_naive", "js_draft", "js_heads_max", "accepted_by_js", "accepted_by_majority",
-    "exact_accept", "sparse_accept",  # dropmatch.sparse_check_top_n runs: the run's verdict and the sparse one's
+    "agreement_pattern",
+    "majority_counts",
+    "majority_target_prob",
+    "draft_agrees_majority",
+    "accepted_by_naive",
+    "js_draft",
+    "js_heads_max",
+    "accepted_by_js",
+    "accepted_by_majority",
+    "exact_accept",
+    "sparse_accept",  # dropmatch.sparse_check_top_n runs: the run's verdict and the sparse one's
 )
 
 
@@ -50,8 +58,10 @@ def position_frame(samples: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
             n = len(heads)
             for key, values in rnd.items():
                 if isinstance(values, list) and len(values) != n:
-                    raise ValueError(f"sample {s.get('sample_id')!r} round {r}: {key!r} has {len(values)} "
-                                     f"positions but head_token_ids has {n}")
+                    raise ValueError(
+                        f"sample {s.get('sample_id')!r} round {r}: {key!r} has {len(values)} "
+                        f"positions but head_token_ids has {n}"
+                    )
             for p in range(n):
                 row = {"sample_id": s.get("sample_id"), "round": r, "pos": p, "K": len(heads[p])}
                 row.update({k: rnd[k][p] for k in POSITION_FIELDS if k in rnd})
@@ -81,12 +91,18 @@ def sparse_agreement(positions: pd.DataFrame) -> dict[str, int] | None:
     same = both["exact_accept"].astype(bool) == both["sparse_accept"].astype(bool)
     keys = [k for k in ("run_id", "sample_id", "round") if k in both]
     rounds = same.groupby([both[k] for k in keys]).all()
-    return {"positions": int(len(both)), "positions_equal": int(same.sum()),
-            "rounds": int(len(rounds)), "rounds_equal": int(rounds.sum())}
+    return {
+        "positions": int(len(both)),
+        "positions_equal": int(same.sum()),
+        "rounds": int(len(rounds)),
+        "rounds_equal": int(rounds.sum()),
+    }
 
 
 def _mean(values: Sequence[float]) -> float:
-    vals = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    vals = [
+        float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))
+    ]
     return sum(vals) / len(vals) if vals else math.nan
 
 
@@ -110,12 +126,16 @@ def pattern_table(positions: pd.DataFrame, K: int = 5) -> pd.DataFrame:
     out = []
     for code, name in enumerate(names):
         sel = pos[pos["agreement_pattern"] == code] if total else pos
-        out.append({
-            "pattern": name,
-            "count": int(len(sel)),
-            "frequency_pct": 100.0 * len(sel) / total if total else math.nan,
-            "mean_majority_target_prob": _mean(sel["majority_target_prob"].tolist()) if len(sel) else math.nan,
-        })
+        out.append(
+            {
+                "pattern": name,
+                "count": int(len(sel)),
+                "frequency_pct": 100.0 * len(sel) / total if total else math.nan,
+                "mean_majority_target_prob": _mean(sel["majority_target_prob"].tolist())
+                if len(sel)
+                else math.nan,
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -145,18 +165,22 @@ def js_table(positions: pd.DataFrame) -> pd.DataFrame:
     if total and "accepted_by_js" in pos:
         cases.append(("accepted by Eq. 6 (JS)", pos["accepted_by_js"].astype(bool)))
     if total and "accepted_by_majority" in pos:
-        cases.append(("accepted only by Eq. 7 (majority)", pos["accepted_by_majority"].astype(bool)))
+        cases.append(
+            ("accepted only by Eq. 7 (majority)", pos["accepted_by_majority"].astype(bool))
+        )
     cases.append(("all", pd.Series(True, index=pos.index, dtype=bool)))
     out = []
     for name, mask in cases:
         sel = pos[mask] if total else pos
-        out.append({
-            "case": name,
-            "count": int(len(sel)),
-            "share_pct": 100.0 * len(sel) / total if total else math.nan,
-            "mean_js_draft": _mean(sel["js_draft"].tolist()) if len(sel) else math.nan,
-            "mean_js_heads_max": _mean(sel["js_heads_max"].tolist()) if len(sel) else math.nan,
-        })
+        out.append(
+            {
+                "case": name,
+                "count": int(len(sel)),
+                "share_pct": 100.0 * len(sel) / total if total else math.nan,
+                "mean_js_draft": _mean(sel["js_draft"].tolist()) if len(sel) else math.nan,
+                "mean_js_heads_max": _mean(sel["js_heads_max"].tolist()) if len(sel) else math.nan,
+            }
+        )
     return pd.DataFrame(out)
 
 

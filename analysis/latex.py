@@ -14,13 +14,42 @@ from typing import Iterable
 import pandas as pd
 
 # LaTeX special characters (the ten of the LaTeX book, 2nd ed., p. 15/p. 38).
-SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-           "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
 # Non-ASCII characters the tables use.
-SYMBOLS = {"τ": r"$\tau$", "×": r"$\times$", "±": r"$\pm$", "≥": r"$\geq$", "≤": r"$\leq$", "≈": r"$\approx$",
-           "–": "--", "—": "---", "−": "$-$", "→": r"$\rightarrow$", "·": r"$\cdot$", "…": r"\ldots{}",
-           "‖": r"$\|$", "α": r"$\alpha$", "γ": r"$\gamma$", "μ": r"$\mu$", "σ": r"$\sigma$", "é": r"\'e",
-           "’": "'", "“": "``", "”": "''"}
+SYMBOLS = {
+    "τ": r"$\tau$",
+    "×": r"$\times$",
+    "±": r"$\pm$",
+    "≥": r"$\geq$",
+    "≤": r"$\leq$",
+    "≈": r"$\approx$",
+    "–": "--",
+    "—": "---",
+    "−": "$-$",
+    "→": r"$\rightarrow$",
+    "·": r"$\cdot$",
+    "…": r"\ldots{}",
+    "‖": r"$\|$",
+    "α": r"$\alpha$",
+    "γ": r"$\gamma$",
+    "μ": r"$\mu$",
+    "σ": r"$\sigma$",
+    "é": r"\'e",
+    "’": "'",
+    "“": "``",
+    "”": "''",
+}
 NUMBER = re.compile(r"^[-+−]?(\d|\.\d)")
 EMPTY = {"", "-", "–", "n.j.", "pending", "nan"}
 
@@ -69,9 +98,17 @@ def booktabs(df: pd.DataFrame, *, caption: str, label: str, footer: Iterable[str
         caption: ``\\caption`` text (escaped); label: ``\\label`` key (``tab:<stem>``; escaped).
         footer: lines written as ``%`` comments after the environment.
     """
-    lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\caption{{{escape(caption)}}}",
-             rf"\label{{{label.replace('_', '-')}}}", rf"\begin{{tabular}}{{{column_spec(df)}}}", r"\toprule",
-             " & ".join(escape(c) for c in df.columns) + r" \\", r"\midrule"]
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        rf"\caption{{{escape(caption)}}}",
+        rf"\label{{{label.replace('_', '-')}}}",
+        rf"\begin{{tabular}}{{{column_spec(df)}}}",
+        r"\toprule",
+        " & ".join(escape(c) for c in df.columns) + r" \\",
+        r"\midrule",
+    ]
     for row in df.itertuples(index=False):
         lines.append(" & ".join(_cell(v) for v in row) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
@@ -81,5 +118,13 @@ def booktabs(df: pd.DataFrame, *, caption: str, label: str, footer: Iterable[str
 
 def standalone(body: str) -> str:
     """A minimal document around a table (what the compile test runs)."""
-    return "\n".join([r"\documentclass{article}", r"\usepackage{booktabs}",
-                      r"\begin{document}", body, r"\end{document}", ""])
+    return "\n".join(
+        [
+            r"\documentclass{article}",
+            r"\usepackage{booktabs}",
+            r"\begin{document}",
+            body,
+            r"\end{document}",
+            "",
+        ]
+    )

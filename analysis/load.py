@@ -95,10 +95,14 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "p_drop": dm.get("p_drop"),
         "K": dm.get("K"),
         "path": dm.get("path"),
-        "include_target": bool(dm.get("include_target", False)),   # records before the field: the paper's rule
+        "include_target": bool(
+            dm.get("include_target", False)
+        ),  # records before the field: the paper's rule
         "majority": str(dm.get("majority") or "strict"),
         "threshold": (cfg["method"] or {}).get("threshold"),
-        "judge_key": judge.get("key") if isinstance(judge, dict) else None,  # Auto-Judge (similarity's judge is a name)
+        "judge_key": judge.get("key")
+        if isinstance(judge, dict)
+        else None,  # Auto-Judge (similarity's judge is a name)
         "temperature": float(cfg["decoding"]["temperature"]),
         "seed": int(cfg["decoding"]["seed"]),
         "repeats": int(summary.get("speed/repeats") or 1),
@@ -149,8 +153,12 @@ def load_runs(root: str | Path | None = None) -> pd.DataFrame:
 SETTING = ("pair", "dataset", "n_expected", "offset", "max_new_tokens")
 
 
-def one_setting(runs: pd.DataFrame, cell: tuple[str, ...], group: tuple[str, ...] = ("pair", "dataset"),
-                extra: tuple[str, ...] = ()) -> pd.DataFrame:
+def one_setting(
+    runs: pd.DataFrame,
+    cell: tuple[str, ...],
+    group: tuple[str, ...] = ("pair", "dataset"),
+    extra: tuple[str, ...] = (),
+) -> pd.DataFrame:
     """Keep, per ``group``, the runs of one *setting* (same items and ``max_new_tokens``), one run per cell.
 
     Cells of a table that are compared with each other (speedups, lines of a plot) must come from the same
@@ -173,13 +181,26 @@ def one_setting(runs: pd.DataFrame, cell: tuple[str, ...], group: tuple[str, ...
     r = r.sort_values("date_utc", ascending=False).drop_duplicates(setting + list(cell))
     if r.empty:
         return r
-    score = r.groupby(setting).agg(cells=("run_id", "size"), n=("n", "max"), date=("date_utc", "max")).reset_index()
+    score = (
+        r.groupby(setting)
+        .agg(cells=("run_id", "size"), n=("n", "max"), date=("date_utc", "max"))
+        .reset_index()
+    )
     best = score.sort_values(["cells", "n", "date"], ascending=False).drop_duplicates(list(group))
     return r.merge(best[setting], on=setting)
 
 
-ITEM_COLUMNS = ("sample_id", "rounds", "accepted", "correct", "tokens", "wall_s", "wall_s_repeats", "tok_per_s",
-                "hit_cap")
+ITEM_COLUMNS = (
+    "sample_id",
+    "rounds",
+    "accepted",
+    "correct",
+    "tokens",
+    "wall_s",
+    "wall_s_repeats",
+    "tok_per_s",
+    "hit_cap",
+)
 
 
 def load_items(run_dir: str | Path) -> pd.DataFrame:
@@ -197,17 +218,26 @@ def load_items(run_dir: str | Path) -> pd.DataFrame:
     rows = []
     for s in read_samples(Path(run_dir) / "samples.jsonl"):
         spec, speed, q = s.get("spec") or {}, s.get("speed") or {}, s.get("quality") or {}
-        one = speed.get("share_s", speed.get("wall_s", 0.0))  # batched: the item's share of the batch's time
+        one = speed.get(
+            "share_s", speed.get("wall_s", 0.0)
+        )  # batched: the item's share of the batch's time
         reps = [float(x) for x in (speed.get("wall_s_repeats") or [one])]
         wall = float(statistics.median(reps)) if reps else 0.0
         tokens = int(speed.get("num_output_tokens", 0))
         correct = q.get("correct") if isinstance(q, dict) else None
-        rows.append({
-            "sample_id": s["sample_id"], "rounds": int(spec.get("num_drafts", 0)),
-            "accepted": int(spec.get("num_accepted_tokens", 0)),
-            "correct": float(correct) if isinstance(correct, (int, float)) else float("nan"),
-            "tokens": tokens, "wall_s": wall, "wall_s_repeats": reps,
-            "tok_per_s": tokens / wall if wall > 0 else float("nan"),
-            "hit_cap": float(s["stop_reason"] == "length") if s.get("stop_reason") else float("nan"),
-        })
+        rows.append(
+            {
+                "sample_id": s["sample_id"],
+                "rounds": int(spec.get("num_drafts", 0)),
+                "accepted": int(spec.get("num_accepted_tokens", 0)),
+                "correct": float(correct) if isinstance(correct, (int, float)) else float("nan"),
+                "tokens": tokens,
+                "wall_s": wall,
+                "wall_s_repeats": reps,
+                "tok_per_s": tokens / wall if wall > 0 else float("nan"),
+                "hit_cap": float(s["stop_reason"] == "length")
+                if s.get("stop_reason")
+                else float("nan"),
+            }
+        )
     return pd.DataFrame(rows, columns=list(ITEM_COLUMNS))

@@ -32,7 +32,9 @@ def lines_of(row: pd.Series) -> list[dict[str, Any]]:
     return read_samples(Path(row["run_dir"]) / "samples.jsonl")
 
 
-def newest(runs: pd.DataFrame, key: Callable[[pd.Series, dict], tuple]) -> list[tuple[pd.Series, dict]]:
+def newest(
+    runs: pd.DataFrame, key: Callable[[pd.Series, dict], tuple]
+) -> list[tuple[pd.Series, dict]]:
     """The newest run per ``key(row, summary)`` (the cell a run fills, e.g. its pair, dtype and L).
 
     Returns:
@@ -57,5 +59,9 @@ def varying(frame: pd.DataFrame, columns: tuple[str, ...]) -> list[str]:
 
 def _order(key: tuple) -> tuple:
     """Numbers in numeric order, anything else (dtype names, None) as text after them."""
-    return tuple((0, float(x), "") if isinstance(x, numbers.Real) and not isinstance(x, bool) and x == x
-                 else (1, 0.0, str(x)) for x in key)
+    return tuple(
+        (0, float(x), "")
+        if isinstance(x, numbers.Real) and not isinstance(x, bool) and x == x
+        else (1, 0.0, str(x))
+        for x in key
+    )

@@ -66,12 +66,20 @@ def module(name: str) -> ModuleType:
 def no_runs_message(name: str, profile: Profile, n_read: int) -> str:
     prof = profile.name or "any"
     backend = f" (its backend: {profile.backend})" if profile.backend else ""
-    return (f"[render] {name}: no complete runs for profile={prof}{backend} among the {n_read} run records read; "
-            f"run ./reproduce.sh {name} profile={prof} first")
+    return (
+        f"[render] {name}: no complete runs for profile={prof}{backend} among the {n_read} run records read; "
+        f"run ./reproduce.sh {name} profile={prof} first"
+    )
 
 
-def render(name: str, profile_name: str | None = "default", *, runs_root: Path | None = None,
-           out_root: Path | None = None, echo: bool = True) -> Artefact:
+def render(
+    name: str,
+    profile_name: str | None = "default",
+    *,
+    runs_root: Path | None = None,
+    out_root: Path | None = None,
+    echo: bool = True,
+) -> Artefact:
     """Build and write one artefact; return it.
 
     Args:
@@ -90,8 +98,10 @@ def render(name: str, profile_name: str | None = "default", *, runs_root: Path |
     selected = mod.select(runs, profile) if not runs.empty else runs
     art = mod.build(selected) if not selected.empty else Artefact(name)
     if art.empty and not selected.empty:
-        raise NoRuns(f"[render] {name}: nothing to tabulate from the {len(selected)} selected runs of profile="
-                     f"{profile.name or 'any'}" + (f" ({'; '.join(art.notes)})" if art.notes else ""))
+        raise NoRuns(
+            f"[render] {name}: nothing to tabulate from the {len(selected)} selected runs of profile="
+            f"{profile.name or 'any'}" + (f" ({'; '.join(art.notes)})" if art.notes else "")
+        )
     if art.empty:
         raise NoRuns(no_runs_message(name, profile, len(runs)))
     out = Path(out_root if out_root is not None else results_dir()) / name
@@ -101,8 +111,14 @@ def render(name: str, profile_name: str | None = "default", *, runs_root: Path |
             logger.info("%s", (out / f"{t.stem}.md").read_text(encoding="utf-8"))
         for note in art.notes:
             logger.info("[render] %s: %s", name, note)
-        logger.info("[render] %s: wrote %d files under %s/ (%d runs, profile=%s)", name, len(files),
-                    portable(str(out)), len(art.runs), profile.name or "any")
+        logger.info(
+            "[render] %s: wrote %d files under %s/ (%d runs, profile=%s)",
+            name,
+            len(files),
+            portable(str(out)),
+            len(art.runs),
+            profile.name or "any",
+        )
     log_wandb(art, out)
     return art
 
@@ -114,16 +130,27 @@ def log_wandb(art: Artefact, out: Path) -> list[str]:
     from analysis.wandb_artefact import log_artefact
 
     dirs = [log_artefact(t.stem, t.data) for t in art.tables]
-    dirs += [log_artefact(f.stem, f.data, [out / f"{f.stem}.png", out / f"{f.stem}.pdf"]) for f in art.figures]
+    dirs += [
+        log_artefact(f.stem, f.data, [out / f"{f.stem}.png", out / f"{f.stem}.pdf"])
+        for f in art.figures
+    ]
     return [d for d in dirs if d]
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("artefact", help=f"one of: {', '.join(ARTEFACTS)}, or all")
-    ap.add_argument("--profile", default="default", help="profile whose runs to tabulate ('any' for all)")
-    ap.add_argument("--runs", type=Path, default=None, help="run records directory (default results/runs)")
-    ap.add_argument("--out", type=Path, default=None, help="output root (default the results directory)")
+    ap.add_argument(
+        "--profile", default="default", help="profile whose runs to tabulate ('any' for all)"
+    )
+    ap.add_argument(
+        "--runs", type=Path, default=None, help="run records directory (default results/runs)"
+    )
+    ap.add_argument(
+        "--out", type=Path, default=None, help="output root (default the results directory)"
+    )
     a = ap.parse_args(list(argv) if argv is not None else None)
     try:
         console()  # INFO (the tables, what was written) on stdout, warnings and errors on stderr
@@ -134,7 +161,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     names = list(ARTEFACTS) if a.artefact == "all" else [a.artefact]
     unknown = [n for n in names if n not in ARTEFACTS]
     if unknown:
-        logger.error("[render] unknown artefact %r; allowed: %s, all", unknown[0], ", ".join(ARTEFACTS))
+        logger.error(
+            "[render] unknown artefact %r; allowed: %s, all", unknown[0], ", ".join(ARTEFACTS)
+        )
         return 2
     missing = 0
     for n in names:

@@ -12,10 +12,14 @@ import math
 
 import numpy as np
 
-ENTAILMENT_THRESHOLD = 0.5  # a direction entails when P(entailment) > 0.5 (argmax for a 2-way yes/no)
+ENTAILMENT_THRESHOLD = (
+    0.5  # a direction entails when P(entailment) > 0.5 (argmax for a 2-way yes/no)
+)
 
 
-def bidirectional(P: np.ndarray, threshold: float = ENTAILMENT_THRESHOLD) -> tuple[np.ndarray, np.ndarray]:
+def bidirectional(
+    P: np.ndarray, threshold: float = ENTAILMENT_THRESHOLD
+) -> tuple[np.ndarray, np.ndarray]:
     """Bidirectional-entailment matrices of directed probabilities ``P`` ``[n, n]`` (float, ``P[i, j]`` = P(i entails j)).
 
     Returns:

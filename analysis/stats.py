@@ -76,8 +76,14 @@ def _interval(stats: np.ndarray, level: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def bootstrap(stat: Callable[[np.ndarray], np.ndarray], columns: Sequence[np.ndarray], *, B: int = B_DEFAULT,
-              seed: int = SEED, level: float = LEVEL) -> Estimate:
+def bootstrap(
+    stat: Callable[[np.ndarray], np.ndarray],
+    columns: Sequence[np.ndarray],
+    *,
+    B: int = B_DEFAULT,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> Estimate:
     """Percentile bootstrap over items of a statistic of aligned per-item columns.
 
     Args:
@@ -121,6 +127,7 @@ def mean_ci(values: Sequence[float], **kw) -> Estimate:
 def ratio_ci(num: Sequence[float], den: Sequence[float], **kw) -> Estimate:
     """sum(num) / sum(den) over items (a pooled share or mean, e.g. positions of a pattern / all positions),
     with its bootstrap interval over items; resamples with sum(den) = 0 are left out of the interval."""
+
     def stat(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         sb = b.sum(axis=-1)
         return np.where(sb > 0, a.sum(axis=-1) / np.where(sb > 0, sb, 1.0), np.nan)
@@ -135,6 +142,7 @@ def tau_ci(accepted: Sequence[float], rounds: Sequence[float], **kw) -> Estimate
         accepted: per-item ``num_accepted_tokens`` (tokens); rounds: per-item ``num_drafts`` (rounds).
         A resample without rounds has tau = 1 (no drafts, as :func:`runners.counters.mean_acceptance_length`).
     """
+
     def stat(a: np.ndarray, r: np.ndarray) -> np.ndarray:
         sa, sr = a.sum(axis=-1), r.sum(axis=-1)
         return np.where(sr > 0, 1.0 + sa / np.where(sr > 0, sr, 1.0), 1.0)
@@ -158,8 +166,14 @@ def paired_speedup(tps_a: Sequence[float], tps_b: Sequence[float], **kw) -> Esti
     return bootstrap(_ratio_of_means, [_arr(tps_a), _arr(tps_b)], **kw)
 
 
-def unpaired_speedup(tps_a: Sequence[float], tps_b: Sequence[float], *, B: int = B_DEFAULT, seed: int = SEED,
-                     level: float = LEVEL) -> Estimate:
+def unpaired_speedup(
+    tps_a: Sequence[float],
+    tps_b: Sequence[float],
+    *,
+    B: int = B_DEFAULT,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> Estimate:
     """The same ratio with each arm resampled on its own (independent draws; n = min of the two)."""
     a, b = _arr(tps_a), _arr(tps_b)
     if len(a) == 0 or len(b) == 0:
@@ -178,7 +192,11 @@ def repeat_spread(wall_repeats: Sequence[Sequence[float]]) -> float:
     A summary of timing noise (how much one item's time moves between identical repeats), beside the
     bootstrap intervals that describe item-to-item variation.
     """
-    spreads = [(max(r) - min(r)) / float(np.median(r)) for r in wall_repeats if len(r) > 1 and np.median(r) > 0]
+    spreads = [
+        (max(r) - min(r)) / float(np.median(r))
+        for r in wall_repeats
+        if len(r) > 1 and np.median(r) > 0
+    ]
     return float(np.median(spreads)) if spreads else math.nan
 
 

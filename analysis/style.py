@@ -48,18 +48,22 @@ RC: dict[str, Any] = {
     "savefig.dpi": 300,
     "savefig.bbox": "tight",
     "savefig.pad_inches": 0.02,
-    "pdf.fonttype": 42,   # TrueType in the PDF (editable text, accepted by publishers)
+    "pdf.fonttype": 42,  # TrueType in the PDF (editable text, accepted by publishers)
     "svg.fonttype": "none",
 }
 
 
-def subplots(nrows: int = 1, ncols: int = 1, *, width: str = "double", aspect: float = 0.75, **kw: Any):
+def subplots(
+    nrows: int = 1, ncols: int = 1, *, width: str = "double", aspect: float = 0.75, **kw: Any
+):
     """``plt.subplots`` in the paper style; the figure is ``WIDTH[width]`` inches wide, each panel
     ``aspect`` times as tall as it is wide. Returns ``(fig, axes)`` with ``axes`` always a flat list."""
     apply()
     w = WIDTH[width]
     h = max(1.4, w / ncols * aspect * nrows)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(w, h), constrained_layout=True, squeeze=False, **kw)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(w, h), constrained_layout=True, squeeze=False, **kw
+    )
     return fig, list(axes.ravel())
 
 
@@ -73,8 +77,17 @@ def panel_labels(axes: Iterable[Any]) -> list[str]:
     labels = []
     for ax, letter in zip(axes, string.ascii_lowercase):
         text = f"({letter})"
-        ax.text(-0.02, 1.02, text, transform=ax.transAxes, ha="right", va="bottom", fontsize=RC["font.size"],
-                fontweight="bold", family=RC["font.family"])
+        ax.text(
+            -0.02,
+            1.02,
+            text,
+            transform=ax.transAxes,
+            ha="right",
+            va="bottom",
+            fontsize=RC["font.size"],
+            fontweight="bold",
+            family=RC["font.family"],
+        )
         labels.append(text)
     return labels
 
@@ -82,7 +95,10 @@ def panel_labels(axes: Iterable[Any]) -> list[str]:
 def save(fig: Any, stem: str) -> list[str]:
     """Write ``<stem>.png`` and ``<stem>.pdf`` without date/software metadata (rebuilds are stable); close it."""
     out = []
-    for ext, meta in (("png", {"Software": None}), ("pdf", {"CreationDate": None, "Producer": None})):
+    for ext, meta in (
+        ("png", {"Software": None}),
+        ("pdf", {"CreationDate": None, "Producer": None}),
+    ):
         fig.savefig(f"{stem}.{ext}", metadata=meta)
         out.append(f"{stem}.{ext}")
     plt.close(fig)

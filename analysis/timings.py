@@ -22,8 +22,10 @@ import numpy as np
 
 from analysis.stats import B_DEFAULT, SEED, Estimate, bootstrap
 
-CI_NOTE = (f"[95% CI] of a median: percentile bootstrap over the timed repeats (B={B_DEFAULT}, seed {SEED}); "
-           "it covers repeat-to-repeat noise on this machine, not other machines or loads")
+CI_NOTE = (
+    f"[95% CI] of a median: percentile bootstrap over the timed repeats (B={B_DEFAULT}, seed {SEED}); "
+    "it covers repeat-to-repeat noise on this machine, not other machines or loads"
+)
 
 
 def seconds_frame(lines: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
@@ -37,16 +39,22 @@ def ratios(sec: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Per-repeat ratios (see the module docstring), each ``[n]``."""
     extra = sec["mc_dropout_heads"] - sec["lm_head"]
     verify = sec["verify_pass"]
-    out = {"verify_over_decode": verify / sec["decode_step"],
-           "dm_overhead_share": (extra + sec["js_divergence"]) / verify,
-           "dm_rule_share": (extra + sec["dropmatch_criterion"]) / verify}
+    out = {
+        "verify_over_decode": verify / sec["decode_step"],
+        "dm_overhead_share": (extra + sec["js_divergence"]) / verify,
+        "dm_rule_share": (extra + sec["dropmatch_criterion"]) / verify,
+    }
     if "verify_round_dm" in sec:
         out["dm_round_share"] = (sec["verify_round_dm"] - sec["verify_round_sd"]) / verify
     if "verify_round_dm_sparse" in sec:
-        out["dm_sparse_round_share"] = (sec["verify_round_dm_sparse"] - sec["verify_round_sd"]) / verify
+        out["dm_sparse_round_share"] = (
+            sec["verify_round_dm_sparse"] - sec["verify_round_sd"]
+        ) / verify
     return out
 
 
 def median_ci(values: Sequence[float] | np.ndarray, scale: float = 1.0) -> Estimate:
     """Median of per-repeat values times ``scale`` (e.g. 1e3: seconds -> ms), with its bootstrap interval."""
-    return bootstrap(lambda x: np.median(x, axis=-1), [np.asarray(values, dtype=np.float64) * scale])
+    return bootstrap(
+        lambda x: np.median(x, axis=-1), [np.asarray(values, dtype=np.float64) * scale]
+    )

@@ -20,8 +20,16 @@ def run_config(run_dir: str | Path) -> dict:
     return json.loads((Path(run_dir) / "config.json").read_text())
 
 
-def select_runs(runs: pd.DataFrame, *, dataset: str | None, profile: str | None, pair: str | None,
-                methods: Iterable[str], trace: bool | None = None, K: int | None = None) -> pd.DataFrame:
+def select_runs(
+    runs: pd.DataFrame,
+    *,
+    dataset: str | None,
+    profile: str | None,
+    pair: str | None,
+    methods: Iterable[str],
+    trace: bool | None = None,
+    K: int | None = None,
+) -> pd.DataFrame:
     """Runs of ``methods`` on ``dataset`` with ``profile``; one pair (the given one, else the most frequent).
 
     Args:
@@ -67,7 +75,9 @@ def dedupe(runs: pd.DataFrame, keys: Iterable[str] = IDENTITY) -> pd.DataFrame:
     keys = [k for k in keys if k in runs]
     setting = [c for c in SETTING if c in runs and c not in ("pair", "dataset")]
     pop = runs.groupby(setting, dropna=False)["run_id"].transform("size") if setting else 1
-    order = runs.assign(_date=runs["date_utc"].fillna(""), _pop=pop).sort_values(["complete", "_pop", "n", "_date"])
+    order = runs.assign(_date=runs["date_utc"].fillna(""), _pop=pop).sort_values(
+        ["complete", "_pop", "n", "_date"]
+    )
     key_frame = order[keys].astype(str)
     return order[~key_frame.duplicated(keep="last")].drop(columns=["_date", "_pop"]).sort_index()
 

@@ -18,7 +18,9 @@ from runners.paths import results_dir
 MODES = ("online", "offline")
 
 
-def log_artefact(name: str, table_df: Any, image_paths: Iterable[str | os.PathLike] = ()) -> str | None:
+def log_artefact(
+    name: str, table_df: Any, image_paths: Iterable[str | os.PathLike] = ()
+) -> str | None:
     """Log one table (and its figure files) to W&B; return the local run directory, or None when off.
 
     Args:
@@ -35,20 +37,32 @@ def log_artefact(name: str, table_df: Any, image_paths: Iterable[str | os.PathLi
     try:
         import wandb
     except ImportError as e:  # pragma: no cover - depends on the install
-        raise ImportError("DROPMATCH_WANDB is set but wandb is not installed: pip install 'dropmatch-bench[wandb]'") from e
+        raise ImportError(
+            "DROPMATCH_WANDB is set but wandb is not installed: pip install 'dropmatch-bench[wandb]'"
+        ) from e
 
     out_dir = results_dir()
     out_dir.mkdir(parents=True, exist_ok=True)
-    run = wandb.init(project=os.environ.get("WANDB_PROJECT") or "dropmatch-bench", entity=os.environ.get("WANDB_ENTITY"),
-                     group=name, name=name, job_type="analysis", mode=mode, dir=str(out_dir),
-                     reinit="finish_previous", settings=wandb.Settings(silent=True))
+    run = wandb.init(
+        project=os.environ.get("WANDB_PROJECT") or "dropmatch-bench",
+        entity=os.environ.get("WANDB_ENTITY"),
+        group=name,
+        name=name,
+        job_type="analysis",
+        mode=mode,
+        dir=str(out_dir),
+        reinit="finish_previous",
+        settings=wandb.Settings(silent=True),
+    )
     try:
         art = wandb.Artifact(name, type="artefact")
         with tempfile.TemporaryDirectory() as tmp:
             csv = Path(tmp) / "table.csv"
             table_df.to_csv(csv, index=False)
             art.add_file(str(csv))
-            payload: dict[str, Any] = {"table": wandb.Table(dataframe=table_df.reset_index(drop=True))}
+            payload: dict[str, Any] = {
+                "table": wandb.Table(dataframe=table_df.reset_index(drop=True))
+            }
             for p in map(Path, image_paths):
                 art.add_file(str(p))
                 if p.suffix.lower() in (".png", ".jpg", ".jpeg"):

@@ -26,10 +26,11 @@ from analysis.latex import booktabs
 from runners.paths import REPO_ROOT, results_dir
 
 
-
 def portable(text: str) -> str:
     """``text`` with the results and repository roots removed from paths (no absolute path in an artefact)."""
-    for root in sorted({str(results_dir().resolve()), str(results_dir()), str(REPO_ROOT)}, key=len, reverse=True):
+    for root in sorted(
+        {str(results_dir().resolve()), str(results_dir()), str(REPO_ROOT)}, key=len, reverse=True
+    ):
         text = text.replace(root.rstrip("/") + "/", "")
     return text
 
@@ -40,8 +41,10 @@ def _md_table(df: pd.DataFrame) -> str:
             return ""
         return str(v).replace("|", "\\|")
 
-    return pd.DataFrame([[cell(v) for v in row] for row in df.itertuples(index=False)],
-                        columns=[str(c) for c in df.columns]).to_markdown(index=False, disable_numparse=True)
+    return pd.DataFrame(
+        [[cell(v) for v in row] for row in df.itertuples(index=False)],
+        columns=[str(c) for c in df.columns],
+    ).to_markdown(index=False, disable_numparse=True)
 
 
 def _footer_md(lines: Iterable[str]) -> str:
@@ -55,8 +58,9 @@ def write_table_files(t: Table, out: Path) -> list[str]:
     md = f"### {t.title}\n\n{_md_table(display)}\n\n{_footer_md(footer)}\n"
     (out / f"{t.stem}.md").write_text(md, encoding="utf-8")
     t.data.to_csv(out / f"{t.stem}.csv", index=False)
-    (out / f"{t.stem}.tex").write_text(booktabs(display, caption=t.title, label=f"tab:{t.stem}", footer=footer),
-                                       encoding="utf-8")
+    (out / f"{t.stem}.tex").write_text(
+        booktabs(display, caption=t.title, label=f"tab:{t.stem}", footer=footer), encoding="utf-8"
+    )
     return [f"{t.stem}.md", f"{t.stem}.csv", f"{t.stem}.tex"]
 
 
@@ -84,9 +88,22 @@ def write_artefact(a: Artefact, out: Path, profile: str | None) -> list[str]:
     for f in a.figures:
         files += write_figure_files(f, out)
     if len(set(files)) != len(files):
-        raise ValueError(f"{a.name}: two outputs write the same file: {sorted(x for x in files if files.count(x) > 1)}")
+        raise ValueError(
+            f"{a.name}: two outputs write the same file: {sorted(x for x in files if files.count(x) > 1)}"
+        )
     run_ids = sorted(str(r) for r in a.runs["run_id"]) if not a.runs.empty else []
     extra = {"source_runs": sorted(set(a.source_runs) - set(run_ids))} if a.source_runs else {}
-    manifest.write_text(json.dumps({"artefact": a.name, "profile": profile or "any", "runs": run_ids, **extra,
-                                    "files": files}, indent=1) + "\n")
+    manifest.write_text(
+        json.dumps(
+            {
+                "artefact": a.name,
+                "profile": profile or "any",
+                "runs": run_ids,
+                **extra,
+                "files": files,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     return files

@@ -50,25 +50,37 @@ class JudgeHead:
 
     def __post_init__(self) -> None:
         if self.features not in FEATURES:
-            raise ValueError(f"judge features={self.features!r} unknown; allowed: {', '.join(FEATURES)}")
+            raise ValueError(
+                f"judge features={self.features!r} unknown; allowed: {', '.join(FEATURES)}"
+            )
         F = self.weight.shape[-1]
         if self.weight.ndim != 1 or self.mean.shape != (F,) or self.scale.shape != (F,):
-            raise ValueError(f"judge weight/mean/scale must be [F]; got {tuple(self.weight.shape)}, "
-                             f"{tuple(self.mean.shape)}, {tuple(self.scale.shape)}")
+            raise ValueError(
+                f"judge weight/mean/scale must be [F]; got {tuple(self.weight.shape)}, "
+                f"{tuple(self.mean.shape)}, {tuple(self.scale.shape)}"
+            )
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any], key: str = "") -> "JudgeHead":
         """Build from the dict saved by ``runners.autojudge.train`` (``weight``, ``bias``, ``mean``, ``scale``, ``features``)."""
         f32 = lambda v: torch.as_tensor(v, dtype=torch.float32).flatten()  # noqa: E731
-        return cls(weight=f32(state["weight"]), bias=float(state["bias"]), mean=f32(state["mean"]),
-                   scale=f32(state["scale"]), features=str(state["features"]), key=key or str(state.get("key", "")))
+        return cls(
+            weight=f32(state["weight"]),
+            bias=float(state["bias"]),
+            mean=f32(state["mean"]),
+            scale=f32(state["scale"]),
+            features=str(state["features"]),
+            key=key or str(state.get("key", "")),
+        )
 
     @classmethod
     def load(cls, path: str | Path) -> "JudgeHead":
         """Read a saved judge (``judge.pt``, tensors only: ``torch.load(weights_only=True)``)."""
         return cls.from_state(torch.load(Path(path), map_location="cpu", weights_only=True))
 
-    def feature_rows(self, target_hidden: torch.Tensor, draft_hidden: torch.Tensor | None) -> torch.Tensor:
+    def feature_rows(
+        self, target_hidden: torch.Tensor, draft_hidden: torch.Tensor | None
+    ) -> torch.Tensor:
         """Features at each draft position.
 
         Args:
@@ -85,7 +97,9 @@ class JudgeHead:
             raise ValueError("judge features 'dd_dt' need draft_hidden [B, L, d_draft]; got None")
         return torch.cat([draft_hidden.float(), at_draft], dim=-1)  # [B, L, d_draft + d]
 
-    def prob_important(self, target_hidden: torch.Tensor, draft_hidden: torch.Tensor | None) -> torch.Tensor:
+    def prob_important(
+        self, target_hidden: torch.Tensor, draft_hidden: torch.Tensor | None
+    ) -> torch.Tensor:
         """``p_important`` ``[B, L]`` float32 in [0, 1] = ``sigmoid(w . (x - mean) / scale + b)``.
 
         Raises:
@@ -93,8 +107,10 @@ class JudgeHead:
         """
         x = self.feature_rows(target_hidden, draft_hidden)  # [B, L, F]
         if x.shape[-1] != self.weight.shape[0]:
-            raise ValueError(f"judge expects {self.weight.shape[0]} features ({self.features}); the round gives "
-                             f"{x.shape[-1]}: was it trained on another pair?")
+            raise ValueError(
+                f"judge expects {self.weight.shape[0]} features ({self.features}); the round gives "
+                f"{x.shape[-1]}: was it trained on another pair?"
+            )
         z = ((x - self.mean) / self.scale) @ self.weight + self.bias  # [B, L]
         return torch.sigmoid(z)
 
@@ -115,14 +131,22 @@ def judge_accepts(head: JudgeHead, inputs: VerifyInputs, threshold: float) -> to
     if threshold <= 0.0:
         return match
     if inputs.target_hidden is None:
-        raise ValueError("autojudge: target_hidden [B, L+1, d] is required (needs_hidden) but is None")
+        raise ValueError(
+            "autojudge: target_hidden [B, L+1, d] is required (needs_hidden) but is None"
+        )
     p = head.prob_important(inputs.target_hidden, inputs.draft_hidden)  # [B, L]
     return match | (p < threshold)
 
 
 def check_threshold(name: str, threshold: Any) -> float:
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= float(threshold) <= 1.0:
-        raise ValueError(f"{name}: threshold={threshold!r} is invalid; allowed values: a number in [0, 1]")
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, (int, float))
+        or not 0.0 <= float(threshold) <= 1.0
+    ):
+        raise ValueError(
+            f"{name}: threshold={threshold!r} is invalid; allowed values: a number in [0, 1]"
+        )
     return float(threshold)
 
 
@@ -134,7 +158,9 @@ def as_head(judge: Any) -> JudgeHead:
         return JudgeHead.from_state(judge)
     if isinstance(judge, (str, Path)):
         return JudgeHead.load(judge)
-    raise ValueError(f"judge={type(judge).__name__} is invalid; allowed: a JudgeHead, its state dict or a judge.pt path")
+    raise ValueError(
+        f"judge={type(judge).__name__} is invalid; allowed: a JudgeHead, its state dict or a judge.pt path"
+    )
 
 
 @CRITERIA.register("autojudge")
@@ -164,7 +190,9 @@ class AutoJudge:
     def __init__(self, threshold: float = 0.5, judge: Any = None) -> None:
         self.threshold = check_threshold(self.name, threshold)
         if judge is None:
-            raise ValueError(f"{self.name}: judge is required (a trained judge head; see runners.autojudge.build)")
+            raise ValueError(
+                f"{self.name}: judge is required (a trained judge head; see runners.autojudge.build)"
+            )
         self.head = as_head(judge)
         self.judge_features = self.head.features
 
@@ -181,9 +209,13 @@ class AutoJudge:
         """
         check_inputs(inputs, rule=self.name)
         if inputs.temperature != 0:
-            raise ValueError(f"{self.name}: temperature={inputs.temperature} unsupported; allowed: 0 (greedy, as Auto-Judge)")
+            raise ValueError(
+                f"{self.name}: temperature={inputs.temperature} unsupported; allowed: 0 (greedy, as Auto-Judge)"
+            )
         ok = judge_accepts(self.head, inputs, self.threshold)  # [B, L]
-        return finish_round(ok, inputs.target_logits, 0.0, None, self._trace(inputs) if trace else None)
+        return finish_round(
+            ok, inputs.target_logits, 0.0, None, self._trace(inputs) if trace else None
+        )
 
     def _trace(self, inputs: VerifyInputs) -> dict[str, torch.Tensor]:
         L = inputs.draft_token_ids.shape[1]

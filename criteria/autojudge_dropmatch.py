@@ -57,11 +57,18 @@ class AutoJudgeDropMatch:
     needs_hidden = True
     heads_at_drafts_only = True  # the judge and DropMatch read positions 1..L only
 
-    def __init__(self, threshold: float = 0.5, judge: Any = None, majority: str = "strict",
-                 include_target: bool = False) -> None:
+    def __init__(
+        self,
+        threshold: float = 0.5,
+        judge: Any = None,
+        majority: str = "strict",
+        include_target: bool = False,
+    ) -> None:
         self.threshold = check_threshold(self.name, threshold)
         if judge is None:
-            raise ValueError(f"{self.name}: judge is required (a trained judge head; see runners.autojudge.build)")
+            raise ValueError(
+                f"{self.name}: judge is required (a trained judge head; see runners.autojudge.build)"
+            )
         self.head = as_head(judge)
         self.judge_features = self.head.features
         self._dm = DropMatchJS(majority=majority, include_target=include_target)
@@ -73,7 +80,9 @@ class AutoJudgeDropMatch:
         if inputs.head_candidates is None:
             heads = head_tokens(inputs.head_logits[:, :L], 0.0, None)  # [B, L, K]
         else:  # sparse variant: a head's token among the candidates (not the rest entry), index -> token id
-            heads = inputs.head_candidates[:, :L].gather(-1, head_tokens(inputs.head_logits[:, :L, :, :-1], 0.0, None))
+            heads = inputs.head_candidates[:, :L].gather(
+                -1, head_tokens(inputs.head_logits[:, :L, :, :-1], 0.0, None)
+            )
         dm, js = self._dm.accept_test(inputs, heads)  # [B, L]
         if self._dm.include_target:
             dm = dm | (inputs.draft_token_ids == inputs.target_logits[:, :L].argmax(dim=-1))
@@ -94,13 +103,21 @@ class AutoJudgeDropMatch:
         """
         check_inputs(inputs, rule=self.name, need_draft_probs=True, need_heads=True)
         if inputs.temperature != 0:
-            raise ValueError(f"{self.name}: temperature={inputs.temperature} unsupported; allowed: 0 (greedy, as Auto-Judge)")
+            raise ValueError(
+                f"{self.name}: temperature={inputs.temperature} unsupported; allowed: 0 (greedy, as Auto-Judge)"
+            )
         aj, dm, heads, js = self.tests(inputs)
         info = None
         if trace:
-            info = {**dropmatch_trace(inputs, heads, js, self.majority), "accepted_by_judge": aj, "accepted_by_dropmatch": dm}
+            info = {
+                **dropmatch_trace(inputs, heads, js, self.majority),
+                "accepted_by_judge": aj,
+                "accepted_by_dropmatch": dm,
+            }
         return finish_round(aj | dm, inputs.target_logits, 0.0, None, info)
 
     def __repr__(self) -> str:
-        return (f"AutoJudgeDropMatch(threshold={self.threshold}, judge={self.head.key or self.head.features}, "
-                f"majority={self.majority!r})")
+        return (
+            f"AutoJudgeDropMatch(threshold={self.threshold}, judge={self.head.key or self.head.features}, "
+            f"majority={self.majority!r})"
+        )

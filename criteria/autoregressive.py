@@ -33,7 +33,9 @@ class Autoregressive:
             raise ValueError(f"{self.name}: takes no drafts (L = 0); got L={L}")
         nxt = target_tokens(inputs.target_logits[:, 0], inputs.temperature, inputs.generator)  # [B]
         empty = inputs.draft_token_ids.new_zeros((B, 0), dtype=bool)
-        return AcceptResult(accept_mask=empty, num_accepted=nxt.new_zeros(B), next_token_ids=nxt, trace=None)
+        return AcceptResult(
+            accept_mask=empty, num_accepted=nxt.new_zeros(B), next_token_ids=nxt, trace=None
+        )
 
     def __repr__(self) -> str:
         return "Autoregressive()"

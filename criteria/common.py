@@ -56,7 +56,9 @@ def check_inputs(
         )
     V = target.shape[-1]
     if need_draft_probs and inputs.draft_probs is None:
-        raise ValueError(f"{rule}: draft_probs is required ([B, L, V] = [{B}, {L}, {V}]) but is None")
+        raise ValueError(
+            f"{rule}: draft_probs is required ([B, L, V] = [{B}, {L}, {V}]) but is None"
+        )
     if inputs.draft_probs is not None and tuple(inputs.draft_probs.shape) != (B, L, V):
         raise ValueError(
             f"{rule}: draft_probs must have shape [B, L, V] = [{B}, {L}, {V}]; "
@@ -64,23 +66,36 @@ def check_inputs(
         )
     heads = inputs.head_logits
     if need_heads and heads is None:
-        raise ValueError(f"{rule}: head_logits [B, L+1, K, V] is required (dropmatch.K >= 1) but is None")
+        raise ValueError(
+            f"{rule}: head_logits [B, L+1, K, V] is required (dropmatch.K >= 1) but is None"
+        )
     cand = inputs.head_candidates
     width = V if cand is None else cand.shape[-1]  # the sparse variant: heads at C candidate tokens
-    if heads is not None and (heads.ndim != 4 or heads.shape[2] < 1 or heads.shape[0] != B
-                              or heads.shape[1] not in (L, L + 1) or heads.shape[3] != width):
+    if heads is not None and (
+        heads.ndim != 4
+        or heads.shape[2] < 1
+        or heads.shape[0] != B
+        or heads.shape[1] not in (L, L + 1)
+        or heads.shape[3] != width
+    ):
         raise ValueError(
             f"{rule}: head_logits must have shape [B, L+1 (or L), K, V] = [{B}, {L + 1}, K>=1, {width}]; "
             f"got {tuple(heads.shape)}"
         )
     if cand is not None and heads is not None and tuple(cand.shape) != (B, heads.shape[1], width):
-        raise ValueError(f"{rule}: head_candidates must have shape [B, P, C] = [{B}, {heads.shape[1]}, {width}]; "
-                         f"got {tuple(cand.shape)}")
+        raise ValueError(
+            f"{rule}: head_candidates must have shape [B, P, C] = [{B}, {heads.shape[1]}, {width}]; "
+            f"got {tuple(cand.shape)}"
+        )
     T = inputs.temperature
     if not (isinstance(T, (int, float)) and math.isfinite(T) and T >= 0):
-        raise ValueError(f"{rule}: temperature={T!r} is invalid; allowed values: a finite float >= 0 (0 = greedy)")
+        raise ValueError(
+            f"{rule}: temperature={T!r} is invalid; allowed values: a finite float >= 0 (0 = greedy)"
+        )
     if T > 0 and inputs.generator is None:
-        raise ValueError(f"{rule}: temperature={T} > 0 needs a seeded torch.Generator in inputs.generator")
+        raise ValueError(
+            f"{rule}: temperature={T} > 0 needs a seeded torch.Generator in inputs.generator"
+        )
     return B, L, V
 
 
@@ -131,13 +146,17 @@ def sample_categorical(probs: torch.Tensor, generator: torch.Generator) -> torch
         ``[...]`` int64 token ids in ``[0, V)``.
     """
     cdf = probs.to(torch.float32).cumsum(dim=-1)  # [..., V]
-    u = torch.rand(probs.shape[:-1], generator=generator, device=probs.device, dtype=torch.float32)  # [...]
+    u = torch.rand(
+        probs.shape[:-1], generator=generator, device=probs.device, dtype=torch.float32
+    )  # [...]
     u = u * cdf[..., -1]
     idx = torch.searchsorted(cdf, u.unsqueeze(-1).contiguous(), right=True).squeeze(-1)  # [...]
     return idx.clamp_max(probs.shape[-1] - 1)
 
 
-def target_tokens(target_logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
+def target_tokens(
+    target_logits: torch.Tensor, temperature: float, generator: torch.Generator | None
+) -> torch.Tensor:
     """The target's own token at each given position: argmax (T = 0) or a sample of softmax(logits/T).
 
     Paper: DropMatch Sec. 3.2 (correction / bonus token from the target's plain LM head).
@@ -184,4 +203,9 @@ def finish_round(
     accept_mask, num_accepted = accept_prefix(ok)  # [B, L], [B]
     logits_at = select_position(target_logits, num_accepted)  # [B, V]
     next_token_ids = target_tokens(logits_at, temperature, generator)  # [B]
-    return AcceptResult(accept_mask=accept_mask, num_accepted=num_accepted, next_token_ids=next_token_ids, trace=trace)
+    return AcceptResult(
+        accept_mask=accept_mask,
+        num_accepted=num_accepted,
+        next_token_ids=next_token_ids,
+        trace=trace,
+    )

@@ -52,7 +52,9 @@ def js_divergence(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     log_m = torch.log(m)  # -inf only where p = q = 0; masked below
 
     def kl_to_m(a: torch.Tensor) -> torch.Tensor:
-        terms = torch.where(a > 0, a * (torch.log(a) - log_m), torch.zeros((), dtype=dtype, device=a.device))
+        terms = torch.where(
+            a > 0, a * (torch.log(a) - log_m), torch.zeros((), dtype=dtype, device=a.device)
+        )
         return terms.sum(dim=-1)  # [...]
 
     return (0.5 * (kl_to_m(p) + kl_to_m(q))).clamp(0.0, LN2)
@@ -78,7 +80,9 @@ def majority_token(head_token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     K = head_token_ids.shape[-1]
     same = head_token_ids.unsqueeze(-1) == head_token_ids.unsqueeze(-2)  # [..., K, K]
     votes = same.sum(dim=-1)  # [..., K], votes for head k's token
-    order = torch.arange(K - 1, -1, -1, device=head_token_ids.device)  # [K], larger for lower head index
+    order = torch.arange(
+        K - 1, -1, -1, device=head_token_ids.device
+    )  # [K], larger for lower head index
     best_head = (votes * K + order).argmax(dim=-1, keepdim=True)  # [..., 1], unique maximum
     token = head_token_ids.gather(-1, best_head).squeeze(-1)  # [...]
     count = votes.gather(-1, best_head).squeeze(-1)  # [...]
@@ -92,7 +96,11 @@ def _partitions(K: int) -> tuple[tuple[int, ...], ...]:
     def gen(n: int, largest: int) -> list[tuple[int, ...]]:
         if n == 0:
             return [()]
-        return [(first, *rest) for first in range(min(n, largest), 0, -1) for rest in gen(n - first, first)]
+        return [
+            (first, *rest)
+            for first in range(min(n, largest), 0, -1)
+            for rest in gen(n - first, first)
+        ]
 
     return tuple(gen(K, K))
 
@@ -138,9 +146,13 @@ def agreement_pattern(head_token_ids: torch.Tensor) -> torch.Tensor:
     votes = same.sum(dim=-1)  # [..., K]
     earlier = torch.ones(K, K, dtype=torch.bool, device=device).tril(diagonal=-1)  # [K, K], j < k
     first = ~(same & earlier).any(dim=-1)  # [..., K] head k is the first voter of its token
-    pattern = torch.where(first, votes, torch.zeros_like(votes)).sort(dim=-1, descending=True).values  # [..., K]
+    pattern = (
+        torch.where(first, votes, torch.zeros_like(votes)).sort(dim=-1, descending=True).values
+    )  # [..., K]
     table = torch.tensor(
-        [list(parts) + [0] * (K - len(parts)) for parts in _partitions(K)], dtype=pattern.dtype, device=device
+        [list(parts) + [0] * (K - len(parts)) for parts in _partitions(K)],
+        dtype=pattern.dtype,
+        device=device,
     )  # [P, K]
     hit = (pattern.unsqueeze(-2) == table).all(dim=-1)  # [..., P], exactly one True
     return hit.to(torch.int64).argmax(dim=-1)

@@ -12,7 +12,9 @@ from criteria.common import check_inputs, finish_round, sample_categorical
 from criteria.divergence import agreement_pattern, centroid_probs, js_divergence, majority_token
 
 
-def head_tokens(head_logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
+def head_tokens(
+    head_logits: torch.Tensor, temperature: float, generator: torch.Generator | None
+) -> torch.Tensor:
     """The token y^(i) of each dropout head: argmax (T = 0) or a sample of softmax(l^(i) / T) (T > 0).
 
     Paper: Eq. (4) and Algorithm 1 (``y^(i) = argmax p^(i)``); Sec. 3.2 ("top-1 tokens or selected
@@ -73,7 +75,9 @@ def js_inputs(inputs: VerifyInputs, L: int) -> tuple[torch.Tensor, torch.Tensor]
         return heads, inputs.draft_probs
     q = inputs.draft_probs.gather(-1, cand[:, :L, :-1]).float()  # [B, L, C]
     q = q.masked_fill(torch.isneginf(heads[:, :, 0, :-1]), 0.0)  # duplicates count once
-    q = torch.cat([q, (1.0 - q.sum(dim=-1, keepdim=True)).clamp_min(0.0)], dim=-1)  # + the rest entry
+    q = torch.cat(
+        [q, (1.0 - q.sum(dim=-1, keepdim=True)).clamp_min(0.0)], dim=-1
+    )  # + the rest entry
     return heads, q / q.sum(dim=-1, keepdim=True)
 
 
@@ -163,7 +167,9 @@ def majority_vote(head_token_ids: torch.Tensor, mode: str) -> tuple[torch.Tensor
         ValueError: unknown ``mode`` (names ``dropmatch.majority`` and the allowed values).
     """
     if mode not in MAJORITY_MODES:
-        raise ValueError(f"dropmatch.majority={mode!r} is invalid; allowed values: {', '.join(MAJORITY_MODES)}")
+        raise ValueError(
+            f"dropmatch.majority={mode!r} is invalid; allowed values: {', '.join(MAJORITY_MODES)}"
+        )
     token, count = majority_token(head_token_ids)  # [...], [...]
     K = head_token_ids.shape[-1]
     valid = 2 * count > K if mode == "strict" else torch.ones_like(count, dtype=torch.bool)
@@ -199,13 +205,19 @@ class DropMatchBase:
     needs_heads: bool = True
     needs_draft_probs: bool = False
     needs_hidden: bool = False
-    heads_at_drafts_only: bool = True  # the verify round need not compute heads at the bonus position
+    heads_at_drafts_only: bool = (
+        True  # the verify round need not compute heads at the bonus position
+    )
 
     def __init__(self, majority: str = "strict", include_target: bool = False) -> None:
         if majority not in MAJORITY_MODES:
-            raise ValueError(f"dropmatch.majority={majority!r} is invalid; allowed values: {', '.join(MAJORITY_MODES)}")
+            raise ValueError(
+                f"dropmatch.majority={majority!r} is invalid; allowed values: {', '.join(MAJORITY_MODES)}"
+            )
         if not isinstance(include_target, bool):
-            raise ValueError(f"dropmatch.include_target={include_target!r} is invalid; allowed values: true, false")
+            raise ValueError(
+                f"dropmatch.include_target={include_target!r} is invalid; allowed values: true, false"
+            )
         self.majority = majority
         self.include_target = include_target
 
@@ -235,16 +247,24 @@ class DropMatchBase:
         Raises:
             ValueError: malformed inputs (see :func:`criteria.common.check_inputs`).
         """
-        check_inputs(inputs, rule=self.name, need_draft_probs=self.needs_draft_probs, need_heads=True)
+        check_inputs(
+            inputs, rule=self.name, need_draft_probs=self.needs_draft_probs, need_heads=True
+        )
         L = inputs.draft_token_ids.shape[1]
         T, gen = inputs.temperature, inputs.generator
         if inputs.head_candidates is None:
             heads = head_tokens(inputs.head_logits[:, :L], T, gen)  # [B, L, K]
         else:  # sparse variant: a head's token among the candidates (not the rest entry), index -> token id
-            heads = inputs.head_candidates[:, :L].gather(-1, head_tokens(inputs.head_logits[:, :L, :, :-1], T, gen))
-        ok, js = self.accept_test(inputs, heads, every_position=trace)  # [B, L], exact up to the first rejection
+            heads = inputs.head_candidates[:, :L].gather(
+                -1, head_tokens(inputs.head_logits[:, :L, :, :-1], T, gen)
+            )
+        ok, js = self.accept_test(
+            inputs, heads, every_position=trace
+        )  # [B, L], exact up to the first rejection
         if self.include_target:
-            ok = ok | (inputs.draft_token_ids == inputs.target_logits[:, :L].argmax(dim=-1))  # [B, L]
+            ok = ok | (
+                inputs.draft_token_ids == inputs.target_logits[:, :L].argmax(dim=-1)
+            )  # [B, L]
         info = dropmatch_trace(inputs, heads, js, self.majority) if trace else None
         return finish_round(ok, inputs.target_logits, T, gen, info)
 

@@ -52,17 +52,24 @@ class DropMatchJS(DropMatchBase):
         L = inputs.draft_token_ids.shape[1]
         majority, valid = majority_vote(head_token_ids, self.majority)  # [B, L], [B, L]
         by_majority = valid & (majority == inputs.draft_token_ids)  # [B, L]
-        heads, draft_probs = js_inputs(inputs, L)  # [B, L, K, V], [B, L, V] (or C: the sparse variant)
+        heads, draft_probs = js_inputs(
+            inputs, L
+        )  # [B, L, K, V], [B, L, V] (or C: the sparse variant)
         if every_position:
             js_draft, js_heads_max = js_statistics(heads, draft_probs, inputs.temperature)
             return (js_draft <= js_heads_max) | by_majority, (js_draft, js_heads_max)
         ok = by_majority.clone()
-        alive = torch.ones(ok.shape[0], dtype=torch.bool, device=ok.device)  # [B] rows with no rejection yet
+        alive = torch.ones(
+            ok.shape[0], dtype=torch.bool, device=ok.device
+        )  # [B] rows with no rejection yet
         for t in range(L):
-            need = (alive & ~by_majority[:, t]).nonzero().squeeze(-1)  # rows whose position t needs Eq. (6)
+            need = (
+                (alive & ~by_majority[:, t]).nonzero().squeeze(-1)
+            )  # rows whose position t needs Eq. (6)
             if need.numel():
-                js_draft, js_heads_max = js_statistics(heads[need, t : t + 1], draft_probs[need, t : t + 1],
-                                                       inputs.temperature)
+                js_draft, js_heads_max = js_statistics(
+                    heads[need, t : t + 1], draft_probs[need, t : t + 1], inputs.temperature
+                )
                 ok[need, t] = js_draft[:, 0] <= js_heads_max[:, 0]
             alive = alive & ok[:, t]
             if not bool(alive.any()):

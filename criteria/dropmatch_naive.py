@@ -33,7 +33,8 @@ class DropMatchNaive(DropMatchBase):
     name = "dropmatch_naive"
     needs_draft_probs = False
 
-    def accept_test(self, inputs: VerifyInputs, head_token_ids: torch.Tensor,
-                    every_position: bool = True) -> tuple[torch.Tensor, None]:
+    def accept_test(
+        self, inputs: VerifyInputs, head_token_ids: torch.Tensor, every_position: bool = True
+    ) -> tuple[torch.Tensor, None]:
         """Eq. (4) at each draft position: ``[B, L]`` bool; no JS statistics."""
         return (head_token_ids == inputs.draft_token_ids.unsqueeze(-1)).any(dim=-1), None  # [B, L]

@@ -46,22 +46,37 @@ class HeadSpec:
 
     def __post_init__(self) -> None:
         if isinstance(self.K, bool) or not isinstance(self.K, int) or self.K < 0:
-            raise ValueError(f"dropmatch.K={self.K!r} is invalid; allowed values: an integer >= 0 (0 = no heads)")
+            raise ValueError(
+                f"dropmatch.K={self.K!r} is invalid; allowed values: an integer >= 0 (0 = no heads)"
+            )
         p = self.p_drop
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not math.isfinite(p) or not 0.0 <= p < 1.0:
-            raise ValueError(f"dropmatch.p_drop={p!r} is invalid; allowed values: a number in [0, 1)")
+        if (
+            isinstance(p, bool)
+            or not isinstance(p, (int, float))
+            or not math.isfinite(p)
+            or not 0.0 <= p < 1.0
+        ):
+            raise ValueError(
+                f"dropmatch.p_drop={p!r} is invalid; allowed values: a number in [0, 1)"
+            )
         n = self.top_n
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise ValueError(f"dropmatch.sparse_top_n={n!r} is invalid; allowed values: null (exact) or an "
-                             "integer >= 1")
+            raise ValueError(
+                f"dropmatch.sparse_top_n={n!r} is invalid; allowed values: null (exact) or an "
+                "integer >= 1"
+            )
         c = self.check_top_n
         if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 1):
-            raise ValueError(f"dropmatch.sparse_check_top_n={c!r} is invalid; allowed values: null (no check) or an "
-                             "integer >= 1")
+            raise ValueError(
+                f"dropmatch.sparse_check_top_n={c!r} is invalid; allowed values: null (no check) or an "
+                "integer >= 1"
+            )
         if c is not None and n is not None:
-            raise ValueError(f"dropmatch.sparse_check_top_n={c} compares the sparse variant with the exact rule, but "
-                             f"dropmatch.sparse_top_n={n} makes the run itself sparse; allowed: sparse_top_n=null "
-                             "with the check, or sparse_check_top_n=null")
+            raise ValueError(
+                f"dropmatch.sparse_check_top_n={c} compares the sparse variant with the exact rule, but "
+                f"dropmatch.sparse_top_n={n} makes the run itself sparse; allowed: sparse_top_n=null "
+                "with the check, or sparse_check_top_n=null"
+            )
         object.__setattr__(self, "p_drop", float(p) if self.K > 0 else 0.0)
         object.__setattr__(self, "top_n", n if self.K > 0 else None)
         object.__setattr__(self, "check_top_n", c if self.K > 0 else None)
@@ -72,8 +87,12 @@ class HeadSpec:
         return self.K > 0
 
     def as_dict(self) -> dict:
-        return {"K": self.K, "p_drop": self.p_drop, **({"sparse_top_n": self.top_n} if self.top_n else {}),
-                **({"sparse_check_top_n": self.check_top_n} if self.check_top_n else {})}
+        return {
+            "K": self.K,
+            "p_drop": self.p_drop,
+            **({"sparse_top_n": self.top_n} if self.top_n else {}),
+            **({"sparse_check_top_n": self.check_top_n} if self.check_top_n else {}),
+        }
 
 
 @dataclass(frozen=True)
@@ -110,8 +129,9 @@ class LMHead:
         return logits if self.vocab_size is None else logits[..., : self.vocab_size]
 
 
-def dropout_masks(n: int, K: int, d: int, p_drop: float, generator: torch.Generator,
-                  device: torch.device | str) -> torch.Tensor:
+def dropout_masks(
+    n: int, K: int, d: int, p_drop: float, generator: torch.Generator, device: torch.device | str
+) -> torch.Tensor:
     """Keep-masks of K heads at n positions (Eq. 1), drawn from one generator.
 
     RNG: exactly one ``torch.rand((n, K, d), dtype=float32, generator=generator, device=device)`` call;
@@ -131,14 +151,21 @@ def dropout_masks(n: int, K: int, d: int, p_drop: float, generator: torch.Genera
     """
     device = torch.device(device)
     if generator.device.type != device.type:
-        raise ValueError(f"generator is on {generator.device} but the hidden states are on {device}; "
-                         f"make the generator on the model's device (runners.backends.seeding.make_generator)")
+        raise ValueError(
+            f"generator is on {generator.device} but the hidden states are on {device}; "
+            f"make the generator on the model's device (runners.backends.seeding.make_generator)"
+        )
     u = torch.rand((n, K, d), generator=generator, device=device, dtype=torch.float32)  # [n, K, d]
     return u < (1.0 - p_drop)
 
 
-def heads_from_masks(hidden: torch.Tensor, keep: torch.Tensor, p_drop: float, lm_head_weight: torch.Tensor,
-                     lm_head_bias: torch.Tensor | None = None) -> torch.Tensor:
+def heads_from_masks(
+    hidden: torch.Tensor,
+    keep: torch.Tensor,
+    p_drop: float,
+    lm_head_weight: torch.Tensor,
+    lm_head_bias: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Plain + K dropout-head logits from given masks, in ONE matmul (Eq. 2-3).
 
     Args:
@@ -154,7 +181,9 @@ def heads_from_masks(hidden: torch.Tensor, keep: torch.Tensor, p_drop: float, lm
     K = keep.shape[1]
     dropped = dropped_hidden(hidden, keep, p_drop)  # [N, K, d], Eq. (1)-(2)
     stacked = torch.cat([hidden.unsqueeze(1), dropped], dim=1)  # [N, 1+K, d]
-    logits = torch.nn.functional.linear(stacked.reshape(N * (1 + K), d), lm_head_weight, lm_head_bias)
+    logits = torch.nn.functional.linear(
+        stacked.reshape(N * (1 + K), d), lm_head_weight, lm_head_bias
+    )
     return logits.reshape(N, 1 + K, -1)  # [N, 1+K, V], Eq. (3)
 
 
@@ -164,11 +193,14 @@ def dropped_hidden(hidden: torch.Tensor, keep: torch.Tensor, p_drop: float) -> t
     Paper: Eq. (1)-(2) (inverted dropout of the LM head's input).
     """
     scaled = hidden * (1.0 / (1.0 - p_drop))  # [N, d]
-    return torch.where(keep, scaled.unsqueeze(1), torch.zeros((), dtype=hidden.dtype, device=hidden.device))
+    return torch.where(
+        keep, scaled.unsqueeze(1), torch.zeros((), dtype=hidden.dtype, device=hidden.device)
+    )
 
 
-def candidate_tokens(target_logits: torch.Tensor, draft_probs: torch.Tensor | None, top_n: int
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+def candidate_tokens(
+    target_logits: torch.Tensor, draft_probs: torch.Tensor | None, top_n: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Candidate tokens of the sparse variant: the plain head's top-N and the draft's top-N at each position.
 
     Positions ``t < L`` (drafted) take the union of the target's top-N and the draft's top-N; the positions
@@ -196,8 +228,13 @@ def candidate_tokens(target_logits: torch.Tensor, draft_probs: torch.Tensor | No
     return ids, dup
 
 
-def heads_on_candidates(dropped: torch.Tensor, lm_head_weight: torch.Tensor, lm_head_bias: torch.Tensor | None,
-                        ids: torch.Tensor, duplicate: torch.Tensor) -> torch.Tensor:
+def heads_on_candidates(
+    dropped: torch.Tensor,
+    lm_head_weight: torch.Tensor,
+    lm_head_bias: torch.Tensor | None,
+    ids: torch.Tensor,
+    duplicate: torch.Tensor,
+) -> torch.Tensor:
     """Dropout-head logits at candidate tokens only (Eq. 3 restricted to the rows ``W[ids]``).
 
     Args:
@@ -265,13 +302,19 @@ def dropout_head_logits(
     if isinstance(p_drop, bool) or not isinstance(p_drop, (int, float)) or not 0.0 <= p_drop < 1.0:
         raise ValueError(f"p_drop={p_drop!r} is invalid; allowed values: a float in [0, 1)")
     if hidden.ndim != 2 or not hidden.is_floating_point():
-        raise ValueError(f"hidden must be floating [N, d]; got {hidden.dtype} of shape {tuple(hidden.shape)}")
+        raise ValueError(
+            f"hidden must be floating [N, d]; got {hidden.dtype} of shape {tuple(hidden.shape)}"
+        )
     N, d = hidden.shape
     if lm_head_weight.ndim != 2 or lm_head_weight.shape[1] != d:
-        raise ValueError(f"lm_head_weight must have shape [V, d] with d={d}; got {tuple(lm_head_weight.shape)}")
+        raise ValueError(
+            f"lm_head_weight must have shape [V, d] with d={d}; got {tuple(lm_head_weight.shape)}"
+        )
     V = lm_head_weight.shape[0]
     if lm_head_bias is not None and tuple(lm_head_bias.shape) != (V,):
-        raise ValueError(f"lm_head_bias must have shape [V] = [{V}]; got {tuple(lm_head_bias.shape)}")
+        raise ValueError(
+            f"lm_head_bias must have shape [V] = [{V}]; got {tuple(lm_head_bias.shape)}"
+        )
     K = num_heads
 
     if p_drop == 0:

@@ -36,11 +36,15 @@ class DropoutPath:
         """
         B, L, _ = check_inputs(inputs, rule=self.name, need_heads=True)
         if L != 0 or inputs.head_logits.shape[2] != 1:
-            raise ValueError(f"{self.name}: needs L = 0 and K = 1 head; got L={L}, K={inputs.head_logits.shape[2]}")
+            raise ValueError(
+                f"{self.name}: needs L = 0 and K = 1 head; got L={L}, K={inputs.head_logits.shape[2]}"
+            )
         head = inputs.head_logits[:, 0, 0]  # [B, V]
         nxt = target_tokens(head, inputs.temperature, inputs.generator)  # [B]
         empty = inputs.draft_token_ids.new_zeros((B, 0), dtype=bool)
-        return AcceptResult(accept_mask=empty, num_accepted=nxt.new_zeros(B), next_token_ids=nxt, trace=None)
+        return AcceptResult(
+            accept_mask=empty, num_accepted=nxt.new_zeros(B), next_token_ids=nxt, trace=None
+        )
 
     def __repr__(self) -> str:
         return "DropoutPath()"

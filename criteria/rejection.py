@@ -71,19 +71,28 @@ class RejectionSampling:
         u = torch.rand((B, L), generator=gen, device=p.device, dtype=torch.float32)  # [B, L]
         accept_mask, num_accepted = accept_prefix(u * q_draft < p_draft)  # [B, L], [B]
 
-        q_pad = torch.cat([q, torch.zeros_like(p[:, :1])], dim=1)  # [B, L+1, V]; q = 0 at the bonus slot
+        q_pad = torch.cat(
+            [q, torch.zeros_like(p[:, :1])], dim=1
+        )  # [B, L+1, V]; q = 0 at the bonus slot
         p_at = select_position(p, num_accepted)  # [B, V]
-        residual = (p_at - select_position(q_pad, num_accepted)).clamp_min(0.0)  # [B, V]; = p_L at bonus
+        residual = (p_at - select_position(q_pad, num_accepted)).clamp_min(
+            0.0
+        )  # [B, V]; = p_L at bonus
         has_mass = residual.sum(dim=-1, keepdim=True) > 0  # [B, 1]
         next_token_ids = sample_categorical(torch.where(has_mass, residual, p_at), gen)  # [B]
 
         info = None
         if trace:
             # P(u * q < p) over u ~ U[0, 1): min(1, p/q); 1 if q = 0 < p; 0 if p = 0.
-            ratio = (p_draft / q_draft.clamp_min(torch.finfo(torch.float32).tiny)).clamp_max(1.0)  # [B, L]
+            ratio = (p_draft / q_draft.clamp_min(torch.finfo(torch.float32).tiny)).clamp_max(
+                1.0
+            )  # [B, L]
             info = {"accept_probs": torch.where(q_draft > 0, ratio, (p_draft > 0).float())}
         return AcceptResult(
-            accept_mask=accept_mask, num_accepted=num_accepted, next_token_ids=next_token_ids, trace=info
+            accept_mask=accept_mask,
+            num_accepted=num_accepted,
+            next_token_ids=next_token_ids,
+            trace=info,
         )
 
     def __repr__(self) -> str:

@@ -16,4 +16,13 @@ from criteria.dropout_path import DropoutPath
 from criteria.greedy_match import GreedyMatch
 from criteria.rejection import RejectionSampling
 
-__all__ = ["AutoJudge", "AutoJudgeDropMatch", "Autoregressive", "DropMatchJS", "DropMatchNaive", "DropoutPath", "GreedyMatch", "RejectionSampling"]
+__all__ = [
+    "AutoJudge",
+    "AutoJudgeDropMatch",
+    "Autoregressive",
+    "DropMatchJS",
+    "DropMatchNaive",
+    "DropoutPath",
+    "GreedyMatch",
+    "RejectionSampling",
+]

@@ -22,13 +22,25 @@ from typing import Any, Sequence
 import torch
 
 from criteria.base import AcceptResult, VerifyInputs
-from criteria.dropout_heads import (HeadSpec, LMHead, candidate_tokens, dropout_masks, dropped_hidden,
-                                    heads_on_candidates)
+from criteria.dropout_heads import (
+    HeadSpec,
+    LMHead,
+    candidate_tokens,
+    dropout_masks,
+    dropped_hidden,
+    heads_on_candidates,
+)
 
 
-def head_logits(hidden: torch.Tensor, lm_head: LMHead, heads: HeadSpec, generators: Sequence[torch.Generator | None],
-                *, positions: int | None = None, draft_probs: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+def head_logits(
+    hidden: torch.Tensor,
+    lm_head: LMHead,
+    heads: HeadSpec,
+    generators: Sequence[torch.Generator | None],
+    *,
+    positions: int | None = None,
+    draft_probs: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Plain and dropout-head logits of B rows (Eq. 1-3), the plain rows and the head rows in one matmul.
 
     RNG: the masks of all N positions are drawn (one ``torch.rand((N, K, d))`` per row, as
@@ -55,30 +67,50 @@ def head_logits(hidden: torch.Tensor, lm_head: LMHead, heads: HeadSpec, generato
     W, b = lm_head.rows()
     flat = hidden.reshape(B * N, d)
     if not heads.active:
-        return lm_head.full(torch.nn.functional.linear(flat, W, b)).float().view(B, N, -1), None, None
+        return (
+            lm_head.full(torch.nn.functional.linear(flat, W, b)).float().view(B, N, -1),
+            None,
+            None,
+        )
     K, p = heads.K, heads.p_drop
     if p == 0:  # every head is the plain head: copy it so the rows are bitwise identical
         plain = lm_head.full(torch.nn.functional.linear(flat, W, b)).view(B, N, 1, -1)
-        return plain[:, :, 0].float(), plain[:, :P].expand(B, P, K, plain.shape[-1]).contiguous(), None
-    keep = torch.cat([dropout_masks(N, K, d, p, g, hidden.device) for g in generators])  # [B*N, K, d]
+        return (
+            plain[:, :, 0].float(),
+            plain[:, :P].expand(B, P, K, plain.shape[-1]).contiguous(),
+            None,
+        )
+    keep = torch.cat(
+        [dropout_masks(N, K, d, p, g, hidden.device) for g in generators]
+    )  # [B*N, K, d]
     keep = keep.view(B, N, K, d)[:, :P].reshape(B * P, K, d)
     dropped = dropped_hidden(hidden[:, :P].reshape(B * P, d), keep, p)  # [B*P, K, d], Eq. (1)-(2)
     if heads.top_n is None:
-        rows = torch.cat([flat, dropped.reshape(B * P * K, d)])  # plain rows first, then the head rows
-        logits = lm_head.full(torch.nn.functional.linear(rows, W, b))  # [B*N + B*P*K, V], Eq. (3), one matmul
+        rows = torch.cat(
+            [flat, dropped.reshape(B * P * K, d)]
+        )  # plain rows first, then the head rows
+        logits = lm_head.full(
+            torch.nn.functional.linear(rows, W, b)
+        )  # [B*N + B*P*K, V], Eq. (3), one matmul
         V = logits.shape[-1]
-        return logits[: B * N].float().view(B, N, V), logits[B * N:].view(B, P, K, V), None
+        return logits[: B * N].float().view(B, N, V), logits[B * N :].view(B, P, K, V), None
     if lm_head.gather is not None:
-        raise ValueError("dropmatch.sparse_top_n needs the whole LM head; under tensor parallelism use the exact rule "
-                         "(dropmatch.sparse_top_n=null)")
+        raise ValueError(
+            "dropmatch.sparse_top_n needs the whole LM head; under tensor parallelism use the exact rule "
+            "(dropmatch.sparse_top_n=null)"
+        )
     target = torch.nn.functional.linear(flat, W, b).float().view(B, N, -1)  # [B, N, V]
     ids, dup = candidate_tokens(target[:, :P], draft_probs, heads.top_n)  # [B, P, C]
     C = ids.shape[-1]
-    sparse = heads_on_candidates(dropped, W, b, ids.reshape(B * P, C), dup.reshape(B * P, C))  # [B*P, K, C]
+    sparse = heads_on_candidates(
+        dropped, W, b, ids.reshape(B * P, C), dup.reshape(B * P, C)
+    )  # [B*P, K, C]
     # the rest of the vocabulary as one more entry: its logit is the plain head's log-sum-exp outside the
     # candidates (the heads' expectation there, Eq. 2 preserves it), its id -1 (never a head token)
     rest = target[:, :P].scatter(-1, ids, float("-inf")).logsumexp(dim=-1)  # [B, P]
-    sparse = torch.cat([sparse.float().view(B, P, K, C), rest[:, :, None, None].expand(B, P, K, 1)], dim=-1)
+    sparse = torch.cat(
+        [sparse.float().view(B, P, K, C), rest[:, :, None, None].expand(B, P, K, 1)], dim=-1
+    )
     return target, sparse, torch.cat([ids, ids.new_full((B, P, 1), -1)], dim=-1)
 
 
@@ -124,52 +156,85 @@ def verify_round(
         raise ValueError(f"hidden must be [B, L+1, d]; got shape {tuple(hidden.shape)}")
     B, N, _ = hidden.shape
     if draft_token_ids.shape != (B, N - 1):
-        raise ValueError(f"draft_token_ids must be [B, L] = [{B}, {N - 1}]; got {tuple(draft_token_ids.shape)}")
+        raise ValueError(
+            f"draft_token_ids must be [B, L] = [{B}, {N - 1}]; got {tuple(draft_token_ids.shape)}"
+        )
     if len(generators) != B:
         raise ValueError(f"need one generator per row: B={B}, got {len(generators)}")
     if getattr(rule, "needs_heads", False) and not heads.active:
-        raise ValueError(f"rule {rule.name!r} needs MC-dropout heads; dropmatch.K={heads.K} (allowed: >= 1)")
+        raise ValueError(
+            f"rule {rule.name!r} needs MC-dropout heads; dropmatch.K={heads.K} (allowed: >= 1)"
+        )
     # V: the real vocabulary (a shard's rows are not all of it under tensor parallelism)
     V = lm_head.vocab_size if lm_head.gather is not None else lm_head.rows()[0].shape[0]
     if draft_probs is not None and V is not None and draft_probs.shape[-1] != V:
         draft_probs = draft_probs[..., :V]  # the draft's padded vocabulary rows
-    positions = N - 1 if getattr(rule, "heads_at_drafts_only", False) else N  # DropMatch: no heads at the bonus
+    positions = (
+        N - 1 if getattr(rule, "heads_at_drafts_only", False) else N
+    )  # DropMatch: no heads at the bonus
     check = trace and heads.check_top_n is not None and heads.active
     states = [None if g is None else g.get_state() for g in generators] if check else None
-    target_logits, head_l, cand = head_logits(hidden, lm_head, heads, generators, positions=positions,
-                                              draft_probs=draft_probs)  # [B, N, V], [B, P, K, V or C], [B, P, C]
+    target_logits, head_l, cand = head_logits(
+        hidden, lm_head, heads, generators, positions=positions, draft_probs=draft_probs
+    )  # [B, N, V], [B, P, K, V or C], [B, P, C]
     needs_hidden = bool(getattr(rule, "needs_hidden", False))
     inputs = VerifyInputs(
-        draft_token_ids=draft_token_ids, target_logits=target_logits, draft_probs=draft_probs,
-        head_logits=head_l, temperature=float(temperature), generator=None,
-        target_hidden=hidden if needs_hidden else None, draft_hidden=draft_hidden if needs_hidden else None,
+        draft_token_ids=draft_token_ids,
+        target_logits=target_logits,
+        draft_probs=draft_probs,
+        head_logits=head_l,
+        temperature=float(temperature),
+        generator=None,
+        target_hidden=hidden if needs_hidden else None,
+        draft_hidden=draft_hidden if needs_hidden else None,
         head_candidates=cand,
     )
     res = _decide(rule, inputs, generators, trace)
     if check:
-        res = _sparse_check(res, inputs, hidden, lm_head, rule, heads, generators, states, positions, draft_probs)
+        res = _sparse_check(
+            res, inputs, hidden, lm_head, rule, heads, generators, states, positions, draft_probs
+        )
     return res
 
 
-def _decide(rule: Any, inputs: VerifyInputs, generators: Sequence[torch.Generator | None], trace: bool
-            ) -> AcceptResult:
+def _decide(
+    rule: Any, inputs: VerifyInputs, generators: Sequence[torch.Generator | None], trace: bool
+) -> AcceptResult:
     if inputs.temperature == 0:  # no random draws: one batched call
         return rule(inputs, trace=trace)
     B = inputs.draft_token_ids.shape[0]
-    return _stack([rule(_row(inputs, i, generators[i]), trace=trace) for i in range(B)])  # each row its own stream
+    return _stack(
+        [rule(_row(inputs, i, generators[i]), trace=trace) for i in range(B)]
+    )  # each row its own stream
 
 
-def _sparse_check(res: AcceptResult, inputs: VerifyInputs, hidden: torch.Tensor, lm_head: LMHead, rule: Any,
-                  heads: HeadSpec, generators: Sequence[torch.Generator | None], states: list, positions: int,
-                  draft_probs: torch.Tensor | None) -> AcceptResult:
+def _sparse_check(
+    res: AcceptResult,
+    inputs: VerifyInputs,
+    hidden: torch.Tensor,
+    lm_head: LMHead,
+    rule: Any,
+    heads: HeadSpec,
+    generators: Sequence[torch.Generator | None],
+    states: list,
+    positions: int,
+    draft_probs: torch.Tensor | None,
+) -> AcceptResult:
     """The same round decided again with the sparse variant (``heads.check_top_n``) on the same dropout masks
     (each row's generator replayed from its state before the round, on a copy: the run's streams move on as
     without the check); both prefix-closed verdicts ``[B, L]`` go into the trace as ``exact_accept`` and
     ``sparse_accept``. The run's decision stays the exact one."""
-    gens = [None if s is None else torch.Generator(device=g.device).set_state(s) for g, s in zip(generators, states)]
+    gens = [
+        None if s is None else torch.Generator(device=g.device).set_state(s)
+        for g, s in zip(generators, states)
+    ]
     spec = HeadSpec(heads.K, heads.p_drop, top_n=heads.check_top_n)
-    _, sparse, cand = head_logits(hidden, lm_head, spec, gens, positions=positions, draft_probs=draft_probs)
-    shadow = _decide(rule, dataclasses.replace(inputs, head_logits=sparse, head_candidates=cand), gens, False)
+    _, sparse, cand = head_logits(
+        hidden, lm_head, spec, gens, positions=positions, draft_probs=draft_probs
+    )
+    shadow = _decide(
+        rule, dataclasses.replace(inputs, head_logits=sparse, head_candidates=cand), gens, False
+    )
     trace = dict(res.trace or {})
     trace.update(exact_accept=res.accept_mask, sparse_accept=shadow.accept_mask)
     return dataclasses.replace(res, trace=trace)
@@ -180,9 +245,14 @@ def _row(inputs: VerifyInputs, i: int, generator: torch.Generator | None) -> Ver
         return None if t is None else t[i : i + 1]
 
     return VerifyInputs(
-        draft_token_ids=inputs.draft_token_ids[i : i + 1], target_logits=inputs.target_logits[i : i + 1],
-        draft_probs=pick(inputs.draft_probs), head_logits=pick(inputs.head_logits), temperature=inputs.temperature,
-        generator=generator, target_hidden=pick(inputs.target_hidden), draft_hidden=pick(inputs.draft_hidden),
+        draft_token_ids=inputs.draft_token_ids[i : i + 1],
+        target_logits=inputs.target_logits[i : i + 1],
+        draft_probs=pick(inputs.draft_probs),
+        head_logits=pick(inputs.head_logits),
+        temperature=inputs.temperature,
+        generator=generator,
+        target_hidden=pick(inputs.target_hidden),
+        draft_hidden=pick(inputs.draft_hidden),
         head_candidates=pick(inputs.head_candidates),
     )
 
@@ -192,8 +262,10 @@ def _stack(rows: list[AcceptResult]) -> AcceptResult:
     if rows[0].trace is not None:
         trace = {k: torch.cat([r.trace[k] for r in rows]) for k in rows[0].trace}
     return AcceptResult(
-        accept_mask=torch.cat([r.accept_mask for r in rows]), num_accepted=torch.cat([r.num_accepted for r in rows]),
-        next_token_ids=torch.cat([r.next_token_ids for r in rows]), trace=trace,
+        accept_mask=torch.cat([r.accept_mask for r in rows]),
+        num_accepted=torch.cat([r.num_accepted for r in rows]),
+        next_token_ids=torch.cat([r.next_token_ids for r in rows]),
+        trace=trace,
     )
 
 
@@ -202,4 +274,6 @@ def trace_to_json(trace: dict[str, torch.Tensor], row: int, upto: int) -> dict[s
 
     Both backends store traces in this layout (``samples.jsonl`` ``trace``: a list of these per round).
     """
-    return {k: v[row, :upto].tolist() for k, v in trace.items() if torch.is_tensor(v) and v.dim() >= 2}
+    return {
+        k: v[row, :upto].tolist() for k, v in trace.items() if torch.is_tensor(v) and v.dim() >= 2
+    }

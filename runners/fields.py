@@ -65,13 +65,16 @@ class Field:
         """
         if value is None and self.nullable:
             return None
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        ok = (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        )
         if ok and self.kind is int:
             ok = float(value).is_integer()
         if ok:
             v = float(value)
-            ok = ((self.low is None or (v > self.low if self.low_open else v >= self.low))
-                  and (self.high is None or (v < self.high if self.high_open else v <= self.high)))
+            ok = (self.low is None or (v > self.low if self.low_open else v >= self.low)) and (
+                self.high is None or (v < self.high if self.high_open else v <= self.high)
+            )
         if not ok:
             raise FieldError(f"{self.path}={value!r} is invalid; allowed: {self.allowed()}")
         return int(value) if self.kind is int else float(value)
@@ -89,16 +92,34 @@ NUMERIC: tuple[Field, ...] = (
     Field("dropmatch.K", int, low=1, note="MC-dropout heads"),
     Field("dropmatch.path", int, low=0, note="which single dropout path decodes"),
     Field("dropmatch.sparse_top_n", int, low=1, nullable=True, note="null = the exact rule"),
-    Field("dropmatch.sparse_check_top_n", int, low=1, nullable=True,
-          note="null = no check; N = also decide with the sparse top-N variant and trace both (needs trace=true)"),
+    Field(
+        "dropmatch.sparse_check_top_n",
+        int,
+        low=1,
+        nullable=True,
+        note="null = no check; N = also decide with the sparse top-N variant and trace both (needs trace=true)",
+    ),
     Field("decoding.temperature", float, low=0, note="0 = greedy"),
     Field("decoding.top_p", float, low=0, high=1, low_open=True, note="1 = off"),
     Field("decoding.seed", int, low=0),
-    Field("decoding.max_new_tokens", int, low=1, nullable=True,
-          note="tokens; null = the profile's cap, else the dataset's or its task's"),
-    Field("dataset.limit", int, low=1, nullable=True, note="items; null = the profile's n, else all"),
+    Field(
+        "decoding.max_new_tokens",
+        int,
+        low=1,
+        nullable=True,
+        note="tokens; null = the profile's cap, else the dataset's or its task's",
+    ),
+    Field(
+        "dataset.limit", int, low=1, nullable=True, note="items; null = the profile's n, else all"
+    ),
     Field("dataset.offset", int, low=0, note="items skipped"),
-    Field("dataset.max_new_tokens", int, low=1, nullable=True, note="tokens; null = the lm-eval task's cap"),
+    Field(
+        "dataset.max_new_tokens",
+        int,
+        low=1,
+        nullable=True,
+        note="tokens; null = the lm-eval task's cap",
+    ),
     Field("repeats", int, low=1, nullable=True, note="throughput repeats; null = the profile's"),
     Field("profile.repeats", int, low=1),
     Field("profile.limit.*", int, low=1, nullable=True, note="items"),
@@ -113,7 +134,9 @@ NUMERIC: tuple[Field, ...] = (
 FLOAT_PATHS = frozenset(f.path for f in NUMERIC if f.kind is float)
 
 
-def _lookup(cfg: Mapping[str, Any], parts: list[str], prefix: str = "") -> Iterator[tuple[str, Mapping, str]]:
+def _lookup(
+    cfg: Mapping[str, Any], parts: list[str], prefix: str = ""
+) -> Iterator[tuple[str, Mapping, str]]:
     """``(full path, parent mapping, key)`` for every existing node matching ``parts`` (``*`` = any key)."""
     head, rest = parts[0], parts[1:]
     keys = list(cfg) if head == "*" else [head] if head in cfg else []
@@ -135,7 +158,9 @@ def canonical(cfg: dict, fields: tuple[Field, ...] = NUMERIC) -> dict:
     """
     for f in fields:
         for path, parent, key in list(_lookup(cfg, f.path.split("."))):
-            v = Field(path, f.kind, f.low, f.high, f.low_open, f.high_open, f.nullable, f.note).check(parent[key])
+            v = Field(
+                path, f.kind, f.low, f.high, f.low_open, f.high_open, f.nullable, f.note
+            ).check(parent[key])
             if isinstance(parent, dict):
                 parent[key] = v
     return cfg

@@ -30,8 +30,12 @@ def _code_only(source: str) -> str:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                    and isinstance(body[0].value.value, str):
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(getattr(body[0], "value", None), ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 node.body = body[1:] or [ast.Pass()]
     return ast.unparse(tree)
 
@@ -49,11 +53,17 @@ def fingerprint(root: Path = REPO_ROOT) -> str:
     """sha256 (hex) over ``<relative path>\\0<code without docstrings>\\n`` of every :func:`source_files` file."""
     h = hashlib.sha256()
     for f in source_files(root):
-        h.update(f"{f.relative_to(root).as_posix()}\0{_code_only(f.read_text(encoding='utf-8'))}\n".encode())
+        h.update(
+            f"{f.relative_to(root).as_posix()}\0{_code_only(f.read_text(encoding='utf-8'))}\n".encode()
+        )
     return h.hexdigest()
 
 
 @functools.lru_cache(maxsize=1)
 def decision_code() -> dict:
     """``{"fingerprint": <64 hex>, "files": <count>, "sources": [...]}`` of this checkout (cached per process)."""
-    return {"fingerprint": fingerprint(), "files": len(source_files()), "sources": list(DECISION_SOURCES)}
+    return {
+        "fingerprint": fingerprint(),
+        "files": len(source_files()),
+        "sources": list(DECISION_SOURCES),
+    }

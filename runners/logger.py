@@ -24,8 +24,10 @@ class NullLogger:
         pass
 
 
-WANDB_HINT = ("[logger] W&B logging is off; enable it with logger=wandb (logger.mode=offline on nodes without "
-              "internet, then `wandb sync <results>/wandb/offline-run-*`)")
+WANDB_HINT = (
+    "[logger] W&B logging is off; enable it with logger=wandb (logger.mode=offline on nodes without "
+    "internet, then `wandb sync <results>/wandb/offline-run-*`)"
+)
 _hinted = False
 
 

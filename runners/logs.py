@@ -34,7 +34,9 @@ def level() -> str:
     """
     v = os.environ.get(LEVEL_ENV, "INFO").strip().upper() or "INFO"
     if v not in LEVELS:
-        raise ValueError(f"{LEVEL_ENV}={os.environ.get(LEVEL_ENV)!r} is invalid; allowed: {', '.join(LEVELS)}")
+        raise ValueError(
+            f"{LEVEL_ENV}={os.environ.get(LEVEL_ENV)!r} is invalid; allowed: {', '.join(LEVELS)}"
+        )
     return v
 
 
@@ -62,7 +64,9 @@ class Console(logging.StreamHandler):
         return sys.stderr if self.err else sys.stdout
 
     @stream.setter
-    def stream(self, _value: Any) -> None:  # StreamHandler.__init__ / setStream: the stream is looked up per record
+    def stream(
+        self, _value: Any
+    ) -> None:  # StreamHandler.__init__ / setStream: the stream is looked up per record
         pass
 
 
@@ -86,7 +90,9 @@ def console(level_name: str | None = None, logger: logging.Logger | None = None)
     """
     lvl = level_name or level()
     target = logger or logging.getLogger()
-    if logger is None:  # other libraries' INFO chatter (fontTools subsetting a PDF ...) stays off the terminal
+    if (
+        logger is None
+    ):  # other libraries' INFO chatter (fontTools subsetting a PDF ...) stays off the terminal
         target.setLevel(max(logging.getLevelName(lvl), logging.WARNING))
         for ours in OURS:
             logging.getLogger(ours).setLevel(lvl)

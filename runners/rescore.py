@@ -56,11 +56,16 @@ def select_runs(selectors: Sequence[str], root: Path) -> list[Path]:
         elif (root / sel / "config.json").is_file():
             hits = [root / sel]
         else:
-            hits = [d for d in sorted(root.glob("*/config.json"))
-                    if json.loads(d.read_text()).get("artefact") == sel]
+            hits = [
+                d
+                for d in sorted(root.glob("*/config.json"))
+                if json.loads(d.read_text()).get("artefact") == sel
+            ]
             hits = [h.parent for h in hits]
         if not hits:
-            raise LookupError(f"{sel!r} is neither a run directory, a run id under {root}, nor an artefact with runs")
+            raise LookupError(
+                f"{sel!r} is neither a run directory, a run id under {root}, nor an artefact with runs"
+            )
         found += [h for h in hits if h not in found]
     return found
 
@@ -72,10 +77,16 @@ def target_tokenizer(config: dict) -> Any:
 
         from runners.models.sources import resolve_model_dir
 
-        return AutoTokenizer.from_pretrained(resolve_model_dir(config["pair"]["target"], log=logger.info))
+        return AutoTokenizer.from_pretrained(
+            resolve_model_dir(config["pair"]["target"], log=logger.info)
+        )
     except Exception as e:  # model source gone: export with JSON-rendered prompts, unchecked
-        logger.warning("no target tokenizer for %s (%s: %s); prompts in the lm-eval export are JSON messages",
-                       config.get("pair", {}).get("name"), type(e).__name__, e)
+        logger.warning(
+            "no target tokenizer for %s (%s: %s); prompts in the lm-eval export are JSON messages",
+            config.get("pair", {}).get("name"),
+            type(e).__name__,
+            e,
+        )
         return None
 
 
@@ -109,13 +120,17 @@ def rescore_run(run_dir: Path, tokenizer: Any = None, exports: bool = True) -> d
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
-            raise RunLockedError(f"run {run_dir.name} is being written by another process ({run_dir})") from e
+            raise RunLockedError(
+                f"run {run_dir.name} is being written by another process ({run_dir})"
+            ) from e
         config, records, summary = read_run(run_dir)
         dataset, samples = dataset_samples(config)
         by_id = {s.sample_id: s for s in samples}
         scored = [r for r in records if r["sample_id"] in by_id]
         scorer = build(SCORERS, {"name": dataset.scorer})
-        per = scorer.score([by_id[r["sample_id"]] for r in scored], [r.get("output_text") for r in scored])
+        per = scorer.score(
+            [by_id[r["sample_id"]] for r in scored], [r.get("output_text") for r in scored]
+        )
         for rec, quality in zip(scored, per):
             rec["quality"] = quality
         _rewrite_jsonl(run_dir / "samples.jsonl", records)
@@ -127,7 +142,9 @@ def rescore_run(run_dir: Path, tokenizer: Any = None, exports: bool = True) -> d
     finally:
         os.close(fd)
     if exports:
-        write_exports(run_dir, samples, tokenizer if tokenizer is not None else target_tokenizer(config))
+        write_exports(
+            run_dir, samples, tokenizer if tokenizer is not None else target_tokenizer(config)
+        )
     return summary
 
 
@@ -135,9 +152,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from runners.logs import console
     from runners.paths import results_dir
 
-    p = argparse.ArgumentParser(prog="python -m runners.rescore", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m runners.rescore", description=__doc__.split("\n")[0]
+    )
     p.add_argument("selectors", nargs="+", help="run id, run directory or artefact name")
-    p.add_argument("--no-exports", action="store_true", help="rescore only; do not rewrite the export files")
+    p.add_argument(
+        "--no-exports", action="store_true", help="rescore only; do not rewrite the export files"
+    )
     args = p.parse_args(argv)
     console()
     try:
@@ -146,11 +167,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.error("%s", e)
         return 2
     for run_dir in runs:
-        before = json.loads((run_dir / "summary.json").read_text()).get("quality/accuracy") \
-            if (run_dir / "summary.json").exists() else None
+        before = (
+            json.loads((run_dir / "summary.json").read_text()).get("quality/accuracy")
+            if (run_dir / "summary.json").exists()
+            else None
+        )
         after = rescore_run(run_dir, exports=not args.no_exports)
-        logger.info("rescored %s: accuracy %s -> %s (%s, scoring errors %s)", run_dir.name, before,
-                    after.get("quality/accuracy"), after.get("quality/metric"), after.get("quality/scoring_errors"))
+        logger.info(
+            "rescored %s: accuracy %s -> %s (%s, scoring errors %s)",
+            run_dir.name,
+            before,
+            after.get("quality/accuracy"),
+            after.get("quality/metric"),
+            after.get("quality/scoring_errors"),
+        )
     return 0
 
 

@@ -31,7 +31,10 @@ def recorded_codes(record: Any) -> list[str | None]:
     """Fingerprints of every session of ``record`` (None for a session from before fingerprints), sorted."""
     meta = record.read_meta()
     sessions = meta.get("sessions") or ([meta] if meta else [])
-    return sorted({(s.get("decision_code") or {}).get("fingerprint") for s in sessions}, key=lambda x: (x is None, x))
+    return sorted(
+        {(s.get("decision_code") or {}).get("fingerprint") for s in sessions},
+        key=lambda x: (x is None, x),
+    )
 
 
 def stale_codes(record: Any) -> list[str | None]:
@@ -49,7 +52,9 @@ def _short(codes: list[str | None]) -> str:
     return ", ".join((c or "unrecorded")[:12] for c in codes)
 
 
-def check(record: Any, policy: str, finished: dict | None, tag: str, log: Callable[[str], None]) -> dict | None:
+def check(
+    record: Any, policy: str, finished: dict | None, tag: str, log: Callable[[str], None]
+) -> dict | None:
     """Apply ``policy`` to a stale ``record`` before the run; returns the summary to reuse, or None to run.
 
     ``finished``: the record's complete summary for this sample count (None: not finished). A current record
@@ -59,8 +64,10 @@ def check(record: Any, policy: str, finished: dict | None, tag: str, log: Callab
     if not stale:
         return finished
     now = decision_code()["fingerprint"]
-    what = (f"[run {record.run_id}] {tag}: WARNING: {'finished' if finished else 'started'} by other decision code "
-            f"({_short(stale)}; this checkout: {now[:12]})")
+    what = (
+        f"[run {record.run_id}] {tag}: WARNING: {'finished' if finished else 'started'} by other decision code "
+        f"({_short(stale)}; this checkout: {now[:12]})"
+    )
     if policy == "strict":
         when = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         dest = record.retire(results_dir() / "stale" / f"{record.run_id}-{when}")
@@ -69,8 +76,11 @@ def check(record: Any, policy: str, finished: dict | None, tag: str, log: Callab
     if finished is None:
         log(f"{what}; resuming it with this code (reuse=warn; reuse=strict starts it again)")
         return None
-    entry = {"date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "decision_code": now,
-             "recorded": stale}
+    entry = {
+        "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "decision_code": now,
+        "recorded": stale,
+    }
     try:
         record.note("stale_reuses", entry)
     except Exception as e:  # noqa: BLE001  (a locked or read-only record is still reused, and said so)

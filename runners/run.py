@@ -45,14 +45,22 @@ def resolve_run_config(cfg: Any, identify_models: bool = True) -> dict:
     if OmegaConf.is_config(cfg):  # a DictConfig is a Mapping too: resolve it into plain containers
         cfg = OmegaConf.to_container(cfg, resolve=True)
     c = {k: v for k, v in dict(cfg).items() if k != "hydra"}
-    c["dataset"], c["decoding"], c["method"] = dict(c["dataset"]), dict(c["decoding"]), dict(c["method"])
+    c["dataset"], c["decoding"], c["method"] = (
+        dict(c["dataset"]),
+        dict(c["decoding"]),
+        dict(c["method"]),
+    )
     c["dropmatch"] = dict(c.get("dropmatch") or {})
     method = c["method"]
     if method.get("autoregressive"):
         c["L"] = 0
     validate(c)
-    canonical(c)  # each numeric field as its declared type (decoding.temperature=0 -> 0.0), as config.json stores it
-    if method.get("measure"):  # a measurement run (runners/measure/): its own fields are checked before loading
+    canonical(
+        c
+    )  # each numeric field as its declared type (decoding.temperature=0 -> 0.0), as config.json stores it
+    if method.get(
+        "measure"
+    ):  # a measurement run (runners/measure/): its own fields are checked before loading
         from runners.measure import check
 
         check(c)
@@ -60,7 +68,9 @@ def resolve_run_config(cfg: Any, identify_models: bool = True) -> dict:
         _check_judge_method(c)
     else:
         method.pop("threshold", None)
-    spec_method = (c.get("pair") or {}).get("spec_method")  # the pair says what its draft is (eagle3 head)
+    spec_method = (c.get("pair") or {}).get(
+        "spec_method"
+    )  # the pair says what its draft is (eagle3 head)
     if spec_method and dict(c["backend"]).get("name") == "vllm":
         c["backend"] = {**dict(c["backend"]), "spec_method": str(spec_method)}
     profile = c.get("profile") or {}
@@ -69,7 +79,9 @@ def resolve_run_config(cfg: Any, identify_models: bool = True) -> dict:
         c["dataset"]["limit"] = int(profile["limit"][name])
     cap = (profile.get("max_new_tokens") or {}).get(name)
     if c["decoding"].get("max_new_tokens") is None:
-        c["decoding"]["max_new_tokens"] = int(cap) if cap is not None else c["dataset"].get("max_new_tokens")
+        c["decoding"]["max_new_tokens"] = (
+            int(cap) if cap is not None else c["dataset"].get("max_new_tokens")
+        )
     if c.get("repeats") is None:
         c["repeats"] = int(profile.get("repeats") or 1)
     dm = c["dropmatch"]
@@ -96,14 +108,21 @@ def _check_judge_method(c: Mapping[str, Any]) -> None:
 
     thr = c["method"].get("threshold")
     if isinstance(thr, bool) or not isinstance(thr, (int, float)) or not 0.0 <= float(thr) <= 1.0:
-        raise ConfigError(f"method.threshold={thr!r} is invalid; allowed: a number in [0, 1] (accept a mismatch iff "
-                          f"the judge's p_important < threshold)")
+        raise ConfigError(
+            f"method.threshold={thr!r} is invalid; allowed: a number in [0, 1] (accept a mismatch iff "
+            f"the judge's p_important < threshold)"
+        )
     if float(c["decoding"]["temperature"]) != 0.0:
-        raise ConfigError(f"decoding.temperature={c['decoding']['temperature']} with method={c['method']['name']}; "
-                          f"allowed: 0 (Auto-Judge is greedy)")
+        raise ConfigError(
+            f"decoding.temperature={c['decoding']['temperature']} with method={c['method']['name']}; "
+            f"allowed: 0 (Auto-Judge is greedy)"
+        )
 
 
-DROPMATCH_RULE_FIELDS = ("majority", "include_target")  # dropmatch.* fields that are the rule's own settings
+DROPMATCH_RULE_FIELDS = (
+    "majority",
+    "include_target",
+)  # dropmatch.* fields that are the rule's own settings
 
 
 def build_rule(c: Mapping[str, Any]) -> Any:
@@ -123,7 +142,10 @@ def build_rule(c: Mapping[str, Any]) -> Any:
     if isinstance(judge, Mapping):
         from runners.autojudge.artefact import judge_dir
 
-        kwargs.update(threshold=float(c["method"]["threshold"]), judge=str(judge_dir(judge["key"]) / "judge.pt"))
+        kwargs.update(
+            threshold=float(c["method"]["threshold"]),
+            judge=str(judge_dir(judge["key"]) / "judge.pt"),
+        )
     return CRITERIA.get(c["method"]["criterion"])(**kwargs)
 
 
@@ -133,9 +155,15 @@ def head_spec(c: Mapping[str, Any]) -> Any:
 
     if c["method"].get("uses_dropmatch") or c["method"].get("ar_dropout_path"):
         top_n = c["dropmatch"].get("sparse_top_n")
-        check = c["dropmatch"].get("sparse_check_top_n") if c["method"].get("uses_dropmatch") else None
-        return HeadSpec(K=int(c["dropmatch"]["K"]), p_drop=float(c["dropmatch"]["p_drop"]),
-                        top_n=None if top_n is None else int(top_n), check_top_n=None if check is None else int(check))
+        check = (
+            c["dropmatch"].get("sparse_check_top_n") if c["method"].get("uses_dropmatch") else None
+        )
+        return HeadSpec(
+            K=int(c["dropmatch"]["K"]),
+            p_drop=float(c["dropmatch"]["p_drop"]),
+            top_n=None if top_n is None else int(top_n),
+            check_top_n=None if check is None else int(check),
+        )
     return HeadSpec()
 
 
@@ -147,7 +175,9 @@ class _Progress:
     """
 
     def __init__(self, total: int, desc: str, mode: str, log) -> None:
-        mode = mode if mode in ("bar", "log", "quiet") else ("bar" if sys.stderr.isatty() else "log")
+        mode = (
+            mode if mode in ("bar", "log", "quiet") else ("bar" if sys.stderr.isatty() else "log")
+        )
         self.total, self.mode, self.log, self.n, self.tokens = total, mode, log, 0, 0
         self.drafts = self.accepted = 0
         self.t0 = time.perf_counter()
@@ -167,10 +197,14 @@ class _Progress:
         if self.bar is not None:  # tqdm shows elapsed<remaining (ETA) itself
             self.bar.set_postfix(tok_s=f"{rate:.2f}", tau=f"{tau:.2f}")
             self.bar.update(1)
-        elif self.mode == "log" and (self.n == self.total or self.n % max(1, self.total // 10) == 0):
+        elif self.mode == "log" and (
+            self.n == self.total or self.n % max(1, self.total // 10) == 0
+        ):
             eta = elapsed / self.n * (self.total - self.n)
-            self.log(f"{prefix} {self.n}/{self.total} samples, {rate:.2f} tok/s, tau {tau:.2f}, "
-                     f"elapsed {_hms(elapsed)}, ETA {_hms(eta)}")
+            self.log(
+                f"{prefix} {self.n}/{self.total} samples, {rate:.2f} tok/s, tau {tau:.2f}, "
+                f"elapsed {_hms(elapsed)}, ETA {_hms(eta)}"
+            )
 
     def close(self) -> None:
         if self.bar is not None:
@@ -186,8 +220,10 @@ def _repeat(backend: Any, sample: Any, decoding: Any, rule: Any, heads: Any, fir
     """Generate ``sample`` again and return its wall seconds; the output must not change."""
     again = next(iter(backend.generate([sample], decoding, rule, heads)))
     if again.output_token_ids != first.output_token_ids:
-        raise RuntimeError(f"{sample.sample_id}: a throughput repeat produced different tokens; decoding is not "
-                           "deterministic (set decoding.temperature=0 or repeats=1)")
+        raise RuntimeError(
+            f"{sample.sample_id}: a throughput repeat produced different tokens; decoding is not "
+            "deterministic (set decoding.temperature=0 or repeats=1)"
+        )
     return again.wall_s
 
 
@@ -198,7 +234,9 @@ def _write_exports(run_dir: Any, samples: list, tokenizer: Any, log) -> None:
     try:
         write_exports(run_dir, samples, tokenizer)
     except Exception as e:  # the record is complete; a failed export is reported, not fatal
-        log(f"[run {run_dir.name}] exports failed: {type(e).__name__}: {e} (retry: ./reproduce.sh rescore {run_dir.name})")
+        log(
+            f"[run {run_dir.name}] exports failed: {type(e).__name__}: {e} (retry: ./reproduce.sh rescore {run_dir.name})"
+        )
 
 
 def run(cfg: Any, log=_logger.info) -> dict:
@@ -221,7 +259,9 @@ def run(cfg: Any, log=_logger.info) -> dict:
     from runners.summary import summarize
 
     c = resolve_run_config(cfg)
-    if c["method"].get("measure"):  # Table 4 timings, Fig. 3 similarity, the benchmark: records of measurements
+    if c["method"].get(
+        "measure"
+    ):  # Table 4 timings, Fig. 3 similarity, the benchmark: records of measurements
         from runners.measure import run_measurement
 
         return run_measurement(c, log)
@@ -235,7 +275,9 @@ def run(cfg: Any, log=_logger.info) -> dict:
     finished = record.existing_summary()
     if finished is not None and finished.get("num_expected") != len(samples):
         finished = None  # more samples asked for: the run continues
-    reused = check_reuse(record, str(c.get("reuse") or "warn"), finished, tag, log)  # other decision code?
+    reused = check_reuse(
+        record, str(c.get("reuse") or "warn"), finished, tag, log
+    )  # other decision code?
     if reused is not None:
         if not reused.get("stale_decision_code"):
             log(f"[run {record.run_id}] {tag}: finished earlier, skipped ({record.dir})")
@@ -249,9 +291,17 @@ def run(cfg: Any, log=_logger.info) -> dict:
             raise ModelUnavailableError(f"pair.{role}: {ident.get('reason')}")
     with record:
         try:
-            record.open({**provenance(), "run_id": record.run_id, "model_identity": c["model_identity"],
-                         "decision_code": decision_code()})
-        except RunLockedError as e:  # e.g. two points of one parallel sweep with the same identity (AR at L=5, 10)
+            record.open(
+                {
+                    **provenance(),
+                    "run_id": record.run_id,
+                    "model_identity": c["model_identity"],
+                    "decision_code": decision_code(),
+                }
+            )
+        except (
+            RunLockedError
+        ) as e:  # e.g. two points of one parallel sweep with the same identity (AR at L=5, 10)
             log(f"[run {record.run_id}] {tag}: skipped here, {e}; that process finishes it")
             return {"run_id": record.run_id, "complete": False, "running_elsewhere": True}
         logger = make_logger(c.get("logger") or {}, record.run_id, c)
@@ -261,25 +311,41 @@ def run(cfg: Any, log=_logger.info) -> dict:
         if todo:
             from runners.models.loader import load_pair
 
-            pair = load_pair(c["pair"], need_draft=L > 0 or c["method"].get("ar_model") == "draft",
-                             load_weights=bool(c["backend"].get("loads_hf_weights", True)), log=log)
+            pair = load_pair(
+                c["pair"],
+                need_draft=L > 0 or c["method"].get("ar_model") == "draft",
+                load_weights=bool(c["backend"].get("loads_hf_weights", True)),
+                log=log,
+            )
             rule, heads = build_rule(c), head_spec(c)
             backend = build(BACKENDS, c["backend"], pair=pair)
             decoding = DecodingConfig(
-                num_speculative_tokens=L, temperature=float(c["decoding"]["temperature"]),
+                num_speculative_tokens=L,
+                temperature=float(c["decoding"]["temperature"]),
                 top_p=float(c["decoding"].get("top_p", 1.0)),
-                max_new_tokens=int(c["decoding"]["max_new_tokens"] or dataset.max_new_tokens),  # null: lm-eval's cap
-                stop=list(dataset.stop or []), seed=int(c["decoding"]["seed"]), trace=bool(c.get("trace")),
+                max_new_tokens=int(
+                    c["decoding"]["max_new_tokens"] or dataset.max_new_tokens
+                ),  # null: lm-eval's cap
+                stop=list(dataset.stop or []),
+                seed=int(c["decoding"]["seed"]),
+                trace=bool(c.get("trace")),
                 ar_model=str(c["method"].get("ar_model", "target")),
-                seed_stream=int(c["dropmatch"].get("path") or 0) if c["method"].get("ar_dropout_path") else 0,
+                seed_stream=int(c["dropmatch"].get("path") or 0)
+                if c["method"].get("ar_dropout_path")
+                else 0,
             )
             ctk = dict(c["pair"].get("chat_template_kwargs") or {})
-            if ctk and hasattr(backend, "encode"):  # the prompt the record names must be the prompt sent
-                if backend.encode(todo[0]) != prompt_token_ids(pair.tokenizer, todo[0].messages, ctk):
+            if ctk and hasattr(
+                backend, "encode"
+            ):  # the prompt the record names must be the prompt sent
+                if backend.encode(todo[0]) != prompt_token_ids(
+                    pair.tokenizer, todo[0].messages, ctk
+                ):
                     raise RuntimeError(
                         f"backend={c['backend']['name']} does not apply pair.chat_template_kwargs={ctk} (its encode "
                         f"gives other prompt ids); it must call runners.datasets.base.prompt_token_ids(tokenizer, "
-                        f"messages, pair.chat_template_kwargs)")
+                        f"messages, pair.chat_template_kwargs)"
+                    )
             repeats = int(c.get("repeats") or 1)
             by_id = {s.sample_id: s for s in todo}
             progress = _Progress(len(todo), tag, str(c.get("progress") or "auto"), log)
@@ -298,8 +364,12 @@ def run(cfg: Any, log=_logger.info) -> dict:
                     "stop_reason": res.stop_reason,
                     "eos_removed": res.eos_removed,
                     "speed": {
-                        "num_output_tokens": res.num_output_tokens, "wall_s": res.wall_s, "prefill_s": res.prefill_s,
-                        "draft_s": res.draft_s, "verify_s": res.verify_s, "criterion_s": res.criterion_s,
+                        "num_output_tokens": res.num_output_tokens,
+                        "wall_s": res.wall_s,
+                        "prefill_s": res.prefill_s,
+                        "draft_s": res.draft_s,
+                        "verify_s": res.verify_s,
+                        "criterion_s": res.criterion_s,
                         **({"share_s": res.share_s} if res.share_s is not None else {}),
                     },
                     "seed": int(c["decoding"]["seed"]),
@@ -308,20 +378,33 @@ def run(cfg: Any, log=_logger.info) -> dict:
                     rec["trace"] = res.trace
                 if repeats > 1:  # re-time the same sample (Spec-Bench style throughput repeats)
                     rec["speed"]["wall_s_repeats"] = [res.wall_s] + [
-                        _repeat(backend, sample, decoding, rule, heads, res) for _ in range(repeats - 1)]
+                        _repeat(backend, sample, decoding, rule, heads, res)
+                        for _ in range(repeats - 1)
+                    ]
                 record.append(rec)
                 logger.log_sample(rec)
                 progress.update(res.num_output_tokens, res.counters, f"[run {record.run_id}]")
             progress.close()
-        all_samples = [s for s in record.samples() if s["sample_id"] in {x.sample_id for x in samples}]
+        all_samples = [
+            s for s in record.samples() if s["sample_id"] in {x.sample_id for x in samples}
+        ]
         summary = summarize(all_samples, L, scorer.aggregate)
-        summary.update({"run_id": record.run_id, "complete": len(all_samples) == len(samples),
-                        "num_expected": len(samples), **provenance(),
-                        "decision_code": decision_code()["fingerprint"], "decision_codes": recorded_codes(record)})
+        summary.update(
+            {
+                "run_id": record.run_id,
+                "complete": len(all_samples) == len(samples),
+                "num_expected": len(samples),
+                **provenance(),
+                "decision_code": decision_code()["fingerprint"],
+                "decision_codes": recorded_codes(record),
+            }
+        )
         record.write_summary(summary)
         _write_exports(record.dir, samples, pair.tokenizer if todo else None, log)
     logger.log_summary(summary)
     logger.finish()
-    log(f"[run {record.run_id}] done: tau={summary['spec/mean_acceptance_length']:.3f} "
-        f"tok/s={summary['speed/tok_per_s']:.3f} accuracy={summary.get('quality/accuracy')}")
+    log(
+        f"[run {record.run_id}] done: tau={summary['spec/mean_acceptance_length']:.3f} "
+        f"tok/s={summary['speed/tok_per_s']:.3f} accuracy={summary.get('quality/accuracy')}"
+    )
     return summary

@@ -12,7 +12,12 @@ import math
 import statistics
 from typing import Any, Callable, Mapping, Sequence
 
-from runners.counters import SpecDecodeCounters, acceptance_rate, mean_acceptance_length, per_position_rate
+from runners.counters import (
+    SpecDecodeCounters,
+    acceptance_rate,
+    mean_acceptance_length,
+    per_position_rate,
+)
 
 
 def total_counters(samples: Sequence[Mapping[str, Any]], L: int) -> SpecDecodeCounters:
@@ -22,8 +27,11 @@ def total_counters(samples: Sequence[Mapping[str, Any]], L: int) -> SpecDecodeCo
     return total
 
 
-def summarize(samples: Sequence[Mapping[str, Any]], L: int,
-              aggregate: Callable[[list[dict]], dict] | None = None) -> dict[str, Any]:
+def summarize(
+    samples: Sequence[Mapping[str, Any]],
+    L: int,
+    aggregate: Callable[[list[dict]], dict] | None = None,
+) -> dict[str, Any]:
     """Summary of one run from its sample records.
 
     Args:
@@ -32,7 +40,11 @@ def summarize(samples: Sequence[Mapping[str, Any]], L: int,
         aggregate: the scorer's ``aggregate(per_sample_quality) -> dict`` (None: no quality).
     """
     c = total_counters(samples, L)
-    rates = [s["speed"]["num_output_tokens"] / s["speed"]["wall_s"] for s in samples if s["speed"]["wall_s"] > 0]
+    rates = [
+        s["speed"]["num_output_tokens"] / s["speed"]["wall_s"]
+        for s in samples
+        if s["speed"]["wall_s"] > 0
+    ]
     tokens = sum(s["speed"]["num_output_tokens"] for s in samples)
     wall = sum(s["speed"]["wall_s"] for s in samples)
     out: dict[str, Any] = {
@@ -51,13 +63,19 @@ def summarize(samples: Sequence[Mapping[str, Any]], L: int,
     reps = [s["speed"].get("wall_s_repeats") or [s["speed"]["wall_s"]] for s in samples]
     R = min((len(r) for r in reps), default=1)
     if R > 1:  # per-repeat run rate (mean over samples), then mean +- std over repeats
-        per_rep = [statistics.fmean(s["speed"]["num_output_tokens"] / r[j] for s, r in zip(samples, reps) if r[j] > 0)
-                   for j in range(R)]
+        per_rep = [
+            statistics.fmean(
+                s["speed"]["num_output_tokens"] / r[j] for s, r in zip(samples, reps) if r[j] > 0
+            )
+            for j in range(R)
+        ]
         out["speed/tok_per_s"] = statistics.fmean(per_rep)
         out["speed/tok_per_s_repeat_std"] = statistics.stdev(per_rep)
     out["speed/repeats"] = R
     shares = [s["speed"].get("share_s") for s in samples]
-    if samples and all(x is not None for x in shares) and sum(shares) > 0:  # batched backends: aggregate rate
+    if (
+        samples and all(x is not None for x in shares) and sum(shares) > 0
+    ):  # batched backends: aggregate rate
         out["speed/tok_per_s_aggregate"] = tokens / sum(shares)
     for part in ("draft_s", "verify_s", "criterion_s"):
         out[f"speed/{part}"] = sum(s["speed"].get(part, 0.0) for s in samples)

@@ -41,9 +41,13 @@ def _validate_logger(logger: Mapping[str, Any]) -> None:
         raise ConfigError(f"logger={name!r} is unknown; allowed: {', '.join(LOGGERS)}")
     modes = LOGGERS[name]
     if modes and logger.get("mode", modes[0]) not in modes:
-        raise ConfigError(f"logger.mode={logger.get('mode')!r} is invalid; allowed: {', '.join(modes)}")
+        raise ConfigError(
+            f"logger.mode={logger.get('mode')!r} is invalid; allowed: {', '.join(modes)}"
+        )
     if name == "wandb" and logger.get("mode") != "disabled" and not _installed("wandb"):
-        raise ConfigError("logger=wandb needs the 'wandb' package (pip install wandb); allowed here: logger=none")
+        raise ConfigError(
+            "logger=wandb needs the 'wandb' package (pip install wandb); allowed here: logger=none"
+        )
 
 
 def _method_files() -> dict[str, dict]:
@@ -68,28 +72,49 @@ def _validate_modes(cfg: Mapping[str, Any]) -> None:
     try:
         have = supported_modes(backend)
     except KeyError:
-        raise ConfigError(f"backend={name!r} declares no supported modes (runners/backends/modes.py); "
-                          f"allowed: {', '.join(BACKEND_MODES)}") from None
+        raise ConfigError(
+            f"backend={name!r} declares no supported modes (runners/backends/modes.py); "
+            f"allowed: {', '.join(BACKEND_MODES)}"
+        ) from None
     missing = [m for m in modes_of(cfg) if m not in have]
     if not missing:
         return
-    where = f"backend={name}" + (" with backend.native_verify=true" if name == "vllm" and backend.get("native_verify")
-                                 else "")
-    others = [b for b in BACKEND_MODES if b != name and set(missing) <= supported_modes({"name": b})]
+    where = f"backend={name}" + (
+        " with backend.native_verify=true"
+        if name == "vllm" and backend.get("native_verify")
+        else ""
+    )
+    others = [
+        b for b in BACKEND_MODES if b != name and set(missing) <= supported_modes({"name": b})
+    ]
     alt = f"; or backend={', '.join(others)}" if others else ""
     if "nucleus" in missing:
-        raise ConfigError(f"decoding.top_p={cfg['decoding'].get('top_p')} is not supported by {where} (the project's "
-                          f"rules do not apply nucleus sampling); allowed: 1.0")
+        raise ConfigError(
+            f"decoding.top_p={cfg['decoding'].get('top_p')} is not supported by {where} (the project's "
+            f"rules do not apply nucleus sampling); allowed: 1.0"
+        )
     if missing == ["trace"]:
-        raise ConfigError(f"trace=true is not supported by {where} (no per-round criterion traces); "
-                          f"allowed: trace=false{alt}")
+        raise ConfigError(
+            f"trace=true is not supported by {where} (no per-round criterion traces); "
+            f"allowed: trace=false{alt}"
+        )
     L = int(cfg.get("L") or 0) or 1
-    ok = [m for m, spec in _method_files().items() if not spec.get("measure")
-          and set(modes_of({**cfg, "method": spec, "L": 0 if spec.get("autoregressive") else L, "trace": False}))
-          <= have]
-    raise ConfigError(f"method={cfg['method'].get('name')} is not supported by {where} (it has no "
-                      f"{'/'.join(missing)} decoding; it would record a different computation under this "
-                      f"method); allowed with {where}: method={', '.join(ok)}{alt}")
+    ok = [
+        m
+        for m, spec in _method_files().items()
+        if not spec.get("measure")
+        and set(
+            modes_of(
+                {**cfg, "method": spec, "L": 0 if spec.get("autoregressive") else L, "trace": False}
+            )
+        )
+        <= have
+    ]
+    raise ConfigError(
+        f"method={cfg['method'].get('name')} is not supported by {where} (it has no "
+        f"{'/'.join(missing)} decoding; it would record a different computation under this "
+        f"method); allowed with {where}: method={', '.join(ok)}{alt}"
+    )
 
 
 PROGRESS = ("auto", "bar", "log", "quiet")
@@ -110,16 +135,22 @@ def _validate_fields(cfg: Mapping[str, Any]) -> None:
     dm = cfg.get("dropmatch") or {}
     if dm.get("sparse_check_top_n") is not None:
         if not cfg.get("trace"):
-            raise ConfigError(f"dropmatch.sparse_check_top_n={dm['sparse_check_top_n']} records the sparse variant's "
-                              "verdicts in the round traces; allowed: trace=true with it, or sparse_check_top_n=null")
+            raise ConfigError(
+                f"dropmatch.sparse_check_top_n={dm['sparse_check_top_n']} records the sparse variant's "
+                "verdicts in the round traces; allowed: trace=true with it, or sparse_check_top_n=null"
+            )
         if dm.get("sparse_top_n") is not None:
-            raise ConfigError(f"dropmatch.sparse_check_top_n={dm['sparse_check_top_n']} compares the sparse variant "
-                              f"with the exact rule, but dropmatch.sparse_top_n={dm['sparse_top_n']} makes the run "
-                              "sparse; allowed: sparse_top_n=null with the check, or sparse_check_top_n=null")
+            raise ConfigError(
+                f"dropmatch.sparse_check_top_n={dm['sparse_check_top_n']} compares the sparse variant "
+                f"with the exact rule, but dropmatch.sparse_top_n={dm['sparse_top_n']} makes the run "
+                "sparse; allowed: sparse_top_n=null with the check, or sparse_check_top_n=null"
+            )
     if cfg.get("reuse", "warn") not in ("warn", "strict"):
         raise ConfigError(f"reuse={cfg.get('reuse')!r} is invalid; allowed: warn, strict")
     if cfg.get("progress", "auto") not in PROGRESS:
-        raise ConfigError(f"progress={cfg.get('progress')!r} is invalid; allowed: {', '.join(PROGRESS)}")
+        raise ConfigError(
+            f"progress={cfg.get('progress')!r} is invalid; allowed: {', '.join(PROGRESS)}"
+        )
 
 
 def validate(cfg: Mapping[str, Any]) -> None:
@@ -142,27 +173,48 @@ def validate(cfg: Mapping[str, Any]) -> None:
     L = cfg.get("L")
     if method.get("autoregressive"):
         if L != 0:
-            raise ConfigError(f"L={L} with method={method['name']}; autoregressive methods have no drafts (L is set to 0)")
-    elif not isinstance(L, (int, float)) or isinstance(L, bool) or not float(L).is_integer() or L < 1:
-        raise ConfigError(f"L={L!r} is invalid; allowed: an integer >= 1 (draft tokens per round; "
-                          f"method=ar for the autoregressive baseline)")
+            raise ConfigError(
+                f"L={L} with method={method['name']}; autoregressive methods have no drafts (L is set to 0)"
+            )
+    elif (
+        not isinstance(L, (int, float)) or isinstance(L, bool) or not float(L).is_integer() or L < 1
+    ):
+        raise ConfigError(
+            f"L={L!r} is invalid; allowed: an integer >= 1 (draft tokens per round; "
+            f"method=ar for the autoregressive baseline)"
+        )
     _validate_fields(cfg)
     if method.get("criterion") is not None and method["criterion"] not in CRITERIA:
-        raise ConfigError(f"method.criterion={method['criterion']!r} is unknown; allowed: {', '.join(CRITERIA.names())}")
+        raise ConfigError(
+            f"method.criterion={method['criterion']!r} is unknown; allowed: {', '.join(CRITERIA.names())}"
+        )
     if cfg["backend"]["name"] not in BACKENDS:
-        raise ConfigError(f"backend={cfg['backend']['name']!r} is unknown; allowed: {', '.join(BACKENDS.names())}")
+        raise ConfigError(
+            f"backend={cfg['backend']['name']!r} is unknown; allowed: {', '.join(BACKENDS.names())}"
+        )
     if cfg["dataset"]["name"] not in DATASETS:
-        raise ConfigError(f"dataset={cfg['dataset']['name']!r} is unknown; allowed: {', '.join(DATASETS.names())}")
+        raise ConfigError(
+            f"dataset={cfg['dataset']['name']!r} is unknown; allowed: {', '.join(DATASETS.names())}"
+        )
     from runners.datasets.base import FIXED_CHAT_KWARGS
 
     ctk = (cfg.get("pair") or {}).get("chat_template_kwargs")
-    if ctk is not None and (not isinstance(ctk, Mapping) or not all(isinstance(k, str) for k in ctk)
-                            or set(FIXED_CHAT_KWARGS) & set(ctk)):
-        raise ConfigError(f"pair.chat_template_kwargs={ctk!r} is invalid; allowed: a mapping of chat-template "
-                          f"variables, e.g. {{enable_thinking: false}} ({{}}: the template's defaults; not "
-                          f"{' / '.join(FIXED_CHAT_KWARGS)})")
+    if ctk is not None and (
+        not isinstance(ctk, Mapping)
+        or not all(isinstance(k, str) for k in ctk)
+        or set(FIXED_CHAT_KWARGS) & set(ctk)
+    ):
+        raise ConfigError(
+            f"pair.chat_template_kwargs={ctk!r} is invalid; allowed: a mapping of chat-template "
+            f"variables, e.g. {{enable_thinking: false}} ({{}}: the template's defaults; not "
+            f"{' / '.join(FIXED_CHAT_KWARGS)})"
+        )
     _validate_modes(cfg)
-    needs_gpu = [f"{k}={cfg[k]['name']}" for k in ("pair", "profile", "backend") if (cfg.get(k) or {}).get("requires_gpu")]
+    needs_gpu = [
+        f"{k}={cfg[k]['name']}"
+        for k in ("pair", "profile", "backend")
+        if (cfg.get(k) or {}).get("requires_gpu")
+    ]
     if needs_gpu and not _gpu_available():
         raise ConfigError(
             f"{', '.join(needs_gpu)} needs a CUDA GPU and none is visible; allowed here: profile=default with "

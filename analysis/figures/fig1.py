@@ -38,7 +38,9 @@ def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     a = a[a["method"].isin(["sd", "autojudge"])] if not a.empty else a
     b = select_eagle(runs, profile, tuple(PART_B), ("sd",), "eagle3") if not runs.empty else runs
     b = b[b["method"] == "sd"] if not b.empty else b
-    return pd.concat([a, b]).drop_duplicates("run_id") if not (a.empty and b.empty) else runs.iloc[0:0]
+    return (
+        pd.concat([a, b]).drop_duplicates("run_id") if not (a.empty and b.empty) else runs.iloc[0:0]
+    )
 
 
 def part_a(selected: pd.DataFrame, cache: ItemCache) -> tuple[pd.DataFrame, float]:
@@ -51,15 +53,31 @@ def part_a(selected: pd.DataFrame, cache: ItemCache) -> tuple[pd.DataFrame, floa
         if runs.empty:
             continue
         pts = cells(runs, cache)
-        L = int(pts[pts["method"] == "AJ"]["L"].max()) if (pts["method"] == "AJ").any() else int(pts["L"].max())
-        for method, sel in (("SD", pts["method"] == "SD"), (f"AJ (thr {thr:g})", (pts["method"] == "AJ")
-                                                             & (pts["threshold"] == thr))):
+        L = (
+            int(pts[pts["method"] == "AJ"]["L"].max())
+            if (pts["method"] == "AJ").any()
+            else int(pts["L"].max())
+        )
+        for method, sel in (
+            ("SD", pts["method"] == "SD"),
+            (f"AJ (thr {thr:g})", (pts["method"] == "AJ") & (pts["threshold"] == thr)),
+        ):
             p = pts[sel & (pts["L"] == L)]
             if not p.empty:
                 r = p.iloc[0]
-                rows.append({"part": "a", "benchmark": label, "method": method, "L": L, "n": r["n"],
-                             **est_columns("accuracy_pct", r["cell"].acc), **est_columns("tau", r["cell"].tau),
-                             "run_id": r["run_id"], "cell": r["cell"]})
+                rows.append(
+                    {
+                        "part": "a",
+                        "benchmark": label,
+                        "method": method,
+                        "L": L,
+                        "n": r["n"],
+                        **est_columns("accuracy_pct", r["cell"].acc),
+                        **est_columns("tau", r["cell"].tau),
+                        "run_id": r["run_id"],
+                        "cell": r["cell"],
+                    }
+                )
     return pd.DataFrame(rows), thr
 
 
@@ -73,15 +91,28 @@ def part_b(selected: pd.DataFrame, cache: ItemCache) -> pd.DataFrame:
     for ds, label in PART_B.items():
         for _, r in b[b["dataset"] == ds].iterrows():
             c = cache.cell(r)
-            rows.append({"part": "b", "benchmark": label, "method": "EAGLE3", "L": L, "n": c.n,
-                         **est_columns("tau", c.tau), "random_head": bool(r["eagle3_random_head"]),
-                         "run_id": c.run_id, "cell": c})
+            rows.append(
+                {
+                    "part": "b",
+                    "benchmark": label,
+                    "method": "EAGLE3",
+                    "L": L,
+                    "n": c.n,
+                    **est_columns("tau", c.tau),
+                    "random_head": bool(r["eagle3_random_head"]),
+                    "run_id": c.run_id,
+                    "cell": c,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def plot(a: pd.DataFrame, b: pd.DataFrame):
     fig, axes = style.subplots(1, 3, width="double", aspect=0.9)
-    for ax, key, ylab in ((axes[0], "acc", "accuracy (%)"), (axes[1], "tau", r"mean acceptance length $\tau$")):
+    for ax, key, ylab in (
+        (axes[0], "acc", "accuracy (%)"),
+        (axes[1], "tau", r"mean acceptance length $\tau$"),
+    ):
         if not a.empty:
             methods = sorted(a["method"].unique(), key=lambda m: m != "SD")
             benches = [v for v in PART_A.values() if v in set(a["benchmark"])]
@@ -91,8 +122,15 @@ def plot(a: pd.DataFrame, b: pd.DataFrame):
                 es = [getattr(c, key) if isinstance(c, Cell) else None for c in g["cell"]]
                 vals = [e.value if e is not None else np.nan for e in es]
                 yerr = np.array([err(e) if e is not None else (0.0, 0.0) for e in es]).T
-                ax.bar(x + (i - (len(methods) - 1) / 2) * w, vals, w, yerr=yerr, capsize=2, label=m,
-                       color=style.COLORS[i])
+                ax.bar(
+                    x + (i - (len(methods) - 1) / 2) * w,
+                    vals,
+                    w,
+                    yerr=yerr,
+                    capsize=2,
+                    label=m,
+                    color=style.COLORS[i],
+                )
             ax.set_xticks(x, [b.replace(" (", "\n(") for b in benches])
         ax.set(ylabel=ylab)
     axes[0].set_ylim(0, 105)
@@ -100,11 +138,20 @@ def plot(a: pd.DataFrame, b: pd.DataFrame):
     if not b.empty:
         benches = [v for v in PART_B.values() if v in set(b["benchmark"])]
         g = b.set_index("benchmark").reindex(benches)
-        axes[2].bar(benches, [c.tau.value for c in g["cell"]], yerr=np.array([err(c.tau) for c in g["cell"]]).T,
-                    capsize=2, color=[style.COLORS[0], style.COLORS[1]][: len(benches)])
-        axes[2].set_xticks(range(len(benches)), [b.replace(" (", "\n(") for b in benches])  # two lines: no overlap
+        axes[2].bar(
+            benches,
+            [c.tau.value for c in g["cell"]],
+            yerr=np.array([err(c.tau) for c in g["cell"]]).T,
+            capsize=2,
+            color=[style.COLORS[0], style.COLORS[1]][: len(benches)],
+        )
+        axes[2].set_xticks(
+            range(len(benches)), [b.replace(" (", "\n(") for b in benches]
+        )  # two lines: no overlap
     else:
-        axes[2].text(0.5, 0.5, "no EAGLE3 runs", ha="center", va="center", transform=axes[2].transAxes)
+        axes[2].text(
+            0.5, 0.5, "no EAGLE3 runs", ha="center", va="center", transform=axes[2].transAxes
+        )
     axes[2].set(ylabel=r"EAGLE3 $\tau$")
     for ax in axes:
         ax.tick_params(axis="x", labelsize=6)
@@ -116,26 +163,42 @@ def build(selected: pd.DataFrame) -> Artefact:
     a, thr = part_a(selected, cache)
     b = part_b(selected, cache)
     if a.empty and b.empty:
-        art.notes.append("no SD / Auto-Judge runs on GSM8K or IFEval and no EAGLE3 runs on MT-Bench / KoMT-Bench")
+        art.notes.append(
+            "no SD / Auto-Judge runs on GSM8K or IFEval and no EAGLE3 runs on MT-Bench / KoMT-Bench"
+        )
         return art
     frame = pd.concat([a, b], ignore_index=True)
     used = selected[selected["run_id"].isin(set(frame["run_id"]))]
     ua = used[used["dataset"].isin(list(PART_A))]
-    footer = [f"(a) Auto-Judge with the GSM8K-mined judge at threshold {thr:g} vs SD, L={int(a['L'].max())}"
-              if not a.empty else "(a) pending: no SD / Auto-Judge runs on GSM8K or IFEval",
-              *(setting_lines(ua, a) if not a.empty else []),
-              (f"(b) vLLM eagle3 drafting, exact match, L={int(b['L'].max())}; MT-Bench / KoMT-Bench quality needs a "
-               "GPT-4 judge (not judged offline)") if not b.empty else
-              "(b) pending: no vLLM EAGLE3 runs on MT-Bench / KoMT-Bench (./reproduce.sh fig1 runs fig1_eagle)",
-              f"bars: {CI_NOTE}; error bars = the 95% CI",
-              *judge_footer(ua[ua["method"] == "autojudge"], [thr] if not math.isnan(thr) else []),
-              *provenance_lines(used)]
+    footer = [
+        f"(a) Auto-Judge with the GSM8K-mined judge at threshold {thr:g} vs SD, L={int(a['L'].max())}"
+        if not a.empty
+        else "(a) pending: no SD / Auto-Judge runs on GSM8K or IFEval",
+        *(setting_lines(ua, a) if not a.empty else []),
+        (
+            f"(b) vLLM eagle3 drafting, exact match, L={int(b['L'].max())}; MT-Bench / KoMT-Bench quality needs a "
+            "GPT-4 judge (not judged offline)"
+        )
+        if not b.empty
+        else "(b) pending: no vLLM EAGLE3 runs on MT-Bench / KoMT-Bench (./reproduce.sh fig1 runs fig1_eagle)",
+        f"bars: {CI_NOTE}; error bars = the 95% CI",
+        *judge_footer(ua[ua["method"] == "autojudge"], [thr] if not math.isnan(thr) else []),
+        *provenance_lines(used),
+    ]
     if not b.empty and b["random_head"].astype(bool).any():
         footer.append(f"(b) {RANDOM_HEAD_NOTE}")
     fig, panels = plot(a, b)
-    art.figures.append(Figure(NAME, f"{panels[0]} Auto-Judge (judge trained on maths) keeps τ on IFEval but loses "
-                              f"accuracy (left: accuracy, middle: τ); {panels[1]} EAGLE3's τ on MT-Bench vs "
-                              "KoMT-Bench", fig, frame.drop(columns=["cell"]), footer))
+    art.figures.append(
+        Figure(
+            NAME,
+            f"{panels[0]} Auto-Judge (judge trained on maths) keeps τ on IFEval but loses "
+            f"accuracy (left: accuracy, middle: τ); {panels[1]} EAGLE3's τ on MT-Bench vs "
+            "KoMT-Bench",
+            fig,
+            frame.drop(columns=["cell"]),
+            footer,
+        )
+    )
     art.runs = used
     return art
 

@@ -35,9 +35,12 @@ from analysis.stats import B_DEFAULT, SEED, Estimate, fmt, mean_ci
 from analysis.traces import dedupe
 
 NAME = "fig3"
-PANEL = "entailment_soft"   # the entailment panels: min(P(i=>j), P(j=>i))
-METRICS = {"cosine": "mean off-diag cosine", "entailment": "mean off-diag bidirectional entailment",
-           "entailment_soft": "mean off-diag soft entailment"}
+PANEL = "entailment_soft"  # the entailment panels: min(P(i=>j), P(j=>i))
+METRICS = {
+    "cosine": "mean off-diag cosine",
+    "entailment": "mean off-diag bidirectional entailment",
+    "entailment_soft": "mean off-diag soft entailment",
+}
 
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
@@ -56,7 +59,11 @@ def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
 def prompt_matrices(line: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """One prompt's ``[K, K]`` cosine, bidirectional (0/1) and soft entailment matrices (float64)."""
     binary, soft = bidirectional(np.asarray(line["entail_p"], dtype=np.float64))
-    return {"cosine": np.asarray(line["cosine"], dtype=np.float64), "entailment": binary, "entailment_soft": soft}
+    return {
+        "cosine": np.asarray(line["cosine"], dtype=np.float64),
+        "entailment": binary,
+        "entailment_soft": soft,
+    }
 
 
 def matrices(lines: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
@@ -78,18 +85,30 @@ def matrices_frame(mats: Mapping[float, Mapping[str, np.ndarray]]) -> pd.DataFra
         for metric, m in by_metric.items():
             for i in range(m.shape[0]):
                 for j in range(m.shape[1]):
-                    rows.append({"p_drop": p, "metric": metric, "row": f"H{i + 1}", "col": f"H{j + 1}",
-                                 "value": float(m[i, j])})
+                    rows.append(
+                        {
+                            "p_drop": p,
+                            "metric": metric,
+                            "row": f"H{i + 1}",
+                            "col": f"H{j + 1}",
+                            "value": float(m[i, j]),
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
-def figure(mats: Mapping[float, Mapping[str, np.ndarray]], entail_key: str = PANEL) -> tuple[Any, list[str]]:
+def figure(
+    mats: Mapping[float, Mapping[str, np.ndarray]], entail_key: str = PANEL
+) -> tuple[Any, list[str]]:
     """The paper layout in :mod:`analysis.style`: one row per p_drop, (cosine | entailment) heatmaps, values
     written in the cells. Returns ``(fig, panel labels)``, panels in reading order."""
     ps = sorted(mats)
     fig, axes = style.subplots(len(ps), 2, width="double", aspect=0.85)
-    names = {"cosine": "cosine (SBERT)", "entailment": "bidirectional entailment (0/1)",
-             "entailment_soft": "entailment score"}
+    names = {
+        "cosine": "cosine (SBERT)",
+        "entailment": "bidirectional entailment (0/1)",
+        "entailment_soft": "entailment score",
+    }
     for r, p in enumerate(ps):
         for c, key in enumerate(("cosine", entail_key)):
             ax = axes[2 * r + c]
@@ -98,8 +117,15 @@ def figure(mats: Mapping[float, Mapping[str, np.ndarray]], entail_key: str = PAN
             im = ax.imshow(m, cmap="Blues", vmin=0.0, vmax=1.0)
             for i in range(K):
                 for j in range(K):
-                    ax.text(j, i, f"{m[i, j]:.2f}", ha="center", va="center", fontsize=6,
-                            color="white" if m[i, j] > 0.6 else "black")
+                    ax.text(
+                        j,
+                        i,
+                        f"{m[i, j]:.2f}",
+                        ha="center",
+                        va="center",
+                        fontsize=6,
+                        color="white" if m[i, j] > 0.6 else "black",
+                    )
             labels = [f"H{i + 1}" for i in range(K)]
             ax.set_xticks(range(K), labels)
             ax.set_yticks(range(K), labels)
@@ -124,33 +150,69 @@ def build(selected: pd.DataFrame) -> Artefact:
     rows = []
     for p, ls in lines.items():
         ci = off_diagonal_cis(ls)
-        ident = sum(int(ln["identical"][i][j]) for ln in ls for i in range(len(ln["identical"]))
-                    for j in range(i + 1, len(ln["identical"])))
-        rows.append({"p_drop": p, "prompts": n[p], "paths": mats[p]["cosine"].shape[0],
-                     **{k2: v for k, e in ci.items() for k2, v in est_columns(METRICS[k], e).items()},
-                     "identical outputs (pairs)": ident})
+        ident = sum(
+            int(ln["identical"][i][j])
+            for ln in ls
+            for i in range(len(ln["identical"]))
+            for j in range(i + 1, len(ln["identical"]))
+        )
+        rows.append(
+            {
+                "p_drop": p,
+                "prompts": n[p],
+                "paths": mats[p]["cosine"].shape[0],
+                **{k2: v for k, e in ci.items() for k2, v in est_columns(METRICS[k], e).items()},
+                "identical outputs (pairs)": ident,
+            }
+        )
     data = pd.DataFrame(rows)
-    display = pd.DataFrame({"p_drop": [f"{p:g}" for p in data["p_drop"]], "prompts": data["prompts"],
-                            "paths": data["paths"],
-                            **{f"{name} [95% CI]": [fmt(Estimate(v, lo, hi, 1), 3) for v, lo, hi in
-                                                    zip(data[name], data[f"{name}_lo"], data[f"{name}_hi"])]
-                               for name in METRICS.values()},
-                            "identical outputs (pairs)": data["identical outputs (pairs)"]})
-    foot = [f"n (prompts per p_drop): {', '.join(f'{n[p]} at p_drop={p:g}' for p in n)}; dataset "
-            f"{', '.join(sorted(runs['dataset'].unique()))}",
-            f"judge: {'; '.join(judges)}; directed judgments asked: {calls} (identical outputs and repeated pairs "
-            "are not asked); bidirectional = both directions P(entailment) > 0.5 (Kuhn et al. 2023); soft = min of "
-            "the two", f"SBERT: {'; '.join(sbert)}",
-            f"[95% CI]: percentile bootstrap over prompts (B={B_DEFAULT}, seed {SEED}) of each prompt's mean "
-            "off-diagonal score", *provenance_lines(runs)]
+    display = pd.DataFrame(
+        {
+            "p_drop": [f"{p:g}" for p in data["p_drop"]],
+            "prompts": data["prompts"],
+            "paths": data["paths"],
+            **{
+                f"{name} [95% CI]": [
+                    fmt(Estimate(v, lo, hi, 1), 3)
+                    for v, lo, hi in zip(data[name], data[f"{name}_lo"], data[f"{name}_hi"])
+                ]
+                for name in METRICS.values()
+            },
+            "identical outputs (pairs)": data["identical outputs (pairs)"],
+        }
+    )
+    foot = [
+        f"n (prompts per p_drop): {', '.join(f'{n[p]} at p_drop={p:g}' for p in n)}; dataset "
+        f"{', '.join(sorted(runs['dataset'].unique()))}",
+        f"judge: {'; '.join(judges)}; directed judgments asked: {calls} (identical outputs and repeated pairs "
+        "are not asked); bidirectional = both directions P(entailment) > 0.5 (Kuhn et al. 2023); soft = min of "
+        "the two",
+        f"SBERT: {'; '.join(sbert)}",
+        f"[95% CI]: percentile bootstrap over prompts (B={B_DEFAULT}, seed {SEED}) of each prompt's mean "
+        "off-diagonal score",
+        *provenance_lines(runs),
+    ]
     fig, panels = figure(mats)
-    parts = [f"{panels[2 * r]} cosine similarity (SBERT) and {panels[2 * r + 1]} entailment score "
-             f"min(P(i⇒j), P(j⇒i)) at p_drop={p:g} (mean over {n[p]} prompts)" for r, p in enumerate(lines)]
-    caption = (f"Figure 3: semantic similarity across MC-dropout paths H1-H{mats[next(iter(mats))]['cosine'].shape[0]}: "
-               + "; ".join(parts) + f"; entailment by {'; '.join(judges)}")
+    parts = [
+        f"{panels[2 * r]} cosine similarity (SBERT) and {panels[2 * r + 1]} entailment score "
+        f"min(P(i⇒j), P(j⇒i)) at p_drop={p:g} (mean over {n[p]} prompts)"
+        for r, p in enumerate(lines)
+    ]
+    caption = (
+        f"Figure 3: semantic similarity across MC-dropout paths H1-H{mats[next(iter(mats))]['cosine'].shape[0]}: "
+        + "; ".join(parts)
+        + f"; entailment by {'; '.join(judges)}"
+    )
     art.figures.append(Figure(NAME, caption, fig, matrices_frame(mats), foot))
-    art.tables.append(Table(f"{NAME}_summary", "Figure 3: similarity across MC-dropout paths, summary", data,
-                            display, foot))
+    art.tables.append(
+        Table(
+            f"{NAME}_summary",
+            "Figure 3: similarity across MC-dropout paths, summary",
+            data,
+            display,
+            foot,
+        )
+    )
     art.runs = runs
     art.source_runs = source_run_ids(runs)
     return art

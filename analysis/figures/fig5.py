@@ -14,8 +14,16 @@ import pandas as pd
 
 from analysis import style
 from analysis.artefact import Artefact, Figure, Profile
-from analysis.autojudge import cells, dm_settings, judge_footer, one_dataset, plot_curves, points_table, select_aj, \
-    setting_lines
+from analysis.autojudge import (
+    cells,
+    dm_settings,
+    judge_footer,
+    one_dataset,
+    plot_curves,
+    points_table,
+    select_aj,
+    setting_lines,
+)
 from analysis.cells import CI_NOTE, ItemCache
 from analysis.footer import provenance_lines
 
@@ -28,7 +36,9 @@ def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     return select_aj(runs, profile, ("gsm8k",))
 
 
-def curves(name: str, dataset: str, selected: pd.DataFrame, extra: tuple[str, ...] = ()) -> Artefact:
+def curves(
+    name: str, dataset: str, selected: pd.DataFrame, extra: tuple[str, ...] = ()
+) -> Artefact:
     """The accuracy-vs-tau figure of ``dataset``: one panel per AJ+DM (p_drop, K); nothing without AJ runs."""
     art = Artefact(name)
     runs = one_dataset(selected, dataset)
@@ -37,20 +47,42 @@ def curves(name: str, dataset: str, selected: pd.DataFrame, extra: tuple[str, ..
         return art
     pts = cells(runs, ItemCache())
     settings = dm_settings(runs) or [(None, None)]
-    fig, axes = style.subplots(1, len(settings), width="double" if len(settings) > 1 else "single", aspect=0.8)
+    fig, axes = style.subplots(
+        1, len(settings), width="double" if len(settings) > 1 else "single", aspect=0.8
+    )
     for ax, (p, K) in zip(axes, settings):
         plot_curves(ax, pts, p, K)
     panels = style.panel_labels(axes) if len(axes) > 1 else [""]
-    what = "; ".join(f"{lab} AJ+DM at p_drop={p:g}, K={K}".strip() for lab, (p, K) in zip(panels, settings)
-                     if p is not None) or "no AJ+DM runs"
+    what = (
+        "; ".join(
+            f"{lab} AJ+DM at p_drop={p:g}, K={K}".strip()
+            for lab, (p, K) in zip(panels, settings)
+            if p is not None
+        )
+        or "no AJ+DM runs"
+    )
     thresholds = sorted(t for t in pts["threshold"].dropna().unique())
-    footer = [*extra, *setting_lines(runs, pts), f"points: {CI_NOTE}; error bars = the 95% CI of τ and accuracy",
-              *judge_footer(runs, thresholds), *provenance_lines(runs)]
+    footer = [
+        *extra,
+        *setting_lines(runs, pts),
+        f"points: {CI_NOTE}; error bars = the 95% CI of τ and accuracy",
+        *judge_footer(runs, thresholds),
+        *provenance_lines(runs),
+    ]
     if int(pts["n"].min()) < 30:
-        footer.append("NOTE: n < 30 items per point (CPU budget): accuracy differences are not significant")
-    art.figures.append(Figure(name, f"Accuracy vs τ on {LABEL.get(dataset, dataset)}: Auto-Judge and Auto-Judge + "
-                              f"DropMatch, one point per judge threshold (labelled), SD stars; {what}",
-                              fig, points_table(pts), footer))
+        footer.append(
+            "NOTE: n < 30 items per point (CPU budget): accuracy differences are not significant"
+        )
+    art.figures.append(
+        Figure(
+            name,
+            f"Accuracy vs τ on {LABEL.get(dataset, dataset)}: Auto-Judge and Auto-Judge + "
+            f"DropMatch, one point per judge threshold (labelled), SD stars; {what}",
+            fig,
+            points_table(pts),
+            footer,
+        )
+    )
     art.runs = runs
     return art
 

@@ -16,8 +16,10 @@ from analysis.autojudge import select_aj
 from analysis.figures.fig5 import curves
 
 NAME = "fig6"
-OOD_NOTE = ("IFEval is out of distribution for the judge (mined on GSM8K); accuracy = IFEval prompt-level strict "
-            "accuracy")
+OOD_NOTE = (
+    "IFEval is out of distribution for the judge (mined on GSM8K); accuracy = IFEval prompt-level strict "
+    "accuracy"
+)
 
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:

@@ -26,8 +26,13 @@ from analysis.stats import B_DEFAULT, NAN, SEED, Estimate, bootstrap, fmt
 from analysis.timings import CI_NOTE, median_ci, ratios, seconds_frame
 
 NAME = "bench"
-ARM_LABELS = {"ar": "our AR (L=0)", "hf_ar": "transformers generate (AR)", "sd": "our SD",
-              "hf_assisted": "transformers assisted generation", "sd_dm": "our SD + DropMatch"}
+ARM_LABELS = {
+    "ar": "our AR (L=0)",
+    "hf_ar": "transformers generate (AR)",
+    "sd": "our SD",
+    "hf_assisted": "transformers assisted generation",
+    "sd_dm": "our SD + DropMatch",
+}
 REFS = ("ar", "hf_ar", "hf_assisted")
 REF_NAMES = {"ar": "× our AR", "hf_ar": "× HF AR", "hf_assisted": "× HF assisted"}
 
@@ -39,8 +44,15 @@ def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
 
 def per_prompt(lines: Sequence[Mapping[str, Any]], arm: str) -> pd.DataFrame:
     """``prompt_id, tokens, seconds`` of ``arm``, summed over each prompt's repeats (prefill included)."""
-    rows = [{"prompt_id": ln["prompt_id"], "tokens": ln["arms"][arm]["tokens"], "seconds": ln["arms"][arm]["seconds"]}
-            for ln in lines if ln.get("kind") == "prompt" and arm in ln["arms"]]
+    rows = [
+        {
+            "prompt_id": ln["prompt_id"],
+            "tokens": ln["arms"][arm]["tokens"],
+            "seconds": ln["arms"][arm]["seconds"],
+        }
+        for ln in lines
+        if ln.get("kind") == "prompt" and arm in ln["arms"]
+    ]
     if not rows:
         return pd.DataFrame(columns=["tokens", "seconds"])
     return pd.DataFrame(rows).groupby("prompt_id", sort=True)[["tokens", "seconds"]].sum()
@@ -50,7 +62,9 @@ def rate_ratio_ci(lines: Sequence[Mapping[str, Any]], arm: str, ref: str) -> Est
     """(Σtokens/Σseconds of ``arm``) / (that of ``ref``) over the prompts both ran, paired bootstrap over prompts.
 
     The point value equals the summary's ``bench/<arm>/x_<ref>`` (rates pooled over prompts and repeats)."""
-    m = per_prompt(lines, arm).merge(per_prompt(lines, ref), left_index=True, right_index=True, suffixes=("_a", "_b"))
+    m = per_prompt(lines, arm).merge(
+        per_prompt(lines, ref), left_index=True, right_index=True, suffixes=("_a", "_b")
+    )
     if m.empty:
         return NAN
 
@@ -68,13 +82,24 @@ def arm_rows(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> pd.DataFra
     for arm in arms:
         g = {k.split("/", 2)[2]: v for k, v in summary.items() if k.startswith(f"bench/{arm}/")}
         mism = g.get("first_mismatches") or []
-        row = {"dtype": summary["model/dtype"], "L": summary["bench/L"], "arm": arm, "label": ARM_LABELS.get(arm, arm),
-               "prompts": summary["bench/num_prompts"], "repeats": summary["bench/repeats"],
-               "tok_per_s": g["tok_per_s"], "tok_per_s_repeat_std": g["tok_per_s_repeat_std"],
-               "decode_tok_per_s": g["decode_tok_per_s"], "tau": g.get("tau", np.nan),
-               "identical_to_ar": n if arm == "ar" else g.get("identical_to_ar"), "lines": n,
-               "first_mismatch": "; ".join(f"{m['prompt_id']}#{m['repeat']}@{m['position']}" for m in mism[:3])
-               + (f" (+{len(mism) - 3})" if len(mism) > 3 else "")}
+        row = {
+            "dtype": summary["model/dtype"],
+            "L": summary["bench/L"],
+            "arm": arm,
+            "label": ARM_LABELS.get(arm, arm),
+            "prompts": summary["bench/num_prompts"],
+            "repeats": summary["bench/repeats"],
+            "tok_per_s": g["tok_per_s"],
+            "tok_per_s_repeat_std": g["tok_per_s_repeat_std"],
+            "decode_tok_per_s": g["decode_tok_per_s"],
+            "tau": g.get("tau", np.nan),
+            "identical_to_ar": n if arm == "ar" else g.get("identical_to_ar"),
+            "lines": n,
+            "first_mismatch": "; ".join(
+                f"{m['prompt_id']}#{m['repeat']}@{m['position']}" for m in mism[:3]
+            )
+            + (f" (+{len(mism) - 3})" if len(mism) > 3 else ""),
+        }
         for ref in REFS:
             if ref == arm:
                 row.update({f"x_{ref}": 1.0, f"x_{ref}_lo": 1.0, f"x_{ref}_hi": 1.0})
@@ -95,17 +120,22 @@ def cost_note(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> str:
     sec = seconds_frame([ln for ln in lines if ln.get("kind") == "latency"])
     if sec:
         r = ratios(sec)
-        vd, dm = fmt(median_ci(r["verify_over_decode"])), fmt(median_ci(r["dm_overhead_share"], 100.0), 1) + "%"
+        vd, dm = (
+            fmt(median_ci(r["verify_over_decode"])),
+            fmt(median_ci(r["dm_overhead_share"], 100.0), 1) + "%",
+        )
         timed = f"{len(sec['verify_pass'])} timed repeats"
     else:
         vd, dm, timed = "n/a", "n/a", "no timed repeats"
-    return (f"{summary['model/dtype']}, L={summary['bench/L']}: {summary['bench/num_prompts']} prompts (mean "
-            f"{summary['bench/prompt_tokens_mean']:.0f} prompt tokens) x {summary['bench/repeats']} repeats; "
-            f"verify(L+1)/decode {vd} (timed, {summary.get('bench/latency/context', '?')}-token KV, {timed}) / "
-            f"{f('bench/in_situ/verify_over_decode')} (in the loop: SD verify pass vs AR step); DM decision overhead "
-            f"{dm} of the verify pass (timed: K extra head rows + JS) / {pct('bench/in_situ/dm_overhead_share')} "
-            f"(in the loop: SD+DM vs SD verify+criterion per pass); torch threads {summary.get('model/threads')}; "
-            f"max 1-min load average {f('bench/loadavg_1min_max', '.1f')}")
+    return (
+        f"{summary['model/dtype']}, L={summary['bench/L']}: {summary['bench/num_prompts']} prompts (mean "
+        f"{summary['bench/prompt_tokens_mean']:.0f} prompt tokens) x {summary['bench/repeats']} repeats; "
+        f"verify(L+1)/decode {vd} (timed, {summary.get('bench/latency/context', '?')}-token KV, {timed}) / "
+        f"{f('bench/in_situ/verify_over_decode')} (in the loop: SD verify pass vs AR step); DM decision overhead "
+        f"{dm} of the verify pass (timed: K extra head rows + JS) / {pct('bench/in_situ/dm_overhead_share')} "
+        f"(in the loop: SD+DM vs SD verify+criterion per pass); torch threads {summary.get('model/threads')}; "
+        f"max 1-min load average {f('bench/loadavg_1min_max', '.1f')}"
+    )
 
 
 def _num(series: pd.Series, spec: str = ".2f") -> list[str]:
@@ -116,11 +146,15 @@ def format_table(t: pd.DataFrame) -> pd.DataFrame:
     """The rows as read: rates, ratios [95% CI], τ, token equality (labels that vary across runs first)."""
     f = t[varying(t, ("pair", "L"))].astype(str).reset_index(drop=True)
     f["dtype"], f["arm"] = t["dtype"].values, t["label"].values
-    f["tok/s (prefill incl.)"] = [f"{a:.2f} ± {b:.2f}" for a, b in zip(t["tok_per_s"], t["tok_per_s_repeat_std"])]
+    f["tok/s (prefill incl.)"] = [
+        f"{a:.2f} ± {b:.2f}" for a, b in zip(t["tok_per_s"], t["tok_per_s_repeat_std"])
+    ]
     for ref, name in REF_NAMES.items():
         if t[f"x_{ref}"].notna().any():
-            f[f"{name} [95% CI]"] = [fmt(Estimate(v, lo, hi, 1)) for v, lo, hi in
-                                     zip(t[f"x_{ref}"], t[f"x_{ref}_lo"], t[f"x_{ref}_hi"])]
+            f[f"{name} [95% CI]"] = [
+                fmt(Estimate(v, lo, hi, 1))
+                for v, lo, hi in zip(t[f"x_{ref}"], t[f"x_{ref}_lo"], t[f"x_{ref}_hi"])
+            ]
     f["× our AR, median per prompt"] = _num(t["x_ar_median"])
     f["× HF assisted, median per prompt"] = _num(t["x_hf_assisted_median"])
     f["tok/s (prefill excl.)"] = _num(t["decode_tok_per_s"])
@@ -147,21 +181,31 @@ def build(selected: pd.DataFrame) -> Artefact:
     t = t[["pair", *(c for c in t.columns if c != "pair")]]
     runs = used(chosen)
     blocks_n = t.drop_duplicates(["pair", "dtype", "L"])
-    foot = [f"n (prompts x repeats per run): {', '.join(f'{p}x{r}' for p, r in zip(blocks_n['prompts'], blocks_n['repeats']))}",
-            *notes,
-            "tok/s = output tokens / wall seconds, summed over prompts and repeats; prefill incl. = the whole call per "
-            "prompt (tokenised prompt in, ids out; every arm prefills the full prompt, no prefix caching); prefill "
-            "excl. = after the first committed chunk (ours: after the prefill's token; transformers: after its "
-            "first streamed chunk); ± = std over repeats; × = ratio of the rates; median per prompt = median over "
-            "prompt x repeat of the ratio on that line (robust to bursts of load); arms interleaved per prompt",
-            f"× [95% CI]: paired percentile bootstrap over prompts (B={B_DEFAULT}, seed {SEED}; a prompt's tokens "
-            "and seconds summed over its repeats; one prompt: zero width); timed cost ratios: " + CI_NOTE,
-            "τ = 1 + accepted / rounds (ours: rounds up to where the output ends; transformers: committed tokens per "
-            "target forward, its first forward = prefill + first verify); greedy, EOS or the cap ends every arm, "
-            "no stop strings; = AR tokens: lines whose output ids equal our AR's (SD+DM is lossy by design)",
-            *provenance_lines(runs)]
-    art.tables.append(Table(NAME, "Benchmark: AR, SD, transformers assisted generation, SD+DropMatch", t,
-                            format_table(t), foot))
+    foot = [
+        f"n (prompts x repeats per run): {', '.join(f'{p}x{r}' for p, r in zip(blocks_n['prompts'], blocks_n['repeats']))}",
+        *notes,
+        "tok/s = output tokens / wall seconds, summed over prompts and repeats; prefill incl. = the whole call per "
+        "prompt (tokenised prompt in, ids out; every arm prefills the full prompt, no prefix caching); prefill "
+        "excl. = after the first committed chunk (ours: after the prefill's token; transformers: after its "
+        "first streamed chunk); ± = std over repeats; × = ratio of the rates; median per prompt = median over "
+        "prompt x repeat of the ratio on that line (robust to bursts of load); arms interleaved per prompt",
+        f"× [95% CI]: paired percentile bootstrap over prompts (B={B_DEFAULT}, seed {SEED}; a prompt's tokens "
+        "and seconds summed over its repeats; one prompt: zero width); timed cost ratios: "
+        + CI_NOTE,
+        "τ = 1 + accepted / rounds (ours: rounds up to where the output ends; transformers: committed tokens per "
+        "target forward, its first forward = prefill + first verify); greedy, EOS or the cap ends every arm, "
+        "no stop strings; = AR tokens: lines whose output ids equal our AR's (SD+DM is lossy by design)",
+        *provenance_lines(runs),
+    ]
+    art.tables.append(
+        Table(
+            NAME,
+            "Benchmark: AR, SD, transformers assisted generation, SD+DropMatch",
+            t,
+            format_table(t),
+            foot,
+        )
+    )
     art.runs = runs
     return art
 

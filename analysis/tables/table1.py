@@ -46,18 +46,36 @@ def _pass(cache: ItemCache, runs: pd.DataFrame) -> Estimate:
     return mean_ci(per_problem.to_numpy()).scaled(100.0) if per_problem.notna().any() else NAN
 
 
-def estimates(runs: pd.DataFrame, cache: ItemCache) -> tuple[list[str], list[tuple[str, dict[str, Estimate]]]]:
+def estimates(
+    runs: pd.DataFrame, cache: ItemCache
+) -> tuple[list[str], list[tuple[str, dict[str, Estimate]]]]:
     """(columns, [(decoder, {column: pass@1 estimate})]) of the wide table."""
     paths = runs[runs["method"] == "dropout_path"]
     ps = sorted({float(p) for p in paths["p_drop"]})
     cols = [f"p_drop={p:g}" for p in ps]
     rows = []
     for i in sorted({int(x) for x in paths["path"]}):
-        rows.append((f"H{i}", {c: _pass(cache, paths[(paths["path"] == i) & (paths["p_drop"].astype(float) == p)])
-                               for p, c in zip(ps, cols)}))
+        rows.append(
+            (
+                f"H{i}",
+                {
+                    c: _pass(
+                        cache, paths[(paths["path"] == i) & (paths["p_drop"].astype(float) == p)]
+                    )
+                    for p, c in zip(ps, cols)
+                },
+            )
+        )
     if rows:
-        rows.append(("mean over paths", {c: _pass(cache, paths[paths["p_drop"].astype(float) == p])
-                                         for p, c in zip(ps, cols)}))
+        rows.append(
+            (
+                "mean over paths",
+                {
+                    c: _pass(cache, paths[paths["p_drop"].astype(float) == p])
+                    for p, c in zip(ps, cols)
+                },
+            )
+        )
     for method, name in (("ar", "target (no dropout)"), ("draft_only", "draft alone")):
         rows.append((name, {NO_DROPOUT: _pass(cache, runs[runs["method"] == method])}))
     return [*cols, NO_DROPOUT], rows
@@ -83,21 +101,57 @@ def tables(runs: pd.DataFrame, cache: ItemCache | None = None) -> tuple[pd.DataF
 def build(selected: pd.DataFrame) -> Artefact:
     runs = selected
     data, display = tables(runs)
-    long = runs[["run_id", "method", "p_drop", "path", "n", "complete", "accuracy", "num_output_tokens", "tok_per_s",
-                 "max_new_tokens"]].sort_values(["method", "p_drop", "path"]).reset_index(drop=True)
+    long = (
+        runs[
+            [
+                "run_id",
+                "method",
+                "p_drop",
+                "path",
+                "n",
+                "complete",
+                "accuracy",
+                "num_output_tokens",
+                "tok_per_s",
+                "max_new_tokens",
+            ]
+        ]
+        .sort_values(["method", "p_drop", "path"])
+        .reset_index(drop=True)
+    )
     caps = ", ".join(str(int(x)) for x in sorted(set(runs["max_new_tokens"].dropna())))
-    footer = [n_line(runs),
-              "pass@1 (%) on HumanEval, greedy (the scorer's metric below); H_i = target decoding along MC-dropout "
-              "path i alone (fresh mask per step, Eq. 1-3)", *quality_lines(runs),
-              f"cells: {CI_NOTE.split(';')[0]} (problems); mean over paths = per-problem mean over the paths, then "
-              "over problems", f"max_new_tokens: {caps}",
-              "paper: Llama-3.1-70B-Instruct target 81.7, Llama-3.1-8B-Instruct draft 72.6 (caption)",
-              *provenance_lines(runs)]
+    footer = [
+        n_line(runs),
+        "pass@1 (%) on HumanEval, greedy (the scorer's metric below); H_i = target decoding along MC-dropout "
+        "path i alone (fresh mask per step, Eq. 1-3)",
+        *quality_lines(runs),
+        f"cells: {CI_NOTE.split(';')[0]} (problems); mean over paths = per-problem mean over the paths, then "
+        "over problems",
+        f"max_new_tokens: {caps}",
+        "paper: Llama-3.1-70B-Instruct target 81.7, Llama-3.1-8B-Instruct draft 72.6 (caption)",
+        *provenance_lines(runs),
+    ]
     fmt_long = long.round(3).astype(object).where(long.notna(), "")
-    return Artefact(NAME, tables=[
-        Table("table1", "Table 1: HumanEval pass@1 (%) of single MC-dropout paths", data, display, footer),
-        Table("table1_runs", "Table 1: the runs (one row per run)", long, fmt_long, provenance_lines(runs)),
-    ], runs=runs)
+    return Artefact(
+        NAME,
+        tables=[
+            Table(
+                "table1",
+                "Table 1: HumanEval pass@1 (%) of single MC-dropout paths",
+                data,
+                display,
+                footer,
+            ),
+            Table(
+                "table1_runs",
+                "Table 1: the runs (one row per run)",
+                long,
+                fmt_long,
+                provenance_lines(runs),
+            ),
+        ],
+        runs=runs,
+    )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,14 @@ NAME = "table10"
 DATASET = "komt_bench"
 PAPER_L = 7
 METHOD_LABEL = {"sd": "", "dropmatch_naive": "+DM (naive)", "dropmatch": "+DM (JS)"}
-ORDER = {"EAGLE3": 0, "EAGLE3+DM (naive)": 1, "EAGLE3+DM (JS)": 2, "SD": 3, "SD+DM (naive)": 4, "SD+DM (JS)": 5}
+ORDER = {
+    "EAGLE3": 0,
+    "EAGLE3+DM (naive)": 1,
+    "EAGLE3+DM (JS)": 2,
+    "SD": 3,
+    "SD+DM (naive)": 4,
+    "SD+DM (JS)": 5,
+}
 
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
@@ -37,19 +44,39 @@ def arm(row: pd.Series) -> str:
 
 def table(runs: pd.DataFrame, cache: ItemCache) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(numbers, display): one row per (spec_method, method): tau, tok/s, speedup vs EAGLE3 and vs SD."""
-    runs = runs.assign(_arm=[arm(r) for _, r in runs.iterrows()]).sort_values("_arm", key=lambda s: s.map(ORDER))
+    runs = runs.assign(_arm=[arm(r) for _, r in runs.iterrows()]).sort_values(
+        "_arm", key=lambda s: s.map(ORDER)
+    )
     cells = {r["_arm"]: cache.cell(r) for _, r in runs.iterrows()}
     eagle, sd = cells.get("EAGLE3"), cells.get("SD")
     data, display = [], []
     for _, r in runs.iterrows():
         c = cells[r["_arm"]]
         ve, vs = speedup(c, eagle), speedup(c, sd)
-        data.append({"method": r["_arm"], "pair": r["pair"], "L": int(r["L"]), "n": c.n, **est_columns("tau", c.tau),
-                     **est_columns("tok_per_s", c.tps), **est_columns("speedup_vs_eagle3", ve),
-                     **est_columns("speedup_vs_sd", vs)})
-        display.append({"Method": r["_arm"], "Pair": r["pair"], "L": int(r["L"]), "n": c.n, "τ": fmt(c.tau),
-                        "tok/s": fmt(c.tps), "vs EAGLE3": f"{fmt(ve)}×" if ve.n else "",
-                        "vs SD": f"{fmt(vs)}×" if vs.n else ""})
+        data.append(
+            {
+                "method": r["_arm"],
+                "pair": r["pair"],
+                "L": int(r["L"]),
+                "n": c.n,
+                **est_columns("tau", c.tau),
+                **est_columns("tok_per_s", c.tps),
+                **est_columns("speedup_vs_eagle3", ve),
+                **est_columns("speedup_vs_sd", vs),
+            }
+        )
+        display.append(
+            {
+                "Method": r["_arm"],
+                "Pair": r["pair"],
+                "L": int(r["L"]),
+                "n": c.n,
+                "τ": fmt(c.tau),
+                "tok/s": fmt(c.tps),
+                "vs EAGLE3": f"{fmt(ve)}×" if ve.n else "",
+                "vs SD": f"{fmt(vs)}×" if vs.n else "",
+            }
+        )
     return pd.DataFrame(data), pd.DataFrame(display)
 
 
@@ -63,13 +90,24 @@ def build(selected: pd.DataFrame) -> Artefact:
             if runs.empty:
                 continue
             data, display = table(runs, cache)
-            footer = [f"KoMT-Bench (Korean MT-Bench, first turn), L={L}, greedy, vLLM, batch size 1; EAGLE3 = eagle3 "
-                      f"drafting, SD = draft-model drafting; +DM = DropMatch, p_drop={p:g}, K={K}.",
-                      f"cells: {CI_NOTE}", SPEEDUP_NOTE, *eagle_footer(runs, selected, {DATASET: "KoMT-Bench"}),
-                      *provenance_lines(runs)]
+            footer = [
+                f"KoMT-Bench (Korean MT-Bench, first turn), L={L}, greedy, vLLM, batch size 1; EAGLE3 = eagle3 "
+                f"drafting, SD = draft-model drafting; +DM = DropMatch, p_drop={p:g}, K={K}.",
+                f"cells: {CI_NOTE}",
+                SPEEDUP_NOTE,
+                *eagle_footer(runs, selected, {DATASET: "KoMT-Bench"}),
+                *provenance_lines(runs),
+            ]
             stem = setting_stem(NAME, p, K) + ("" if L == PAPER_L else f"_L{L}")
-            art.tables.append(Table(stem, f"Table 10: EAGLE3 vs SD + DropMatch on KoMT-Bench (L={L})", data, display,
-                                    footer))
+            art.tables.append(
+                Table(
+                    stem,
+                    f"Table 10: EAGLE3 vs SD + DropMatch on KoMT-Bench (L={L})",
+                    data,
+                    display,
+                    footer,
+                )
+            )
             used.append(with_references(runs, selected))
     art.runs = pd.concat(used).drop_duplicates("run_id") if used else selected.iloc[0:0]
     return art

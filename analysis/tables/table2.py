@@ -28,25 +28,38 @@ DATASET = "humaneval"
 K = 5
 PAPER_FREQUENCY_PCT = {"5": 98.4}  # Sec. 3.2 text; other cells of the paper's table not transcribed
 METHODS = ("dropmatch",)
-COLUMNS = ["p_drop", "L", "pattern", "count", "frequency_pct", "frequency_pct_lo", "frequency_pct_hi",
-           "mean_majority_target_prob", "paper_frequency_pct"]
+COLUMNS = [
+    "p_drop",
+    "L",
+    "pattern",
+    "count",
+    "frequency_pct",
+    "frequency_pct_lo",
+    "frequency_pct_hi",
+    "mean_majority_target_prob",
+    "paper_frequency_pct",
+]
 
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     """DropMatch runs on HumanEval with traces (``trace=true``) and K = 5, of the profile; one pair."""
     r = pick_backend(of_profile(runs, profile), profile, default="hf")
-    return select_runs(r, dataset=DATASET, profile=None, pair=None, methods=METHODS, trace=True, K=K)
+    return select_runs(
+        r, dataset=DATASET, profile=None, pair=None, methods=METHODS, trace=True, K=K
+    )
 
 
 def table(runs: pd.DataFrame, K: int = K) -> pd.DataFrame:
     """Table 2 rows for each (p_drop, L) group of ``runs``, with the frequency's interval over samples."""
     pos = trace_positions(runs)
     blocks = []
-    for (p, L), grp in (pos.groupby(["p_drop", "L"]) if not pos.empty else []):
+    for (p, L), grp in pos.groupby(["p_drop", "L"]) if not pos.empty else []:
         t = pattern_table(grp, K)
         g = grp[grp["K"] == K]
-        cis = [share_ci(g, g["agreement_pattern"] == code).scaled(100.0)
-               for code in range(len(agreement_pattern_names(K)))]
+        cis = [
+            share_ci(g, g["agreement_pattern"] == code).scaled(100.0)
+            for code in range(len(agreement_pattern_names(K)))
+        ]
         t.insert(3, "frequency_pct_lo", [e.lo for e in cis])
         t.insert(4, "frequency_pct_hi", [e.hi for e in cis])
         t.insert(0, "L", int(L))
@@ -61,9 +74,13 @@ def table(runs: pd.DataFrame, K: int = K) -> pd.DataFrame:
 
 def display(t: pd.DataFrame) -> pd.DataFrame:
     f = t[["p_drop", "L", "pattern", "count"]].copy()
-    f["frequency (%)"] = [fmt(Estimate(v, lo, hi, 1), 1) for v, lo, hi in
-                          zip(t["frequency_pct"], t["frequency_pct_lo"], t["frequency_pct_hi"])]
-    f["mean p_target(majority)"] = t["mean_majority_target_prob"].map(lambda v: "-" if pd.isna(v) else f"{v:.3f}")
+    f["frequency (%)"] = [
+        fmt(Estimate(v, lo, hi, 1), 1)
+        for v, lo, hi in zip(t["frequency_pct"], t["frequency_pct_lo"], t["frequency_pct_hi"])
+    ]
+    f["mean p_target(majority)"] = t["mean_majority_target_prob"].map(
+        lambda v: "-" if pd.isna(v) else f"{v:.3f}"
+    )
     f["paper (%)"] = t["paper_frequency_pct"].map(lambda v: "" if pd.isna(v) else f"{v:.1f}")
     f["p_drop"] = f["p_drop"].map(lambda v: f"{v:g}")
     return f
@@ -72,17 +89,30 @@ def display(t: pd.DataFrame) -> pd.DataFrame:
 def build(selected: pd.DataFrame) -> Artefact:
     t = table(selected)
     npos = int(t["count"].sum()) if not t.empty else 0
-    footer = [n_line(selected),
-              f"positions: {npos} draft positions up to the first rejection of each round (method=dropmatch, "
-              f"K={K}); p_target = softmax of the target logits at T=1",
-              f"frequency: value [95% CI], percentile bootstrap over samples (B={B_DEFAULT}, seed {SEED}) of "
-              "Σ positions with the pattern / Σ positions",
-              "paper: Llama-3.1-8B -> 70B on HumanEval, all heads agree in 98.4% of cases",
-              *provenance_lines(selected)]
+    footer = [
+        n_line(selected),
+        f"positions: {npos} draft positions up to the first rejection of each round (method=dropmatch, "
+        f"K={K}); p_target = softmax of the target logits at T=1",
+        f"frequency: value [95% CI], percentile bootstrap over samples (B={B_DEFAULT}, seed {SEED}) of "
+        "Σ positions with the pattern / Σ positions",
+        "paper: Llama-3.1-8B -> 70B on HumanEval, all heads agree in 98.4% of cases",
+        *provenance_lines(selected),
+    ]
     if t.empty:
         return Artefact(NAME)
-    return Artefact(NAME, tables=[Table(NAME, "Table 2: agreement of the K=5 MC-dropout heads (HumanEval)", t,
-                                        display(t), footer)], runs=selected)
+    return Artefact(
+        NAME,
+        tables=[
+            Table(
+                NAME,
+                "Table 2: agreement of the K=5 MC-dropout heads (HumanEval)",
+                t,
+                display(t),
+                footer,
+            )
+        ],
+        runs=selected,
+    )
 
 
 if __name__ == "__main__":

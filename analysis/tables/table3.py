@@ -47,7 +47,7 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
     """Table 3 rows for each (p_drop, L) group of ``runs`` (DropMatch JS-rule runs with trace=true)."""
     pos = trace_positions(runs)
     blocks = []
-    for (p, L), grp in (pos.groupby(["p_drop", "L"]) if not pos.empty else []):
+    for (p, L), grp in pos.groupby(["p_drop", "L"]) if not pos.empty else []:
         t = js_table(grp)
         g = grp.dropna(subset=["js_draft", "js_heads_max"]) if "js_draft" in grp else grp.iloc[0:0]
         masks = _masks(g) if len(g) else {}
@@ -73,10 +73,15 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
 def display(t: pd.DataFrame) -> pd.DataFrame:
     f = t[["p_drop", "L", "case", "count"]].copy()
     f["p_drop"] = f["p_drop"].map(lambda v: f"{v:g}")
-    for v, label, digits in (("share_pct", "share (%)", 1), ("mean_js_draft", "JS(c||draft)", 4),
-                             ("mean_js_heads_max", "max_i JS(c||head_i)", 4)):
-        f[label] = [fmt(Estimate(a, lo, hi, 1), digits) or "-" for a, lo, hi in
-                    zip(t[v], t[f"{v}_lo"], t[f"{v}_hi"])]
+    for v, label, digits in (
+        ("share_pct", "share (%)", 1),
+        ("mean_js_draft", "JS(c||draft)", 4),
+        ("mean_js_heads_max", "max_i JS(c||head_i)", 4),
+    ):
+        f[label] = [
+            fmt(Estimate(a, lo, hi, 1), digits) or "-"
+            for a, lo, hi in zip(t[v], t[f"{v}_lo"], t[f"{v}_hi"])
+        ]
     return f
 
 
@@ -84,35 +89,60 @@ def build(selected: pd.DataFrame) -> Artefact:
     t = table(selected)
     if t.empty:
         return Artefact(NAME)
-    footer = [n_line(selected),
-              "JS in nats (Eq. 6; T=1 for greedy); agree = the draft token equals the heads' majority token (Eq. 7); "
-              "positions up to the first rejection of each round",
-              "'accepted only by Eq. 7' = majority match while Eq. 6 fails (Algorithm 1's second branch)",
-              f"value [95% CI]: percentile bootstrap over samples (B={B_DEFAULT}, seed {SEED}) of pooled "
-              "positions (share = Σ case positions / Σ positions; JS = Σ JS / Σ case positions)",
-              *sparse_lines(selected),
-              *provenance_lines(selected)]
-    return Artefact(NAME, tables=[Table(NAME, "Table 3: JS divergence to the centroid c of the K=5 heads (HumanEval)",
-                                        t, display(t), footer)], runs=selected)
+    footer = [
+        n_line(selected),
+        "JS in nats (Eq. 6; T=1 for greedy); agree = the draft token equals the heads' majority token (Eq. 7); "
+        "positions up to the first rejection of each round",
+        "'accepted only by Eq. 7' = majority match while Eq. 6 fails (Algorithm 1's second branch)",
+        f"value [95% CI]: percentile bootstrap over samples (B={B_DEFAULT}, seed {SEED}) of pooled "
+        "positions (share = Σ case positions / Σ positions; JS = Σ JS / Σ case positions)",
+        *sparse_lines(selected),
+        *provenance_lines(selected),
+    ]
+    return Artefact(
+        NAME,
+        tables=[
+            Table(
+                NAME,
+                "Table 3: JS divergence to the centroid c of the K=5 heads (HumanEval)",
+                t,
+                display(t),
+                footer,
+            )
+        ],
+        runs=selected,
+    )
 
 
 def sparse_lines(selected: pd.DataFrame) -> list[str]:
     """The sparse variant's decision agreement with the exact rule (issue 13's >= 99.9 % bar), when the runs
     were made with ``dropmatch.sparse_check_top_n`` (Table 2's experiment sets it)."""
-    ns = sorted({(run_config(d).get("dropmatch") or {}).get("sparse_check_top_n") for d in selected["run_dir"]}
-                - {None})
+    ns = sorted(
+        {
+            (run_config(d).get("dropmatch") or {}).get("sparse_check_top_n")
+            for d in selected["run_dir"]
+        }
+        - {None}
+    )
     agree = sparse_agreement(trace_positions(selected)) if ns else None
     if not agree:
         return []
     k, n = agree["positions_equal"], agree["positions"]
     lo = 100.0 * clopper_pearson_lower(k, n)
     rpct = 100.0 * agree["rounds_equal"] / agree["rounds"]
-    verdict = ("meets" if lo >= 99.9 else "cannot yet show (more positions needed)" if k == n or 100.0 * k / n >= 99.9
-               else "misses")
-    return [f"sparse variant (dropmatch.sparse_top_n={', '.join(map(str, ns))}) vs the exact rule, decided on the same "
-            f"dropout masks each round: same verdict at {k}/{n} traced positions ({100.0 * k / n:.2f}%, one-sided 95% "
-            f"lower bound {lo:.2f}%, Clopper-Pearson), same accepted length in {agree['rounds_equal']}/"
-            f"{agree['rounds']} rounds ({rpct:.2f}%); the >= 99.9% bar for using it: {verdict}"]
+    verdict = (
+        "meets"
+        if lo >= 99.9
+        else "cannot yet show (more positions needed)"
+        if k == n or 100.0 * k / n >= 99.9
+        else "misses"
+    )
+    return [
+        f"sparse variant (dropmatch.sparse_top_n={', '.join(map(str, ns))}) vs the exact rule, decided on the same "
+        f"dropout masks each round: same verdict at {k}/{n} traced positions ({100.0 * k / n:.2f}%, one-sided 95% "
+        f"lower bound {lo:.2f}%, Clopper-Pearson), same accepted length in {agree['rounds_equal']}/"
+        f"{agree['rounds']} rounds ({rpct:.2f}%); the >= 99.9% bar for using it: {verdict}"
+    ]
 
 
 if __name__ == "__main__":

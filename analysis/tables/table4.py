@@ -44,14 +44,21 @@ LABELS = {
     "dm_in_loop_sparse": "sparse variant (top-N, opt-in) in the loop = verify_round(DM sparse) - verify_round(SD)",
 }
 # measured rows as signed sums of component medians
-TERMS = {"mc_extra": (("mc_dropout_heads", 1), ("lm_head", -1)),
-         "dropmatch_overhead": (("mc_dropout_heads", 1), ("lm_head", -1), ("js_divergence", 1)),
-         "dm_in_loop": (("verify_round_dm", 1), ("verify_round_sd", -1)),
-         "dm_in_loop_sparse": (("verify_round_dm_sparse", 1), ("verify_round_sd", -1))}
+TERMS = {
+    "mc_extra": (("mc_dropout_heads", 1), ("lm_head", -1)),
+    "dropmatch_overhead": (("mc_dropout_heads", 1), ("lm_head", -1), ("js_divergence", 1)),
+    "dm_in_loop": (("verify_round_dm", 1), ("verify_round_sd", -1)),
+    "dm_in_loop_sparse": (("verify_round_dm_sparse", 1), ("verify_round_sd", -1)),
+}
 # analytic parts of each row, as a share of the verify pass (full forward over L+1 tokens)
-PARTS = {"verify_pass": ["full_forward"], "lm_head": ["lm_head"], "mc_dropout_heads": ["lm_head", "mc_dropout_heads"],
-         "mc_extra": ["mc_dropout_heads"], "js_divergence": ["js_divergence"],
-         "dropmatch_overhead": ["mc_dropout_heads", "js_divergence"]}
+PARTS = {
+    "verify_pass": ["full_forward"],
+    "lm_head": ["lm_head"],
+    "mc_dropout_heads": ["lm_head", "mc_dropout_heads"],
+    "mc_extra": ["mc_dropout_heads"],
+    "js_divergence": ["js_divergence"],
+    "dropmatch_overhead": ["mc_dropout_heads", "js_divergence"],
+}
 TARGETS = {"verify_over_decode": 1.1, "dm_in_loop_pct": 3.0}  # issue 13, at L = 5
 LABEL_COLUMNS = ("pair", "dtype", "L", "K", "p_drop", "context")
 
@@ -80,46 +87,80 @@ def measured(sec: Mapping[str, np.ndarray], key: str, per_verify: bool) -> Estim
     return bootstrap(stat, cols)
 
 
-def cost_rows(summary: Mapping, sec: Mapping[str, np.ndarray], paper_config: Mapping = LLAMA31_70B) -> pd.DataFrame:
+def cost_rows(
+    summary: Mapping, sec: Mapping[str, np.ndarray], paper_config: Mapping = LLAMA31_70B
+) -> pd.DataFrame:
     """Rows of Table 4 for one latency run (``summary`` and its per-repeat seconds ``sec``): medians in ms,
     percentages of the verify pass, analytic ratios, the paper's numbers."""
-    kw = {"n_input": int(summary["latency/n_input"]), "K": int(summary["latency/K"]),
-          "context": int(summary["latency/context"])}
+    kw = {
+        "n_input": int(summary["latency/n_input"]),
+        "K": int(summary["latency/K"]),
+        "context": int(summary["latency/context"]),
+    }
     dims, bpp = summary["model/dims"], int(summary["model/bytes_per_param"])
     ours = analytic_costs(dims, bytes_per_param=bpp, **kw)
     ours_decode = analytic_costs(dims, bytes_per_param=bpp, **{**kw, "n_input": 1})
-    paper = analytic_costs(paper_config, bytes_per_param=int(paper_config.get("bytes_per_param", 2)), **kw)
+    paper = analytic_costs(
+        paper_config, bytes_per_param=int(paper_config.get("bytes_per_param", 2)), **kw
+    )
 
     def pct(costs: dict, key: str, what: str) -> float:
         if key == "decode_step":
-            return 100.0 * ours_decode["full_forward"][what] / costs["full_forward"][what] if costs is ours else np.nan
+            return (
+                100.0 * ours_decode["full_forward"][what] / costs["full_forward"][what]
+                if costs is ours
+                else np.nan
+            )
         parts = PARTS.get(key)
-        return np.nan if parts is None else 100.0 * sum(costs[p][what] for p in parts) / costs["full_forward"][what]
+        return (
+            np.nan
+            if parts is None
+            else 100.0 * sum(costs[p][what] for p in parts) / costs["full_forward"][what]
+        )
 
     rows = []
     for key in LABELS:
-        q = (summary.get(f"latency/{key}/q25_ms", np.nan), summary.get(f"latency/{key}/q75_ms", np.nan))
-        rows.append({"component": LABELS[key], "n_repeats": len(next(iter(sec.values()), [])),
-                     **est_columns("median_ms", measured(sec, key, False)), "q25_ms": q[0], "q75_ms": q[1],
-                     **est_columns("pct_of_verify_measured", measured(sec, key, True)),
-                     "pct_flops_analytic": pct(ours, key, "flops"), "pct_bytes_analytic": pct(ours, key, "bytes"),
-                     "pct_bytes_llama70b_bf16": pct(paper, key, "bytes"), "paper_pct": PAPER_PCT.get(key, np.nan)})
+        q = (
+            summary.get(f"latency/{key}/q25_ms", np.nan),
+            summary.get(f"latency/{key}/q75_ms", np.nan),
+        )
+        rows.append(
+            {
+                "component": LABELS[key],
+                "n_repeats": len(next(iter(sec.values()), [])),
+                **est_columns("median_ms", measured(sec, key, False)),
+                "q25_ms": q[0],
+                "q75_ms": q[1],
+                **est_columns("pct_of_verify_measured", measured(sec, key, True)),
+                "pct_flops_analytic": pct(ours, key, "flops"),
+                "pct_bytes_analytic": pct(ours, key, "bytes"),
+                "pct_bytes_llama70b_bf16": pct(paper, key, "bytes"),
+                "paper_pct": PAPER_PCT.get(key, np.nan),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def target_row(sec: Mapping[str, np.ndarray]) -> dict:
     """The issue-13 numbers of one run: medians (and CIs) of the per-repeat ratios, component medians in ms."""
     r = ratios(sec)
-    return {"n_repeats": len(sec["verify_pass"]),
-            "decode_ms": float(np.median(sec["decode_step"])) * 1e3,
-            "verify_ms": float(np.median(sec["verify_pass"])) * 1e3,
-            **est_columns("verify_over_decode", median_ci(r["verify_over_decode"])),
-            "dm_overhead_ms": measured(sec, "dropmatch_overhead", False).value,
-            **est_columns("dm_overhead_pct", median_ci(r["dm_overhead_share"], 100.0)),
-            **est_columns("dm_rule_pct", median_ci(r["dm_rule_share"], 100.0)),
-            **est_columns("dm_in_loop_pct", median_ci(r["dm_round_share"], 100.0) if "dm_round_share" in r else NAN),
-            **est_columns("dm_in_loop_sparse_pct", median_ci(r["dm_sparse_round_share"], 100.0)
-                          if "dm_sparse_round_share" in r else NAN)}
+    return {
+        "n_repeats": len(sec["verify_pass"]),
+        "decode_ms": float(np.median(sec["decode_step"])) * 1e3,
+        "verify_ms": float(np.median(sec["verify_pass"])) * 1e3,
+        **est_columns("verify_over_decode", median_ci(r["verify_over_decode"])),
+        "dm_overhead_ms": measured(sec, "dropmatch_overhead", False).value,
+        **est_columns("dm_overhead_pct", median_ci(r["dm_overhead_share"], 100.0)),
+        **est_columns("dm_rule_pct", median_ci(r["dm_rule_share"], 100.0)),
+        **est_columns(
+            "dm_in_loop_pct",
+            median_ci(r["dm_round_share"], 100.0) if "dm_round_share" in r else NAN,
+        ),
+        **est_columns(
+            "dm_in_loop_sparse_pct",
+            median_ci(r["dm_sparse_round_share"], 100.0) if "dm_sparse_round_share" in r else NAN,
+        ),
+    }
 
 
 def _num(v: float, spec: str) -> str:
@@ -127,8 +168,10 @@ def _num(v: float, spec: str) -> str:
 
 
 def _ci(frame: pd.DataFrame, col: str, digits: int) -> list[str]:
-    return [fmt(Estimate(v, lo, hi, 1), digits) for v, lo, hi in
-            zip(frame[col], frame[f"{col}_lo"], frame[f"{col}_hi"])]
+    return [
+        fmt(Estimate(v, lo, hi, 1), digits)
+        for v, lo, hi in zip(frame[col], frame[f"{col}_lo"], frame[f"{col}_hi"])
+    ]
 
 
 def _labels(data: pd.DataFrame) -> pd.DataFrame:
@@ -166,15 +209,30 @@ def display_targets(data: pd.DataFrame) -> pd.DataFrame:
 def build(selected: pd.DataFrame) -> Artefact:
     """Both tables from the newest complete latency run per (pair, dtype, L, K, p_drop, context)."""
     art = Artefact(NAME)
-    chosen = newest(selected, lambda r, s: (r["pair"], s.get("model/dtype"), r["L"], r["K"], r["p_drop"],
-                                            s.get("latency/context")))
+    chosen = newest(
+        selected,
+        lambda r, s: (
+            r["pair"],
+            s.get("model/dtype"),
+            r["L"],
+            r["K"],
+            r["p_drop"],
+            s.get("latency/context"),
+        ),
+    )
     if not chosen:
         return art
     costs, targets = [], []
     for row, s in chosen:
         sec = seconds_frame(lines_of(row))
-        labels = {"pair": row["pair"], "dtype": s["model/dtype"], "L": int(s["latency/L"]), "K": int(s["latency/K"]),
-                  "p_drop": float(s["latency/p_drop"]), "context": int(s["latency/context"])}
+        labels = {
+            "pair": row["pair"],
+            "dtype": s["model/dtype"],
+            "L": int(s["latency/L"]),
+            "K": int(s["latency/K"]),
+            "p_drop": float(s["latency/p_drop"]),
+            "context": int(s["latency/context"]),
+        }
         costs.append(cost_rows(s, sec).assign(**labels))
         targets.append({**labels, **target_row(sec)})
     data = pd.concat(costs, ignore_index=True)
@@ -182,36 +240,59 @@ def build(selected: pd.DataFrame) -> Artefact:
     tdata = pd.DataFrame(targets)
     runs = used(chosen)
     threads = sorted({t for _, s in chosen for t in s.get("model/threads", [])})
-    loads = [s["latency/loadavg_1min_max"] for _, s in chosen if s.get("latency/loadavg_1min_max") is not None]
-    n_line = (f"n (timed repeats per run): {', '.join(str(int(s['num_samples'])) for _, s in chosen)}; batch 1, "
-              f"n_input = L+1, K={'/'.join(sorted(set(tdata['K'].astype(str))))}, p_drop="
-              f"{'/'.join(sorted({f'{p:g}' for p in tdata['p_drop']}))}, KV context "
-              f"{'/'.join(sorted(set(tdata['context'].astype(str))))} tokens; torch threads {threads}"
-              + (f"; max 1-min load average while timing {max(loads):.1f}" if loads else ""))
+    loads = [
+        s["latency/loadavg_1min_max"]
+        for _, s in chosen
+        if s.get("latency/loadavg_1min_max") is not None
+    ]
+    n_line = (
+        f"n (timed repeats per run): {', '.join(str(int(s['num_samples'])) for _, s in chosen)}; batch 1, "
+        f"n_input = L+1, K={'/'.join(sorted(set(tdata['K'].astype(str))))}, p_drop="
+        f"{'/'.join(sorted({f'{p:g}' for p in tdata['p_drop']}))}, KV context "
+        f"{'/'.join(sorted(set(tdata['context'].astype(str))))} tokens; torch threads {threads}"
+        + (f"; max 1-min load average while timing {max(loads):.1f}" if loads else "")
+    )
     prov = provenance_lines(runs)
-    art.tables.append(Table(NAME, "Table 4: cost split of one verify step", data, display_costs(data), [
-        n_line,
-        "measured = median over repeats (components round-robin in each repeat); q25/q75 = quartiles; "
-        "% of verify = median component / median verify pass; MC extra and DropMatch overhead = sums of medians",
-        CI_NOTE,
-        "analytic: FLOPs and bytes moved (weights read once per forward + KV cache + outputs); batch-1 GPU "
-        "decoding is byte-bound, so the byte ratio is the one to read against the paper",
-        "paper: Llama-3.1-70B-Instruct, LM head 0.05% of the full forward; MC dropout + JS 1.64% in total",
-        *prov]))
-    art.tables.append(Table(f"{NAME}_targets",
-                            "Table 4 (issue 13): verify/decode cost and DropMatch decision overhead", tdata,
-                            display_targets(tdata), [
-        n_line,
-        f"issue-13 targets at L=5: verify(L+1)/decode <= {TARGETS['verify_over_decode']}, DM decision overhead "
-        f"(dm_in_loop) <= {TARGETS['dm_in_loop_pct']}% of the verify pass",
-        "verify_over_decode, dm_overhead_pct, dm_rule_pct: medians of the per-repeat (paired) ratios; "
-        "dm_overhead = (MC-dropout heads - LM head) + JS at every position (the paper's split); dm_rule = (MC-dropout "
-        "heads - LM head) + whole rule; dm_in_loop = verify_round(dropmatch_js) - verify_round(greedy SD) on the same "
-        "hidden states, as the HF loop and vLLM hook run it (heads at the L drafted positions only, JS only where "
-        "Eq. 7 fails, head matmul in the model's dtype): the overhead the issue-13 target applies to; "
-        "dm_in_loop_sparse = the same with the opt-in sparse variant (dropmatch.sparse_top_n = method.sparse_top_n "
-        "of the latency run), whose decision agreement with the exact rule is in Table 3's footer",
-        CI_NOTE, *prov]))
+    art.tables.append(
+        Table(
+            NAME,
+            "Table 4: cost split of one verify step",
+            data,
+            display_costs(data),
+            [
+                n_line,
+                "measured = median over repeats (components round-robin in each repeat); q25/q75 = quartiles; "
+                "% of verify = median component / median verify pass; MC extra and DropMatch overhead = sums of medians",
+                CI_NOTE,
+                "analytic: FLOPs and bytes moved (weights read once per forward + KV cache + outputs); batch-1 GPU "
+                "decoding is byte-bound, so the byte ratio is the one to read against the paper",
+                "paper: Llama-3.1-70B-Instruct, LM head 0.05% of the full forward; MC dropout + JS 1.64% in total",
+                *prov,
+            ],
+        )
+    )
+    art.tables.append(
+        Table(
+            f"{NAME}_targets",
+            "Table 4 (issue 13): verify/decode cost and DropMatch decision overhead",
+            tdata,
+            display_targets(tdata),
+            [
+                n_line,
+                f"issue-13 targets at L=5: verify(L+1)/decode <= {TARGETS['verify_over_decode']}, DM decision overhead "
+                f"(dm_in_loop) <= {TARGETS['dm_in_loop_pct']}% of the verify pass",
+                "verify_over_decode, dm_overhead_pct, dm_rule_pct: medians of the per-repeat (paired) ratios; "
+                "dm_overhead = (MC-dropout heads - LM head) + JS at every position (the paper's split); dm_rule = (MC-dropout "
+                "heads - LM head) + whole rule; dm_in_loop = verify_round(dropmatch_js) - verify_round(greedy SD) on the same "
+                "hidden states, as the HF loop and vLLM hook run it (heads at the L drafted positions only, JS only where "
+                "Eq. 7 fails, head matmul in the model's dtype): the overhead the issue-13 target applies to; "
+                "dm_in_loop_sparse = the same with the opt-in sparse variant (dropmatch.sparse_top_n = method.sparse_top_n "
+                "of the latency run), whose decision agreement with the exact rule is in Table 3's footer",
+                CI_NOTE,
+                *prov,
+            ],
+        )
+    )
     art.runs = runs
     return art
 

@@ -16,7 +16,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.artefact import PAPER_SETTING, Artefact, Profile, Table, dm_settings, of_profile, setting_stem
+from analysis.artefact import (
+    PAPER_SETTING,
+    Artefact,
+    Profile,
+    Table,
+    dm_settings,
+    of_profile,
+    setting_stem,
+)
 from analysis.cells import ItemCache, est_columns
 from analysis.equality import check_runs, equality_footer
 from analysis.footer import provenance_lines
@@ -33,8 +41,13 @@ DATASETS = ("gsm8k", "eagle_gsm8k")
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     """Complete greedy vLLM draft-model runs of AR / SD / DM on a GSM8K set (AR: the equality reference)."""
     r = of_profile(runs, profile)
-    r = r[(r["temperature"] == 0.0) & (r["backend"] == "vllm") & r["dataset"].isin(list(DATASETS))
-          & r["method"].isin(["ar", *METHOD_LABEL]) & r["complete"].astype(bool)]
+    r = r[
+        (r["temperature"] == 0.0)
+        & (r["backend"] == "vllm")
+        & r["dataset"].isin(list(DATASETS))
+        & r["method"].isin(["ar", *METHOD_LABEL])
+        & r["complete"].astype(bool)
+    ]
     return r[r["spec_method"] == "draft_model"] if "spec_method" in r else r
 
 
@@ -52,7 +65,10 @@ def ratio(a: pd.DataFrame, b: pd.DataFrame) -> Estimate:
     def stat(ta: np.ndarray, wa: np.ndarray, tb: np.ndarray, wb: np.ndarray) -> np.ndarray:
         return (ta.sum(axis=-1) / wa.sum(axis=-1)) / (tb.sum(axis=-1) / wb.sum(axis=-1))
 
-    return bootstrap(stat, [m[c].astype(float).to_numpy() for c in ("tokens_a", "wall_s_a", "tokens_b", "wall_s_b")])
+    return bootstrap(
+        stat,
+        [m[c].astype(float).to_numpy() for c in ("tokens_a", "wall_s_a", "tokens_b", "wall_s_b")],
+    )
 
 
 def rows(runs: pd.DataFrame, cache: ItemCache) -> tuple[list[dict], list[dict], list[str]]:
@@ -61,30 +77,52 @@ def rows(runs: pd.DataFrame, cache: ItemCache) -> tuple[list[dict], list[dict], 
         cells = {m: g[g["method"] == m].iloc[0] for m in METHOD_LABEL if (g["method"] == m).any()}
         for m, c in cells.items():
             if int(c["n"]) % int(B):
-                notes.append(f"{pair} {METHOD_LABEL[m]} B={B}: n={int(c['n'])} is not a multiple of B "
-                             "(last batch partial; throughput approximate)")
+                notes.append(
+                    f"{pair} {METHOD_LABEL[m]} B={B}: n={int(c['n'])} is not a multiple of B "
+                    "(last batch partial; throughput approximate)"
+                )
         items = {m: cache.items(c) for m, c in cells.items()}
         tps = {m: throughput(it, int(B)) for m, it in items.items()}
         tau = {m: tau_ci(it["accepted"], it["rounds"]) for m, it in items.items()}
         rel = ratio(items["dropmatch"], items["sd"]) if len(items) == 2 else NAN
         n = int(max(c["n"] for c in cells.values()))
-        data.append({"pair": pair, "dataset": ds, "batch_size": int(B), "n": n,
-                     **est_columns("sd_tok_per_s", tps.get("sd", NAN)),
-                     **est_columns("dm_tok_per_s", tps.get("dropmatch", NAN)),
-                     **est_columns("dm_over_sd", rel), **est_columns("sd_tau", tau.get("sd", NAN)),
-                     **est_columns("dm_tau", tau.get("dropmatch", NAN))})
-        display.append({"Pair": pair, "Dataset": DATASET_LABEL.get(ds, ds), "Batch size": int(B), "n": n,
-                        "SD tok/s": fmt(tps["sd"]) if "sd" in tps else "pending",
-                        "SD+DM tok/s": fmt(tps["dropmatch"]) if "dropmatch" in tps else "pending",
-                        "SD": "1.00×" if "sd" in tps else "", "SD+DM": f"{fmt(rel)}×" if rel.n else "",
-                        "SD τ": fmt(tau.get("sd", NAN)), "SD+DM τ": fmt(tau.get("dropmatch", NAN))})
+        data.append(
+            {
+                "pair": pair,
+                "dataset": ds,
+                "batch_size": int(B),
+                "n": n,
+                **est_columns("sd_tok_per_s", tps.get("sd", NAN)),
+                **est_columns("dm_tok_per_s", tps.get("dropmatch", NAN)),
+                **est_columns("dm_over_sd", rel),
+                **est_columns("sd_tau", tau.get("sd", NAN)),
+                **est_columns("dm_tau", tau.get("dropmatch", NAN)),
+            }
+        )
+        display.append(
+            {
+                "Pair": pair,
+                "Dataset": DATASET_LABEL.get(ds, ds),
+                "Batch size": int(B),
+                "n": n,
+                "SD tok/s": fmt(tps["sd"]) if "sd" in tps else "pending",
+                "SD+DM tok/s": fmt(tps["dropmatch"]) if "dropmatch" in tps else "pending",
+                "SD": "1.00×" if "sd" in tps else "",
+                "SD+DM": f"{fmt(rel)}×" if rel.n else "",
+                "SD τ": fmt(tau.get("sd", NAN)),
+                "SD+DM τ": fmt(tau.get("dropmatch", NAN)),
+            }
+        )
     return data, display, notes
 
 
 def build(selected: pd.DataFrame) -> Artefact:
     """One table per (L, p_drop, K) of the DropMatch runs (the SD runs at that L in each)."""
     art, cache, used = Artefact(NAME), ItemCache(), []
-    Ls = sorted({int(L) for L in selected.loc[selected["method"] != "ar", "L"]}, key=lambda L: (L != PAPER_L, L))
+    Ls = sorted(
+        {int(L) for L in selected.loc[selected["method"] != "ar", "L"]},
+        key=lambda L: (L != PAPER_L, L),
+    )
     for L in Ls:
         atL = selected[(selected["L"] == L) & (selected["method"] != "ar")]
         for p, K in dm_settings(atL, ("dropmatch",)) or [PAPER_SETTING]:
@@ -101,12 +139,29 @@ def build(selected: pd.DataFrame) -> Artefact:
                 f"value [95% CI]: percentile bootstrap over prompts (B={B_DEFAULT}, seed {SEED}); SD+DM/SD paired "
                 "over the prompts both runs hold",
                 f"max_new_tokens: {int(runs['max_new_tokens'].max())}; n (prompts per run) as shown"
-                + ("; NOTE: n < 30 and short outputs (CPU budget): ratios are noisy" if int(runs["n"].max()) < 30 else ""),
-                *equality_footer(runs, selected), *notes, *provenance_lines(runs)]
+                + (
+                    "; NOTE: n < 30 and short outputs (CPU budget): ratios are noisy"
+                    if int(runs["n"].max()) < 30
+                    else ""
+                ),
+                *equality_footer(runs, selected),
+                *notes,
+                *provenance_lines(runs),
+            ]
             stem = setting_stem(NAME, p, K) + ("" if L == PAPER_L else f"_L{L}")
-            art.tables.append(Table(stem, f"Table 5: throughput vs batch size, SD vs SD + DropMatch (L={L}, "
-                                          f"p_drop={p:g}, K={K})", pd.DataFrame(data), pd.DataFrame(display), footer))
-            ar_refs = {x["ar_run_id"] for x in check_runs(runs, selected)}  # the equality check's references
+            art.tables.append(
+                Table(
+                    stem,
+                    f"Table 5: throughput vs batch size, SD vs SD + DropMatch (L={L}, "
+                    f"p_drop={p:g}, K={K})",
+                    pd.DataFrame(data),
+                    pd.DataFrame(display),
+                    footer,
+                )
+            )
+            ar_refs = {
+                x["ar_run_id"] for x in check_runs(runs, selected)
+            }  # the equality check's references
             used += [runs, selected[selected["run_id"].isin(ar_refs)]]
     art.runs = pd.concat(used).drop_duplicates("run_id") if used else selected.iloc[0:0]
     return art

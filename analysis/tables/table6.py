@@ -14,9 +14,26 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.artefact import PAPER_SETTING, Artefact, Profile, Table, dm_settings, of_profile, pick_backend, \
-    setting_stem
-from analysis.cells import CI_NOTE, SPEEDUP_NOTE, Cell, ItemCache, cap_note, est_columns, speedup, timing_note
+from analysis.artefact import (
+    PAPER_SETTING,
+    Artefact,
+    Profile,
+    Table,
+    dm_settings,
+    of_profile,
+    pick_backend,
+    setting_stem,
+)
+from analysis.cells import (
+    CI_NOTE,
+    SPEEDUP_NOTE,
+    Cell,
+    ItemCache,
+    cap_note,
+    est_columns,
+    speedup,
+    timing_note,
+)
 from analysis.figures import per_position
 from analysis.footer import provenance_lines, quality_lines
 from analysis.load import SETTING, one_setting
@@ -35,8 +52,12 @@ def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     (:func:`setting_runs`), and the footer names it. SD only at the draft lengths that have DropMatch runs:
     Table 6 compares SD with SD + DM at each L (the Auto-Judge artefacts' SD references at L=8 are theirs)."""
     r = of_profile(runs, profile)
-    r = r[(r["temperature"] == 0.0) & r["method"].isin(list(METHOD_LABEL))
-          & r["complete"].astype(bool) & ~r["trace"].astype(bool)]
+    r = r[
+        (r["temperature"] == 0.0)
+        & r["method"].isin(list(METHOD_LABEL))
+        & r["complete"].astype(bool)
+        & ~r["trace"].astype(bool)
+    ]
     r = pick_backend(r, profile, default="hf")
     dm_lengths = set(r.loc[r["method"] == "dropmatch", "L"])
     return r[(r["method"] != "sd") | r["L"].isin(dm_lengths)]
@@ -46,8 +67,11 @@ def setting_runs(selected: pd.DataFrame, p_drop: float, K: int) -> pd.DataFrame:
     """AR, SD and DM at (p_drop, K) under the paper's rule (``include_target`` false); the cells of one
     (pair, benchmark) from one setting (same items and cap: :func:`analysis.load.one_setting`)."""
     dm = selected["method"] == "dropmatch"
-    keep = ~dm | ((selected["p_drop"].astype(float) == p_drop) & (selected["K"].astype(float) == K)
-                  & ~selected["include_target"].astype(bool))   # the paper's rule (sensitivity also runs true)
+    keep = ~dm | (
+        (selected["p_drop"].astype(float) == p_drop)
+        & (selected["K"].astype(float) == K)
+        & ~selected["include_target"].astype(bool)
+    )  # the paper's rule (sensitivity also runs true)
     return one_setting(selected[keep], cell=("method", "L"), extra=("batch_size",))
 
 
@@ -75,7 +99,9 @@ def _speed_text(method: str, vs_sd, vs_ar) -> str:
     return f"{fmt(vs_sd)} vs SD" + (f"; {fmt(vs_ar, interval=False)} vs AR" if vs_ar.n else "")
 
 
-def build_setting(runs: pd.DataFrame, cache: ItemCache) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, list[Cell]], dict]:
+def build_setting(
+    runs: pd.DataFrame, cache: ItemCache
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, list[Cell]], dict]:
     """(numeric long frame, display frame, cells per benchmark label, n per benchmark) of one (p_drop, K) table."""
     data, display, ns = [], [], {}
     by_bench: dict[str, list[Cell]] = {}
@@ -87,25 +113,53 @@ def build_setting(runs: pd.DataFrame, cache: ItemCache) -> tuple[pd.DataFrame, p
         for method, L in order:
             if not any(k[1:] == (method, L) for k in cell):
                 continue
-            row = {"Pair": pair, "Method": METHOD_LABEL[method], "L": "-" if method == "ar" else str(L)}
+            row = {
+                "Pair": pair,
+                "Method": METHOD_LABEL[method],
+                "L": "-" if method == "ar" else str(L),
+            }
             for b in BENCHMARKS:
                 lab, c = BENCH_LABEL[b], cell.get((b, method, L))
                 if c is None:
-                    row.update({f"{lab} Acc": "pending", f"{lab} τ": "", f"{lab} tok/s": "", f"{lab} speedup": ""})
+                    row.update(
+                        {
+                            f"{lab} Acc": "pending",
+                            f"{lab} τ": "",
+                            f"{lab} tok/s": "",
+                            f"{lab} speedup": "",
+                        }
+                    )
                     continue
                 ns.setdefault(b, set()).add(c.n)
                 by_bench.setdefault(lab, []).append(c)
                 ar, sd = cell.get((b, "ar", 0)), cell.get((b, "sd", L))
                 vs_ar = speedup(c, ar) if method != "ar" else NAN
                 vs_sd = speedup(c, sd) if method == "dropmatch" else NAN
-                row.update({f"{lab} Acc": fmt(c.acc, 1), f"{lab} τ": fmt(c.tau, 2, interval=method != "ar"),
-                            f"{lab} tok/s": fmt(c.tps, 2), f"{lab} speedup": _speed_text(method, vs_sd, vs_ar)})
-                data.append({"pair": pair, "method": method, "L": L, "benchmark": b, "n": c.n,
-                             "max_new_tokens": int(pr[pr["dataset"] == b]["max_new_tokens"].max()),
-                             **est_columns("accuracy_pct", c.acc), **est_columns("tau", c.tau),
-                             **est_columns("tok_per_s", c.tps), "timing_repeats": c.repeats,
-                             **est_columns("speedup_vs_sd", vs_sd), **est_columns("speedup_vs_ar", vs_ar),
-                             "run_id": c.run_id})
+                row.update(
+                    {
+                        f"{lab} Acc": fmt(c.acc, 1),
+                        f"{lab} τ": fmt(c.tau, 2, interval=method != "ar"),
+                        f"{lab} tok/s": fmt(c.tps, 2),
+                        f"{lab} speedup": _speed_text(method, vs_sd, vs_ar),
+                    }
+                )
+                data.append(
+                    {
+                        "pair": pair,
+                        "method": method,
+                        "L": L,
+                        "benchmark": b,
+                        "n": c.n,
+                        "max_new_tokens": int(pr[pr["dataset"] == b]["max_new_tokens"].max()),
+                        **est_columns("accuracy_pct", c.acc),
+                        **est_columns("tau", c.tau),
+                        **est_columns("tok_per_s", c.tps),
+                        "timing_repeats": c.repeats,
+                        **est_columns("speedup_vs_sd", vs_sd),
+                        **est_columns("speedup_vs_ar", vs_ar),
+                        "run_id": c.run_id,
+                    }
+                )
             display.append(row)
     return pd.DataFrame(data), pd.DataFrame(display), by_bench, ns
 
@@ -118,10 +172,14 @@ def batch_text(runs: pd.DataFrame) -> str:
     return f"batch size {'/'.join(map(str, sizes))} (that many items decoded together, one verify forward per round)"
 
 
-def footer(runs: pd.DataFrame, p_drop: float, K: int, by_bench: dict[str, list[Cell]], ns: dict) -> list[str]:
+def footer(
+    runs: pd.DataFrame, p_drop: float, K: int, by_bench: dict[str, list[Cell]], ns: dict
+) -> list[str]:
     cells = [c for cs in by_bench.values() for c in cs]
     caps = runs.groupby("dataset")["max_new_tokens"].max()
-    n_text = ", ".join(f"{BENCH_LABEL[b]} {'/'.join(map(str, sorted(ns[b])))}" for b in BENCHMARKS if b in ns)
+    n_text = ", ".join(
+        f"{BENCH_LABEL[b]} {'/'.join(map(str, sorted(ns[b])))}" for b in BENCHMARKS if b in ns
+    )
     lines = [
         f"SD = speculative decoding (greedy; exact match), SD+DM = DropMatch JS rule (Eq. 5-7), p_drop={p_drop:g}, "
         f"K={K}; {batch_text(runs)}; τ = 1 + accepted/rounds (bonus/correction token included).",
@@ -131,16 +189,19 @@ def footer(runs: pd.DataFrame, p_drop: float, K: int, by_bench: dict[str, list[C
         cap_note(by_bench),
         "throughput: mean of per-item output tokens/s (prefill excluded; batched runs: tokens / the item's share "
         "of its batch's wall time, so the speedups compare throughput at that batch size, not batch-1 latency: "
-        "./reproduce.sh bench gives batch-1 ratios)" if runs["batch_size"].max() > 1 else
-        "throughput: mean of per-item output tokens/s (prefill excluded)",
+        "./reproduce.sh bench gives batch-1 ratios)"
+        if runs["batch_size"].max() > 1
+        else "throughput: mean of per-item output tokens/s (prefill excluded)",
         timing_note(cells),
         f"{SPEEDUP_NOTE}: SD vs AR, SD+DM vs SD at the same L (SD+DM vs AR: point value; its CI is in the CSV)",
         *quality_lines(runs),
         *provenance_lines(runs),
     ]
     if ns and min(min(v) for v in ns.values()) < SMALL_N:
-        lines.append(f"NOTE: n < {SMALL_N} items per benchmark: intervals are wide and accuracy differences are "
-                     "not significant; profile=full runs the whole test sets.")
+        lines.append(
+            f"NOTE: n < {SMALL_N} items per benchmark: intervals are wide and accuracy differences are "
+            "not significant; profile=full runs the whole test sets."
+        )
     pending = [BENCH_LABEL[b] for b in BENCHMARKS if b not in ns]
     if pending:
         lines.append(f"pending (no runs yet): {', '.join(pending)}")
@@ -161,10 +222,22 @@ def build(selected: pd.DataFrame) -> Artefact:
         data, display, by_bench, ns = build_setting(runs, cache)
         stem = setting_stem(NAME, p, K)
         lines = footer(runs, p, K, by_bench, ns)
-        art.tables.append(Table(stem=stem, title=f"Table 6: SD vs SD + DropMatch (p_drop={p:g}, K={K})",
-                                data=data, display=display, footer=lines))
-        fig = per_position.figure(runs, f"{stem}_per_position", BENCHMARKS, BENCH_LABEL,
-                                  [f"runs of {stem}; p_drop={p:g}, K={K}", *provenance_lines(runs)])
+        art.tables.append(
+            Table(
+                stem=stem,
+                title=f"Table 6: SD vs SD + DropMatch (p_drop={p:g}, K={K})",
+                data=data,
+                display=display,
+                footer=lines,
+            )
+        )
+        fig = per_position.figure(
+            runs,
+            f"{stem}_per_position",
+            BENCHMARKS,
+            BENCH_LABEL,
+            [f"runs of {stem}; p_drop={p:g}, K={K}", *provenance_lines(runs)],
+        )
         if fig is not None:
             art.figures.append(fig)
         used.append(runs)

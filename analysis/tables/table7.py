@@ -14,7 +14,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.artefact import PAPER_SETTING, Artefact, Profile, Table, dm_settings, of_profile, setting_stem
+from analysis.artefact import (
+    PAPER_SETTING,
+    Artefact,
+    Profile,
+    Table,
+    dm_settings,
+    of_profile,
+    setting_stem,
+)
 from analysis.cells import CI_NOTE, SPEEDUP_NOTE, Cell, ItemCache, est_columns, speedup
 from analysis.equality import check_runs, equality_footer
 from analysis.footer import provenance_lines
@@ -29,16 +37,26 @@ RANDOM_HEAD_NOTE = "EAGLE3 head: random init (mechanism check, not a speed claim
 SMALL_N = 30
 
 
-def select_eagle(runs: pd.DataFrame, profile: Profile, datasets, methods, spec_method: str | None) -> pd.DataFrame:
+def select_eagle(
+    runs: pd.DataFrame, profile: Profile, datasets, methods, spec_method: str | None
+) -> pd.DataFrame:
     """Complete greedy batch-1 vLLM runs on ``datasets`` of ``methods`` plus AR (the equality reference);
     ``spec_method`` (``eagle3``) keeps only runs with that drafting, None both kinds."""
     r = of_profile(runs, profile)
-    r = r[(r["temperature"] == 0.0) & (r["backend"] == "vllm") & r["dataset"].isin(list(datasets))
-          & r["method"].isin(["ar", *methods]) & (r["batch_size"] == 1) & r["complete"].astype(bool)]
+    r = r[
+        (r["temperature"] == 0.0)
+        & (r["backend"] == "vllm")
+        & r["dataset"].isin(list(datasets))
+        & r["method"].isin(["ar", *methods])
+        & (r["batch_size"] == 1)
+        & r["complete"].astype(bool)
+    ]
     return r[r["spec_method"] == spec_method] if spec_method is not None else r
 
 
-def at_setting(runs: pd.DataFrame, p_drop: float, K: int, keys=("pair", "dataset", "method", "L")) -> pd.DataFrame:
+def at_setting(
+    runs: pd.DataFrame, p_drop: float, K: int, keys=("pair", "dataset", "method", "L")
+) -> pd.DataFrame:
     """Speculative runs (no AR) with DropMatch at (p_drop, K); the largest, then latest run per cell."""
     r = runs[(runs["method"] != "ar") & (runs["L"] > 0)]
     dm = r["method"].str.startswith("dropmatch")
@@ -51,18 +69,29 @@ def eagle_footer(runs: pd.DataFrame, all_runs: pd.DataFrame, labels: dict) -> li
     if runs.empty:
         return []
     ns, caps = runs.groupby("dataset")["n"].max(), runs.groupby("dataset")["max_new_tokens"].max()
-    lines = ["n (questions per run): " + ", ".join(f"{labels.get(d, d)} {int(n)} (max_new_tokens {int(caps[d])})"
-                                                   for d, n in ns.items()) + "; first turn only (EAGLE answers turn 2 too)"]
+    lines = [
+        "n (questions per run): "
+        + ", ".join(
+            f"{labels.get(d, d)} {int(n)} (max_new_tokens {int(caps[d])})" for d, n in ns.items()
+        )
+        + "; first turn only (EAGLE answers turn 2 too)"
+    ]
     judged = [labels.get(d, d) for d in ns.index if d not in GRADED]
     if judged:
-        lines.append(f"quality: not judged offline ({', '.join(judged)}: the paper uses GPT-4 as judge); n.j. = not judged")
+        lines.append(
+            f"quality: not judged offline ({', '.join(judged)}: the paper uses GPT-4 as judge); n.j. = not judged"
+        )
     if "eagle_gsm8k" in ns.index:
-        lines.append("GSM8K quality: exact match of the last number vs the reference's #### N "
-                     "(lm-eval gsm8k flexible-extract), %")
+        lines.append(
+            "GSM8K quality: exact match of the last number vs the reference's #### N "
+            "(lm-eval gsm8k flexible-extract), %"
+        )
     if "eagle3_random_head" in runs and runs["eagle3_random_head"].astype(bool).any():
         lines.append(RANDOM_HEAD_NOTE)
     if int(ns.max()) < SMALL_N:
-        lines.append(f"NOTE: n < {SMALL_N} and short outputs (CPU budget): numbers are not significant")
+        lines.append(
+            f"NOTE: n < {SMALL_N} and short outputs (CPU budget): numbers are not significant"
+        )
     lines.extend(equality_footer(runs, all_runs))
     return lines
 
@@ -76,14 +105,28 @@ def with_references(runs: pd.DataFrame, all_runs: pd.DataFrame) -> pd.DataFrame:
 def cell_columns(prefix: str, c: Cell | None, base: Cell | None, graded: bool) -> tuple[dict, dict]:
     """(numbers, display) of one set's columns: quality, tau, tok/s, speedup vs ``base``."""
     if c is None:
-        return {}, {f"{prefix} Q": "pending", f"{prefix} τ": "", f"{prefix} tok/s": "", f"{prefix} speedup": ""}
+        return {}, {
+            f"{prefix} Q": "pending",
+            f"{prefix} τ": "",
+            f"{prefix} tok/s": "",
+            f"{prefix} speedup": "",
+        }
     acc = c.acc if graded else NAN
     sp = speedup(c, base)
     key = prefix.lower().replace("-", "_")
-    data = {**est_columns(f"{key}_quality_pct", acc), **est_columns(f"{key}_tau", c.tau),
-            **est_columns(f"{key}_tok_per_s", c.tps), **est_columns(f"{key}_speedup", sp), f"{key}_n": c.n}
-    shown = {f"{prefix} Q": fmt(acc, 1) if graded else "n.j.", f"{prefix} τ": fmt(c.tau),
-             f"{prefix} tok/s": fmt(c.tps), f"{prefix} speedup": f"{fmt(sp)}×" if sp.n else ""}
+    data = {
+        **est_columns(f"{key}_quality_pct", acc),
+        **est_columns(f"{key}_tau", c.tau),
+        **est_columns(f"{key}_tok_per_s", c.tps),
+        **est_columns(f"{key}_speedup", sp),
+        f"{key}_n": c.n,
+    }
+    shown = {
+        f"{prefix} Q": fmt(acc, 1) if graded else "n.j.",
+        f"{prefix} τ": fmt(c.tau),
+        f"{prefix} tok/s": fmt(c.tps),
+        f"{prefix} speedup": f"{fmt(sp)}×" if sp.n else "",
+    }
     return data, shown
 
 
@@ -99,19 +142,35 @@ def build(selected: pd.DataFrame) -> Artefact:
             for method, label in METHOD_LABEL.items():
                 if not (g["method"] == method).any():
                     continue
-                d, s = {"pair": pair, "L": int(L), "method": method}, {"Pair": pair, "L": int(L), "Method": label}
+                d, s = (
+                    {"pair": pair, "L": int(L), "method": method},
+                    {"Pair": pair, "L": int(L), "Method": label},
+                )
                 for b in BENCHMARKS:
-                    nums, shown = cell_columns(BENCH_LABEL[b], cells.get((b, method)), cells.get((b, "sd")), b in GRADED)
+                    nums, shown = cell_columns(
+                        BENCH_LABEL[b], cells.get((b, method)), cells.get((b, "sd")), b in GRADED
+                    )
                     d.update(nums)
                     s.update(shown)
                 data.append(d)
                 display.append(s)
-        footer = [f"EAGLE3 = vLLM eagle3 drafting, exact match (greedy); EAGLE3+DM = DropMatch naive token matching "
-                  f"(Eq. 4), p_drop={p:g}, K={K}; speedup vs EAGLE3 at the same L (1.0×); batch size 1.",
-                  f"cells: {CI_NOTE}", SPEEDUP_NOTE, *eagle_footer(runs, selected, BENCH_LABEL),
-                  *provenance_lines(runs)]
-        art.tables.append(Table(setting_stem(NAME, p, K), f"Table 7: EAGLE3 vs EAGLE3 + DropMatch (p_drop={p:g}, K={K})",
-                                pd.DataFrame(data), pd.DataFrame(display), footer))
+        footer = [
+            f"EAGLE3 = vLLM eagle3 drafting, exact match (greedy); EAGLE3+DM = DropMatch naive token matching "
+            f"(Eq. 4), p_drop={p:g}, K={K}; speedup vs EAGLE3 at the same L (1.0×); batch size 1.",
+            f"cells: {CI_NOTE}",
+            SPEEDUP_NOTE,
+            *eagle_footer(runs, selected, BENCH_LABEL),
+            *provenance_lines(runs),
+        ]
+        art.tables.append(
+            Table(
+                setting_stem(NAME, p, K),
+                f"Table 7: EAGLE3 vs EAGLE3 + DropMatch (p_drop={p:g}, K={K})",
+                pd.DataFrame(data),
+                pd.DataFrame(display),
+                footer,
+            )
+        )
         used.append(with_references(runs, selected))
     art.runs = pd.concat(used).drop_duplicates("run_id") if used else selected.iloc[0:0]
     return art

@@ -18,7 +18,15 @@ import math
 import pandas as pd
 
 from analysis.artefact import Artefact, Profile, Table, setting_stem
-from analysis.autojudge import cells, dm_settings, first_cell, judge_footer, one_dataset, select_aj, setting_lines
+from analysis.autojudge import (
+    cells,
+    dm_settings,
+    first_cell,
+    judge_footer,
+    one_dataset,
+    select_aj,
+    setting_lines,
+)
 from analysis.cells import CI_NOTE, SPEEDUP_NOTE, ItemCache, est_columns, speedup, timing_note
 from analysis.footer import provenance_lines
 from analysis.stats import NAN, fmt
@@ -39,24 +47,42 @@ def aj_length(pts: pd.DataFrame) -> int:
     return int(max(counts.index, key=lambda L: (counts[L], L))) if len(counts) else 0
 
 
-def build_setting(pts: pd.DataFrame, p_drop: float, K: int) -> tuple[pd.DataFrame, pd.DataFrame, list]:
+def build_setting(
+    pts: pd.DataFrame, p_drop: float, K: int
+) -> tuple[pd.DataFrame, pd.DataFrame, list]:
     """(numeric frame, display frame, cells used) of the table at AJ+DM's (p_drop, K)."""
     sd = pts[pts["method"] == "SD"].sort_values("L")
     L = aj_length(pts)
     aj = pts[(pts["method"] == "AJ") & (pts["L"] == L)]
-    dm = pts[(pts["method"] == "AJ+DM") & (pts["L"] == L) & (pts["p_drop"] == p_drop) & (pts["K"] == K)]
+    dm = pts[
+        (pts["method"] == "AJ+DM") & (pts["L"] == L) & (pts["p_drop"] == p_drop) & (pts["K"] == K)
+    ]
     data, display, used = [], [], []
 
     def add(r: pd.Series, vs_aj) -> None:
         c = r["cell"]
         used.append(c)
-        row = {"Method": r["method"], "L": int(r["L"]),
-               "Threshold": "–" if math.isnan(r["threshold"]) else f"{r['threshold']:g}",
-               "Acc (%)": fmt(c.acc, 1), "τ": fmt(c.tau, 2), "tok/s": fmt(c.tps, 2),
-               "vs AJ": fmt(vs_aj) if vs_aj.n else ""}
-        rec = {"method": r["method"], "L": int(r["L"]), "threshold": r["threshold"], "p_drop": r["p_drop"],
-               "K": r["K"], "n": c.n, **est_columns("accuracy_pct", c.acc), **est_columns("tau", c.tau),
-               **est_columns("tok_per_s", c.tps), **est_columns("speedup_vs_aj", vs_aj)}
+        row = {
+            "Method": r["method"],
+            "L": int(r["L"]),
+            "Threshold": "–" if math.isnan(r["threshold"]) else f"{r['threshold']:g}",
+            "Acc (%)": fmt(c.acc, 1),
+            "τ": fmt(c.tau, 2),
+            "tok/s": fmt(c.tps, 2),
+            "vs AJ": fmt(vs_aj) if vs_aj.n else "",
+        }
+        rec = {
+            "method": r["method"],
+            "L": int(r["L"]),
+            "threshold": r["threshold"],
+            "p_drop": r["p_drop"],
+            "K": r["K"],
+            "n": c.n,
+            **est_columns("accuracy_pct", c.acc),
+            **est_columns("tau", c.tau),
+            **est_columns("tok_per_s", c.tps),
+            **est_columns("speedup_vs_aj", vs_aj),
+        }
         for _, s in sd.iterrows():
             vs = speedup(c, s["cell"]) if r["method"] != "SD" else NAN
             row[f"vs SD L={int(s['L'])}"] = fmt(vs) if vs.n else ""
@@ -100,11 +126,19 @@ def build(selected: pd.DataFrame) -> Artefact:
             *provenance_lines(rr),
         ]
         if int(data["n"].min()) < SMALL_N:
-            footer.append(f"NOTE: n < {SMALL_N} items (CPU budget): intervals are wide and accuracy differences are "
-                          "not significant; paper: the whole GSM8K test set, AJ at L=32")
-        art.tables.append(Table(stem=setting_stem(NAME, p, K),
-                                title=f"Table 8: Auto-Judge vs Auto-Judge + DropMatch on GSM8K (p_drop={p:g}, K={K})",
-                                data=data, display=display, footer=footer))
+            footer.append(
+                f"NOTE: n < {SMALL_N} items (CPU budget): intervals are wide and accuracy differences are "
+                "not significant; paper: the whole GSM8K test set, AJ at L=32"
+            )
+        art.tables.append(
+            Table(
+                stem=setting_stem(NAME, p, K),
+                title=f"Table 8: Auto-Judge vs Auto-Judge + DropMatch on GSM8K (p_drop={p:g}, K={K})",
+                data=data,
+                display=display,
+                footer=footer,
+            )
+        )
     used_ids = set().union(*(set(t.data["run_id"]) for t in art.tables)) if art.tables else set()
     art.runs = runs[runs["run_id"].isin(used_ids)]
     return art

@@ -15,7 +15,15 @@ import math
 import pandas as pd
 
 from analysis.artefact import Artefact, Profile, Table
-from analysis.autojudge import cells, dm_settings, first_cell, judge_footer, one_dataset, select_aj, setting_lines
+from analysis.autojudge import (
+    cells,
+    dm_settings,
+    first_cell,
+    judge_footer,
+    one_dataset,
+    select_aj,
+    setting_lines,
+)
 from analysis.cells import CI_NOTE, ItemCache, est_columns
 from analysis.footer import provenance_lines
 from analysis.stats import fmt
@@ -23,8 +31,10 @@ from analysis.stats import fmt
 NAME = "table9"
 DATASETS = ("livecodebench", "humaneval")  # the paper's, then the offline stand-in
 LABEL = {"livecodebench": "LiveCodeBench", "humaneval": "HumanEval"}
-STAND_IN = ("STAND-IN: no LiveCodeBench data offline (hub livecodebench/code_generation_lite); HumanEval is run in "
-            "its place with the judge mined on GSM8K (paper: LiveCodeBench with a judge mined on LiveCodeBench)")
+STAND_IN = (
+    "STAND-IN: no LiveCodeBench data offline (hub livecodebench/code_generation_lite); HumanEval is run in "
+    "its place with the judge mined on GSM8K (paper: LiveCodeBench with a judge mined on LiveCodeBench)"
+)
 
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
@@ -33,7 +43,11 @@ def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
 
 
 def _tau_gain(a, d) -> float:
-    return float(d.tau.value / a.tau.value) if (a is not None and d is not None and a.tau.value) else math.nan
+    return (
+        float(d.tau.value / a.tau.value)
+        if (a is not None and d is not None and a.tau.value)
+        else math.nan
+    )
 
 
 def build(selected: pd.DataFrame) -> Artefact:
@@ -50,29 +64,64 @@ def build(selected: pd.DataFrame) -> Artefact:
     settings = dm_settings(runs) or [(0.3, 5)]
     p, K = settings[0]
     if len(settings) > 1:
-        art.notes.append(f"AJ+DM at (p_drop, K) = {settings[1:]} not shown (Table 9 shows {p:g}, {K})")
+        art.notes.append(
+            f"AJ+DM at (p_drop, K) = {settings[1:]} not shown (Table 9 shows {p:g}, {K})"
+        )
     aj = pts[pts["method"] == "AJ"]
     dm = pts[(pts["method"] == "AJ+DM") & (pts["p_drop"] == p) & (pts["K"] == K)]
     data, display = [], []
     for _, r in pts[pts["method"] == "SD"].sort_values("L").iterrows():
         c = r["cell"]
-        display.append({"Threshold": f"SD (L={int(r['L'])})", "AJ pass@1": fmt(c.acc, 1), "AJ τ": fmt(c.tau, 2),
-                        "AJ+DM pass@1": "", "AJ+DM τ": "", "τ gain": ""})
-        data.append({"method": "SD", "L": int(r["L"]), "threshold": math.nan, "n": c.n,
-                     **est_columns("pass1_pct", c.acc), **est_columns("tau", c.tau), "run_id": c.run_id})
+        display.append(
+            {
+                "Threshold": f"SD (L={int(r['L'])})",
+                "AJ pass@1": fmt(c.acc, 1),
+                "AJ τ": fmt(c.tau, 2),
+                "AJ+DM pass@1": "",
+                "AJ+DM τ": "",
+                "τ gain": "",
+            }
+        )
+        data.append(
+            {
+                "method": "SD",
+                "L": int(r["L"]),
+                "threshold": math.nan,
+                "n": c.n,
+                **est_columns("pass1_pct", c.acc),
+                **est_columns("tau", c.tau),
+                "run_id": c.run_id,
+            }
+        )
     for thr in sorted(set(aj["threshold"]) | set(dm["threshold"])):
         a, d = first_cell(aj, threshold=thr), first_cell(dm, threshold=thr)
         show = lambda c, e, k: "" if c is None else fmt(getattr(c, e), k)  # noqa: E731
         gain = _tau_gain(a, d)
-        display.append({"Threshold": f"{thr:g}", "AJ pass@1": show(a, "acc", 1), "AJ τ": show(a, "tau", 2),
-                        "AJ+DM pass@1": show(d, "acc", 1), "AJ+DM τ": show(d, "tau", 2),
-                        "τ gain": "" if math.isnan(gain) else f"{gain:.2f}×"})
+        display.append(
+            {
+                "Threshold": f"{thr:g}",
+                "AJ pass@1": show(a, "acc", 1),
+                "AJ τ": show(a, "tau", 2),
+                "AJ+DM pass@1": show(d, "acc", 1),
+                "AJ+DM τ": show(d, "tau", 2),
+                "τ gain": "" if math.isnan(gain) else f"{gain:.2f}×",
+            }
+        )
         for label, c, src in (("AJ", a, aj), ("AJ+DM", d, dm)):
             if c is not None:
                 L = int(src[src["threshold"] == thr].iloc[0]["L"])
-                data.append({"method": label, "L": L, "threshold": thr, "n": c.n, **est_columns("pass1_pct", c.acc),
-                             **est_columns("tau", c.tau), "tau_gain_vs_aj": gain if label == "AJ+DM" else math.nan,
-                             "run_id": c.run_id})
+                data.append(
+                    {
+                        "method": label,
+                        "L": L,
+                        "threshold": thr,
+                        "n": c.n,
+                        **est_columns("pass1_pct", c.acc),
+                        **est_columns("tau", c.tau),
+                        "tau_gain_vs_aj": gain if label == "AJ+DM" else math.nan,
+                        "run_id": c.run_id,
+                    }
+                )
     data = pd.DataFrame(data)
     rr = runs[runs["run_id"].isin(set(data["run_id"]))]
     thresholds = sorted(t for t in data["threshold"].dropna().unique())
@@ -87,8 +136,15 @@ def build(selected: pd.DataFrame) -> Artefact:
     ]
     if int(data["n"].min()) < 30:
         footer.append("NOTE: n < 30 problems (CPU budget): pass@1 differences are not significant")
-    art.tables.append(Table(stem=NAME, title=f"Table 9: Auto-Judge vs Auto-Judge + DropMatch ({LABEL[dataset]})",
-                            data=data, display=pd.DataFrame(display), footer=footer))
+    art.tables.append(
+        Table(
+            stem=NAME,
+            title=f"Table 9: Auto-Judge vs Auto-Judge + DropMatch ({LABEL[dataset]})",
+            data=data,
+            display=pd.DataFrame(display),
+            footer=footer,
+        )
+    )
     art.runs = rr
     return art
 

@@ -24,7 +24,9 @@ from runners.paths import REPO_ROOT, results_dir
 from runners.record import _strip, run_id_of
 from runners.validate import ConfigError
 
-MINING_VERSION = 2  # bump when the search or the record layout changes (2: prompts without an answer skipped)
+MINING_VERSION = (
+    2  # bump when the search or the record layout changes (2: prompts without an answer skipped)
+)
 TRAIN_VERSION = 1  # bump when training or the judge layout changes
 
 
@@ -49,7 +51,9 @@ def dataset_config(name: str) -> dict:
 def mining_dataset_config(mining: Mapping[str, Any]) -> dict:
     """The dataset config the miner loads: the dataset's file with the mining split / window / sources."""
     ds = dataset_config(str(mining["dataset"]))
-    ds.update(split=str(mining["split"]), offset=int(mining.get("offset") or 0), limit=mining.get("limit"))
+    ds.update(
+        split=str(mining["split"]), offset=int(mining.get("offset") or 0), limit=mining.get("limit")
+    )
     if mining.get("source_order"):
         ds["source"] = {**ds["source"], "order": list(mining["source_order"])}
     if mining.get("max_new_tokens"):
@@ -58,9 +62,16 @@ def mining_dataset_config(mining: Mapping[str, Any]) -> dict:
 
 
 def mining_identity(pair: Mapping[str, Any], judge: Mapping[str, Any]) -> dict:
-    pair_id = {k: v for k, v in _strip(dict(pair)).items() if k in ("name", "target", "draft", "dtype")}
-    return {"kind": "autojudge_mining", "version": MINING_VERSION, "pair": pair_id,
-            "dataset": _strip(mining_dataset_config(judge["mining"])), "mining": dict(judge["mining"])}
+    pair_id = {
+        k: v for k, v in _strip(dict(pair)).items() if k in ("name", "target", "draft", "dtype")
+    }
+    return {
+        "kind": "autojudge_mining",
+        "version": MINING_VERSION,
+        "pair": pair_id,
+        "dataset": _strip(mining_dataset_config(judge["mining"])),
+        "mining": dict(judge["mining"]),
+    }
 
 
 def mining_key(pair: Mapping[str, Any], judge: Mapping[str, Any]) -> str:
@@ -68,8 +79,16 @@ def mining_key(pair: Mapping[str, Any], judge: Mapping[str, Any]) -> str:
 
 
 def judge_key(pair: Mapping[str, Any], judge: Mapping[str, Any]) -> str:
-    return run_id_of({"kind": "autojudge_judge", "version": TRAIN_VERSION, "mining_key": mining_key(pair, judge),
-                      "train": dict(judge["train"]), "name": judge.get("name"), "judge_version": judge.get("version")})
+    return run_id_of(
+        {
+            "kind": "autojudge_judge",
+            "version": TRAIN_VERSION,
+            "mining_key": mining_key(pair, judge),
+            "train": dict(judge["train"]),
+            "name": judge.get("name"),
+            "judge_version": judge.get("version"),
+        }
+    )
 
 
 def judge_dir(key: str) -> Path:
@@ -85,8 +104,10 @@ def judge_info(key: str) -> dict | None:
 
 
 def build_command(c: Mapping[str, Any]) -> str:
-    return (f"python -m runners.autojudge.build method={c['method']['name']} pair={c['pair']['name']} "
-            f"profile={(c.get('profile') or {}).get('name', 'default')}")
+    return (
+        f"python -m runners.autojudge.build method={c['method']['name']} pair={c['pair']['name']} "
+        f"profile={(c.get('profile') or {}).get('name', 'default')}"
+    )
 
 
 def attach_judge(c: dict) -> None:
@@ -100,23 +121,31 @@ def attach_judge(c: dict) -> None:
     """
     judge = c["method"].get("judge")
     if not isinstance(judge, Mapping):
-        raise ConfigError(f"method={c['method']['name']}: method.judge must be a judge config (conf/autojudge/*.yaml)")
+        raise ConfigError(
+            f"method={c['method']['name']}: method.judge must be a judge config (conf/autojudge/*.yaml)"
+        )
     judge = dict(judge)
     judge.pop("key", None)
     key = judge_key(c["pair"], judge)
     c["method"]["judge"] = {**judge, "key": key}
     m, ds = judge["mining"], c["dataset"]
     if m["dataset"] == ds["name"] and str(m["split"]) == str(ds.get("split")):
-        lo, hi = int(m.get("offset") or 0), None if m.get("limit") is None else int(m.get("offset") or 0) + int(m["limit"])
+        lo, hi = (
+            int(m.get("offset") or 0),
+            None if m.get("limit") is None else int(m.get("offset") or 0) + int(m["limit"]),
+        )
         e_lo = int(ds.get("offset") or 0)
         e_hi = None if ds.get("limit") is None else e_lo + int(ds["limit"])
         if (hi is None or e_lo < hi) and (e_hi is None or lo < e_hi):
-            raise ConfigError(f"dataset {ds['name']} items [{e_lo}, {e_hi or 'end'}) overlap the judge's mining items "
-                              f"[{lo}, {hi or 'end'}) of split {m['split']}; allowed: dataset.limit <= {lo - e_lo} "
-                              f"or another method.judge.mining window")
+            raise ConfigError(
+                f"dataset {ds['name']} items [{e_lo}, {e_hi or 'end'}) overlap the judge's mining items "
+                f"[{lo}, {hi or 'end'}) of split {m['split']}; allowed: dataset.limit <= {lo - e_lo} "
+                f"or another method.judge.mining window"
+            )
     if judge_info(key) is None:
         raise JudgeMissingError(
             f"method={c['method']['name']} needs the Auto-Judge judge {key} (pair={c['pair']['name']}, "
             f"judge={judge.get('name')}), which has not been built ({judge_dir(key)} is missing); build it with "
             f"`{build_command(c)}` (mines {judge['mining']['dataset']} mismatches, then trains), or run "
-            f"./reproduce.sh table8, which builds it first")
+            f"./reproduce.sh table8, which builds it first"
+        )

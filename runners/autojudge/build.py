@@ -20,7 +20,9 @@ _logger = logging.getLogger(__name__)
 STAGES = ("mine", "train", "build")
 
 
-def build(pair_cfg: Any, judge_cfg: Any, stage: str = "build", log: Callable[[str], None] | None = None) -> dict:
+def build(
+    pair_cfg: Any, judge_cfg: Any, stage: str = "build", log: Callable[[str], None] | None = None
+) -> dict:
     """Run ``stage`` (``mine``, ``train`` or both) for a resolved pair and judge config."""
     from runners.autojudge.artefact import judge_dir, judge_key
     from runners.autojudge.mine import mine
@@ -58,15 +60,19 @@ def hydra_entry(stage: str) -> None:
         c = OmegaConf.to_container(cfg, resolve=True)
         judge = (c.get("method") or {}).get("judge")
         if not isinstance(judge, dict):
-            _logger.error(f"config error: method={c['method']['name']} has no judge; allowed: method=autojudge or "
-                  f"method=autojudge_dropmatch (their method.judge: conf/autojudge/*.yaml)")
+            _logger.error(
+                f"config error: method={c['method']['name']} has no judge; allowed: method=autojudge or "
+                f"method=autojudge_dropmatch (their method.judge: conf/autojudge/*.yaml)"
+            )
             sys.exit(2)
         judge.pop("key", None)
         from runners.validate import _gpu_available
 
         if (c.get("pair") or {}).get("requires_gpu") and not _gpu_available():
-            _logger.error(f"[autojudge {stage}] cannot build the judge here: pair={c['pair']['name']} needs a CUDA GPU and none "
-                  f"is visible; allowed here: pair=qwen25coder_0.5b_1.5b (the embedded CPU pair)")
+            _logger.error(
+                f"[autojudge {stage}] cannot build the judge here: pair={c['pair']['name']} needs a CUDA GPU and none "
+                f"is visible; allowed here: pair=qwen25coder_0.5b_1.5b (the embedded CPU pair)"
+            )
             sys.exit(2)
         try:
             build(c["pair"], judge, stage)

@@ -44,7 +44,9 @@ def decode_rows(text: str, width: int) -> np.ndarray:
     return np.frombuffer(base64.b64decode(text), dtype="<f4").reshape(-1, width)
 
 
-def outcome_function(scorer: Any, sample: Any, label: str, decode: Callable[[list[int]], str]) -> Callable:
+def outcome_function(
+    scorer: Any, sample: Any, label: str, decode: Callable[[list[int]], str]
+) -> Callable:
     """``outcome(response_ids)``: the scorer's extracted answer (``answer``) or its 0/1 (``correctness``)."""
     answer_key = "filtered," + scorer.metric.split(",", 1)[-1]
 
@@ -53,14 +55,20 @@ def outcome_function(scorer: Any, sample: Any, label: str, decode: Callable[[lis
         if label == "correctness":
             return int(res["correct"])
         if answer_key not in res:
-            raise ConfigError(f"method.judge.mining.label=answer needs a scorer that extracts an answer ({answer_key}); "
-                              f"scorer {type(scorer).__name__} does not: use label=correctness")
+            raise ConfigError(
+                f"method.judge.mining.label=answer needs a scorer that extracts an answer ({answer_key}); "
+                f"scorer {type(scorer).__name__} does not: use label=correctness"
+            )
         return str(res[answer_key])
 
     return outcome
 
 
-def mine(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callable[[str], None] | None = None) -> dict:
+def mine(
+    pair_cfg: Mapping[str, Any],
+    judge_cfg: Mapping[str, Any],
+    log: Callable[[str], None] | None = None,
+) -> dict:
     """Mine (or resume) the records of ``method.judge.mining`` for ``pair``; return the summary.
 
     Raises:
@@ -80,9 +88,13 @@ def mine(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callabl
 
     m = dict(judge_cfg["mining"])
     if m.get("label") not in LABELS:
-        raise ConfigError(f"method.judge.mining.label={m.get('label')!r} is invalid; allowed: {', '.join(LABELS)}")
+        raise ConfigError(
+            f"method.judge.mining.label={m.get('label')!r} is invalid; allowed: {', '.join(LABELS)}"
+        )
     if m.get("features") not in ("dd_dt", "dt"):
-        raise ConfigError(f"method.judge.mining.features={m.get('features')!r} is invalid; allowed: dd_dt, dt")
+        raise ConfigError(
+            f"method.judge.mining.features={m.get('features')!r} is invalid; allowed: dd_dt, dt"
+        )
     record = RunRecord(root() / "mining", mining_identity(pair_cfg, judge_cfg))
     ds_cfg = mining_dataset_config(m)
     dataset = build(DATASETS, ds_cfg)
@@ -111,48 +123,89 @@ def mine(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callabl
             def decode(ids: list[int]) -> str:
                 text = tok.decode([i for i in ids if i not in eos], skip_special_tokens=True)
                 cuts = [text.find(s) for s in stop if s in text]
-                return text[:min(cuts)] if cuts else text
+                return text[: min(cuts)] if cuts else text
 
             def finished(ids: list[int]) -> bool:
-                return bool(ids) and (ids[-1] in eos or any(s in tok.decode(ids, skip_special_tokens=True) for s in stop))
+                return bool(ids) and (
+                    ids[-1] in eos
+                    or any(s in tok.decode(ids, skip_special_tokens=True) for s in stop)
+                )
 
             t_start = time.perf_counter()
             for k, sample in enumerate(todo, 1):
                 t0 = time.perf_counter()
                 outcome = outcome_function(scorer, sample, str(m["label"]), decode)
-                progress = (lambda x, k=k, t0=t0: log(  # noqa: E731
+                progress = lambda x, k=k, t0=t0: log(  # noqa: E731
                     f"{tag}: prompt {k}/{len(todo)} mismatch at token {x.pos}: "
-                    f"{'important' if x.important else 'unimportant'} ({time.perf_counter() - t0:.0f} s)"))
-                item = mine_prompt(Tracked(KVState(pair.target, caches[0])), Tracked(KVState(pair.draft, caches[1])),
-                                   backend.encode(sample), max_new_tokens=cap, finished=finished, outcome=outcome,
-                                   max_mismatches=m.get("max_mismatches"), on_mismatch=progress,
-                                   skip=(lambda o: o == NO_ANSWER) if m["label"] == "answer" else None)
+                    f"{'important' if x.important else 'unimportant'} ({time.perf_counter() - t0:.0f} s)"
+                )
+                item = mine_prompt(
+                    Tracked(KVState(pair.target, caches[0])),
+                    Tracked(KVState(pair.draft, caches[1])),
+                    backend.encode(sample),
+                    max_new_tokens=cap,
+                    finished=finished,
+                    outcome=outcome,
+                    max_mismatches=m.get("max_mismatches"),
+                    on_mismatch=progress,
+                    skip=(lambda o: o == NO_ANSWER) if m["label"] == "answer" else None,
+                )
                 d_draft = pair.draft.config.hidden_size
                 d_target = pair.target.config.hidden_size
-                record.append({
-                    "sample_id": sample.sample_id, "response_token_ids": item.response, "outcome": item.outcome,
-                    "correct": int(scorer.score([sample], [decode(item.response)])[0]["correct"]),
-                    "mismatches": [{"pos": x.pos, "important": x.important, "target_token": x.target_token,
-                                    "draft_token": x.draft_token, "alt_outcome": x.alt_outcome} for x in item.mismatches],
-                    "features": {"d_draft": d_draft, "d_target": d_target,
-                                 "dd": encode_rows([x.dd for x in item.mismatches], d_draft),
-                                 "dt": encode_rows([x.dt for x in item.mismatches], d_target)},
-                    "truncated": item.truncated, "skipped": item.skipped, "wall_s": time.perf_counter() - t0,
-                })
+                record.append(
+                    {
+                        "sample_id": sample.sample_id,
+                        "response_token_ids": item.response,
+                        "outcome": item.outcome,
+                        "correct": int(
+                            scorer.score([sample], [decode(item.response)])[0]["correct"]
+                        ),
+                        "mismatches": [
+                            {
+                                "pos": x.pos,
+                                "important": x.important,
+                                "target_token": x.target_token,
+                                "draft_token": x.draft_token,
+                                "alt_outcome": x.alt_outcome,
+                            }
+                            for x in item.mismatches
+                        ],
+                        "features": {
+                            "d_draft": d_draft,
+                            "d_target": d_target,
+                            "dd": encode_rows([x.dd for x in item.mismatches], d_draft),
+                            "dt": encode_rows([x.dt for x in item.mismatches], d_target),
+                        },
+                        "truncated": item.truncated,
+                        "skipped": item.skipped,
+                        "wall_s": time.perf_counter() - t0,
+                    }
+                )
                 el = time.perf_counter() - t_start
-                log(f"{tag}: {k}/{len(todo)} prompts, {len(item.mismatches)} mismatches "
+                log(
+                    f"{tag}: {k}/{len(todo)} prompts, {len(item.mismatches)} mismatches "
                     f"({sum(x.important for x in item.mismatches)} important) in {time.perf_counter() - t0:.0f} s, "
-                    f"ETA {el / k * (len(todo) - k):.0f} s")
+                    f"ETA {el / k * (len(todo) - k):.0f} s"
+                )
         recs = [r for r in record.samples() if r["sample_id"] in {s.sample_id for s in samples}]
         mism = [x for r in recs for x in r["mismatches"]]
-        summary = {"mining_key": record.run_id, "num_samples": len(recs), "num_expected": len(samples),
-                   "complete": len(recs) == len(samples), "num_mismatches": len(mism),
-                   "num_important": sum(bool(x["important"]) for x in mism), "data_source": dataset.provenance,
-                   "num_skipped": sum(bool(r.get("skipped")) for r in recs),
-                   "target_accuracy": float(np.mean([r["correct"] for r in recs])) if recs else None,
-                   "wall_s": sum(r["wall_s"] for r in recs), **provenance()}
+        summary = {
+            "mining_key": record.run_id,
+            "num_samples": len(recs),
+            "num_expected": len(samples),
+            "complete": len(recs) == len(samples),
+            "num_mismatches": len(mism),
+            "num_important": sum(bool(x["important"]) for x in mism),
+            "data_source": dataset.provenance,
+            "num_skipped": sum(bool(r.get("skipped")) for r in recs),
+            "target_accuracy": float(np.mean([r["correct"] for r in recs])) if recs else None,
+            "wall_s": sum(r["wall_s"] for r in recs),
+            **provenance(),
+        }
         record.write_summary(summary)
-    log(f"{tag}: {summary['num_mismatches']} mismatches, {summary['num_important']} important ({record.dir})")
+    log(
+        f"{tag}: {summary['num_mismatches']} mismatches, {summary['num_important']} important ({record.dir})"
+    )
     return summary
 
 

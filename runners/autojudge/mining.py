@@ -83,8 +83,14 @@ class MinedItem:
     skipped: bool = False  # the target's own outcome was unusable (no answer): no mismatch searched
 
 
-def greedy_continue(target: Tracked, seq: list[int], n_prompt: int, max_new_tokens: int,
-                    finished: Callable[[list[int]], bool], first_hidden: torch.Tensor | None = None) -> list[int]:
+def greedy_continue(
+    target: Tracked,
+    seq: list[int],
+    n_prompt: int,
+    max_new_tokens: int,
+    finished: Callable[[list[int]], bool],
+    first_hidden: torch.Tensor | None = None,
+) -> list[int]:
     """Greedy target decoding after ``seq`` until ``finished(response)`` or ``max_new_tokens`` response tokens.
 
     ``first_hidden`` ``[d]``: the hidden at ``seq[-1]`` when the caller has just fed it.
@@ -152,8 +158,17 @@ def mine_prompt(
         alt = greedy_continue(target, alt_prefix, n, max_new_tokens, finished, first_hidden=ht)
         alt_out = outcome(alt[n:])
         important = alt_out != ref
-        item.mismatches.append(Mismatch(pos=m - n, important=bool(important), target_token=response[m],
-                                        draft_token=d_tok, alt_outcome=alt_out, dd=dd, dt=ht.float().clone()))
+        item.mismatches.append(
+            Mismatch(
+                pos=m - n,
+                important=bool(important),
+                target_token=response[m],
+                draft_token=d_tok,
+                alt_outcome=alt_out,
+                dd=dd,
+                dt=ht.float().clone(),
+            )
+        )
         if on_mismatch is not None:
             on_mismatch(item.mismatches[-1])
         if not important:

@@ -35,22 +35,35 @@ from runners.autojudge.mine import decode_rows
 from runners.record import RunRecord, atomic_write_json
 from runners.validate import ConfigError
 
-SELECTIONS = ("val", "cv")  # C chosen on the authors' 90/10 validation split, or by leave-one-prompt-out CV
+SELECTIONS = (
+    "val",
+    "cv",
+)  # C chosen on the authors' 90/10 validation split, or by leave-one-prompt-out CV
 METRIC_THRESHOLDS = tuple(round(x, 2) for x in np.linspace(0.0, 1.0, 21))
 
 
-def dataset_arrays(records: Sequence[Mapping[str, Any]], features: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def dataset_arrays(
+    records: Sequence[Mapping[str, Any]], features: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``X`` ``[N, F]`` float32, ``y`` ``[N]`` (1 = important) and the prompt index of each row ``[N]``."""
     xs, ys, groups = [], [], []
     for g, r in enumerate(records):
         f = r["features"]
         dt = decode_rows(f["dt"], int(f["d_target"]))
-        x = dt if features == "dt" else np.concatenate([decode_rows(f["dd"], int(f["d_draft"])), dt], axis=1)
+        x = (
+            dt
+            if features == "dt"
+            else np.concatenate([decode_rows(f["dd"], int(f["d_draft"])), dt], axis=1)
+        )
         xs.append(x)
         ys.extend(int(bool(mm["important"])) for mm in r["mismatches"])
         groups.extend([g] * len(r["mismatches"]))
     width = xs[0].shape[1] if xs else 0
-    return (np.concatenate(xs) if xs else np.zeros((0, width), np.float32)), np.asarray(ys), np.asarray(groups)
+    return (
+        (np.concatenate(xs) if xs else np.zeros((0, width), np.float32)),
+        np.asarray(ys),
+        np.asarray(groups),
+    )
 
 
 def split_prompts(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -66,13 +79,20 @@ def threshold_metrics(p: np.ndarray, y: np.ndarray, thresholds: Sequence[float])
     for t in thresholds:
         rejected = p >= t if t < 1.0 else np.zeros_like(p, dtype=bool)
         tp = int((rejected & (y == 1)).sum())
-        out.append({"threshold": float(t), "recall_important": tp / max(int((y == 1).sum()), 1) if len(y) else None,
-                    "precision_important": tp / int(rejected.sum()) if rejected.any() else None,
-                    "accept_rate": float((~rejected).mean()) if len(y) else None})
+        out.append(
+            {
+                "threshold": float(t),
+                "recall_important": tp / max(int((y == 1).sum()), 1) if len(y) else None,
+                "precision_important": tp / int(rejected.sum()) if rejected.any() else None,
+                "accept_rate": float((~rejected).mean()) if len(y) else None,
+            }
+        )
     return out
 
 
-def fit_head(X: np.ndarray, y: np.ndarray, tr: np.ndarray, va: np.ndarray, C_grid: Sequence[float]) -> dict:
+def fit_head(
+    X: np.ndarray, y: np.ndarray, tr: np.ndarray, va: np.ndarray, C_grid: Sequence[float]
+) -> dict:
     """StandardScaler + LogisticRegression per C; keep the best validation ROC AUC (the first C on ties)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
@@ -83,18 +103,41 @@ def fit_head(X: np.ndarray, y: np.ndarray, tr: np.ndarray, va: np.ndarray, C_gri
     Xtr, Xva = scaler.transform(X[tr]), scaler.transform(X[va]) if len(va) else X[:0]
     if len(set(y[tr].tolist())) < 2:  # one class only: a constant head (the class rate, clipped)
         rate = float(np.clip(y[tr].mean() if len(tr) else 0.5, 1e-3, 1 - 1e-3))
-        return {"scaler": scaler, "coef": np.zeros(X.shape[1]), "intercept": float(np.log(rate / (1 - rate))),
-                "C": None, "auc_val": None, "auc_train": None, "degenerate": True}
+        return {
+            "scaler": scaler,
+            "coef": np.zeros(X.shape[1]),
+            "intercept": float(np.log(rate / (1 - rate))),
+            "C": None,
+            "auc_val": None,
+            "auc_train": None,
+            "degenerate": True,
+        }
     best = None
     for C in C_grid:
         lr = LogisticRegression(C=float(C), max_iter=2000).fit(Xtr, y[tr])
-        auc_val = roc_auc_score(y[va], lr.predict_proba(Xva)[:, 1]) if len(set(y[va].tolist())) == 2 else None
+        auc_val = (
+            roc_auc_score(y[va], lr.predict_proba(Xva)[:, 1])
+            if len(set(y[va].tolist())) == 2
+            else None
+        )
         score = -1.0 if auc_val is None else auc_val
         if best is None or score > best["score"]:
-            best = {"score": score, "lr": lr, "C": float(C), "auc_val": auc_val,
-                    "auc_train": roc_auc_score(y[tr], lr.predict_proba(Xtr)[:, 1])}
-    return {"scaler": scaler, "coef": best["lr"].coef_[0], "intercept": float(best["lr"].intercept_[0]), "C": best["C"],
-            "auc_val": best["auc_val"], "auc_train": best["auc_train"], "degenerate": False}
+            best = {
+                "score": score,
+                "lr": lr,
+                "C": float(C),
+                "auc_val": auc_val,
+                "auc_train": roc_auc_score(y[tr], lr.predict_proba(Xtr)[:, 1]),
+            }
+    return {
+        "scaler": scaler,
+        "coef": best["lr"].coef_[0],
+        "intercept": float(best["lr"].intercept_[0]),
+        "C": best["C"],
+        "auc_val": best["auc_val"],
+        "auc_train": best["auc_train"],
+        "degenerate": False,
+    }
 
 
 def prompt_folds(groups: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -102,11 +145,15 @@ def prompt_folds(groups: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarra
     prompts = np.unique(groups)
     k = max(2, min(k, len(prompts)))
     parts = np.array_split(prompts, k)
-    return [(np.flatnonzero(~np.isin(groups, part)), np.flatnonzero(np.isin(groups, part))) for part in parts]
+    return [
+        (np.flatnonzero(~np.isin(groups, part)), np.flatnonzero(np.isin(groups, part)))
+        for part in parts
+    ]
 
 
-def cv_select(X: np.ndarray, y: np.ndarray, groups: np.ndarray, C_grid: Sequence[float],
-              k: int = 10) -> dict:
+def cv_select(
+    X: np.ndarray, y: np.ndarray, groups: np.ndarray, C_grid: Sequence[float], k: int = 10
+) -> dict:
     """The C of ``C_grid`` with the best pooled out-of-fold ROC AUC over :func:`prompt_folds`.
 
     A fold whose training rows hold one class scores its held-out rows at that class rate (clipped).
@@ -128,7 +175,12 @@ def cv_select(X: np.ndarray, y: np.ndarray, groups: np.ndarray, C_grid: Sequence
         score = -1.0 if auc is None else auc
         if best is None or score > best["score"]:
             best = {"score": score, "C": float(C), "auc_oof": auc, "p_oof": p}
-    return {"C": best["C"], "auc_oof": best["auc_oof"], "p_oof": best["p_oof"], "num_folds": len(folds)}
+    return {
+        "C": best["C"],
+        "auc_oof": best["auc_oof"],
+        "p_oof": best["p_oof"],
+        "num_folds": len(folds),
+    }
 
 
 def existing_judge(key: str) -> dict | None:
@@ -139,7 +191,11 @@ def existing_judge(key: str) -> dict | None:
     return None
 
 
-def train(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callable[[str], None] | None = None) -> dict:
+def train(
+    pair_cfg: Mapping[str, Any],
+    judge_cfg: Mapping[str, Any],
+    log: Callable[[str], None] | None = None,
+) -> dict:
     """Train (or reuse) the judge for ``pair`` and ``method.judge``; return its ``judge.json``.
 
     Raises:
@@ -159,17 +215,23 @@ def train(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callab
     record = RunRecord(root() / "mining", mining_identity(pair_cfg, judge_cfg))
     summary = record.existing_summary()
     if summary is None:
-        raise RuntimeError(f"[train {key}] mining records {record.dir} are missing or unfinished; run "
-                           f"python -m runners.autojudge.mine (or runners.autojudge.build) first")
+        raise RuntimeError(
+            f"[train {key}] mining records {record.dir} are missing or unfinished; run "
+            f"python -m runners.autojudge.mine (or runners.autojudge.build) first"
+        )
     records = record.samples()
     t = dict(judge_cfg["train"])
     features = str(judge_cfg["mining"]["features"])
     X, y, groups = dataset_arrays(records, features)
     if len(y) == 0:
-        raise RuntimeError(f"[train {key}] the {len(records)} mined prompts have no mismatch: nothing to train on")
+        raise RuntimeError(
+            f"[train {key}] the {len(records)} mined prompts have no mismatch: nothing to train on"
+        )
     selection = str(t.get("selection", "val"))
     if selection not in SELECTIONS:
-        raise ConfigError(f"method.judge.train.selection={selection!r} is invalid; allowed: {', '.join(SELECTIONS)}")
+        raise ConfigError(
+            f"method.judge.train.selection={selection!r} is invalid; allowed: {', '.join(SELECTIONS)}"
+        )
     num_folds = None
     if selection == "cv":
         cv = cv_select(X, y, groups, list(t["C_grid"]))
@@ -182,33 +244,73 @@ def train(pair_cfg: Mapping[str, Any], judge_cfg: Mapping[str, Any], log: Callab
         tr, va = np.flatnonzero(np.isin(groups, tr_p)), np.flatnonzero(np.isin(groups, va_p))
         fit = fit_head(X, y, tr, va, list(t["C_grid"]))
         if t.get("refit_on_all") and not fit["degenerate"]:
-            fit = {**fit_head(X, y, np.arange(len(y)), np.arange(0), [fit["C"]]), "auc_val": fit["auc_val"]}
-        z_va = (fit["scaler"].transform(X[va]) @ fit["coef"] + fit["intercept"]) if len(va) else np.zeros(0)
+            fit = {
+                **fit_head(X, y, np.arange(len(y)), np.arange(0), [fit["C"]]),
+                "auc_val": fit["auc_val"],
+            }
+        z_va = (
+            (fit["scaler"].transform(X[va]) @ fit["coef"] + fit["intercept"])
+            if len(va)
+            else np.zeros(0)
+        )
         p_va = 1.0 / (1.0 + np.exp(-z_va))
     scaler = fit["scaler"]
     q = np.linspace(0.0, 1.0, int(t.get("quantiles", 26)))
     out.mkdir(parents=True, exist_ok=True)
-    torch.save({"weight": torch.tensor(fit["coef"], dtype=torch.float32), "bias": torch.tensor(fit["intercept"]),
-                "mean": torch.tensor(scaler.mean_, dtype=torch.float32),
-                "scale": torch.tensor(scaler.scale_, dtype=torch.float32), "features": features, "key": key},
-               out / "judge.pt")
+    torch.save(
+        {
+            "weight": torch.tensor(fit["coef"], dtype=torch.float32),
+            "bias": torch.tensor(fit["intercept"]),
+            "mean": torch.tensor(scaler.mean_, dtype=torch.float32),
+            "scale": torch.tensor(scaler.scale_, dtype=torch.float32),
+            "features": features,
+            "key": key,
+        },
+        out / "judge.pt",
+    )
     info = {
-        "judge_key": key, "mining_key": record.run_id, "pair": pair_cfg["name"], "judge": dict(judge_cfg),
-        "features": features, "num_features": int(X.shape[1]), "num_prompts": len(records),
-        "num_train_prompts": len(tr_p), "num_val_prompts": len(va_p), "num_mismatches": int(len(y)),
-        "num_important": int(y.sum()), "num_train": int(len(tr)), "num_val": int(len(va)),
-        "selection": selection, "num_folds": num_folds,
-        "C": fit["C"], "degenerate": fit["degenerate"], "roc_auc_train": fit["auc_train"], "roc_auc_val": fit["auc_val"],
-        "val_p": p_va.tolist(), "val_y": y[va].tolist(),
+        "judge_key": key,
+        "mining_key": record.run_id,
+        "pair": pair_cfg["name"],
+        "judge": dict(judge_cfg),
+        "features": features,
+        "num_features": int(X.shape[1]),
+        "num_prompts": len(records),
+        "num_train_prompts": len(tr_p),
+        "num_val_prompts": len(va_p),
+        "num_mismatches": int(len(y)),
+        "num_important": int(y.sum()),
+        "num_train": int(len(tr)),
+        "num_val": int(len(va)),
+        "selection": selection,
+        "num_folds": num_folds,
+        "C": fit["C"],
+        "degenerate": fit["degenerate"],
+        "roc_auc_train": fit["auc_train"],
+        "roc_auc_val": fit["auc_val"],
+        "val_p": p_va.tolist(),
+        "val_y": y[va].tolist(),
         "quantile_thresholds": np.quantile(p_va, q).tolist() if len(va) else [],
         "metrics_val": threshold_metrics(p_va, y[va], METRIC_THRESHOLDS),
-        "mining": {k: summary.get(k) for k in ("num_samples", "num_mismatches", "num_important", "data_source",
-                                               "target_accuracy", "wall_s", "num_skipped")},
+        "mining": {
+            k: summary.get(k)
+            for k in (
+                "num_samples",
+                "num_mismatches",
+                "num_important",
+                "data_source",
+                "target_accuracy",
+                "wall_s",
+                "num_skipped",
+            )
+        },
         **provenance(),
     }
     atomic_write_json(out / "judge.json", info)
-    log(f"[train {key}] {len(y)} mismatches ({int(y.sum())} important) from {len(records)} prompts; C={fit['C']} "
-        f"ROC AUC {'out-of-fold' if selection == 'cv' else 'val'}={fit['auc_val']}; wrote {out}")
+    log(
+        f"[train {key}] {len(y)} mismatches ({int(y.sum())} important) from {len(records)} prompts; C={fit['C']} "
+        f"ROC AUC {'out-of-fold' if selection == 'cv' else 'val'}={fit['auc_val']}; wrote {out}"
+    )
     return info
 
 

@@ -92,7 +92,8 @@ class Backend(Protocol):
 
     name: str
 
-    def generate(self, samples: Iterable[Sample], decoding: DecodingConfig, rule: Any,
-                 heads: Any) -> Iterator[SampleResult]:
+    def generate(
+        self, samples: Iterable[Sample], decoding: DecodingConfig, rule: Any, heads: Any
+    ) -> Iterator[SampleResult]:
         """Decode ``samples``; ``rule`` is a built criterion, ``heads`` the run's ``criteria.dropout_heads.HeadSpec``."""
         ...

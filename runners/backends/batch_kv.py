@@ -37,7 +37,9 @@ def _layers(cache: Any) -> list:
     layers = list(cache.layers)
     for layer in layers:
         if type(layer) is not DynamicLayer:
-            raise ValueError(f"batched decoding supports full-attention caches only; got {type(layer).__name__}")
+            raise ValueError(
+                f"batched decoding supports full-attention caches only; got {type(layer).__name__}"
+            )
     return layers
 
 
@@ -74,7 +76,7 @@ class BatchKV:
         S = self.valid.shape[1]
         width = max(S, n)
         new_valid = torch.zeros((1, width), dtype=torch.bool, device=self.device)
-        new_valid[0, width - n:] = True
+        new_valid[0, width - n :] = True
         if self.cache is None:
             self.cache = DynamicCache()
             self.cache.layers = [_layer(layer.keys, layer.values) for layer in src]
@@ -101,11 +103,20 @@ class BatchKV:
         if new_valid is None:
             new_valid = torch.ones((B, n), dtype=torch.bool, device=self.device)
         valid = torch.cat([self.valid, new_valid], dim=1)  # [B, S + n]
-        counts = valid.cumsum(dim=1)[:, -n:]  # [B, n] committed tokens up to and including each fed slot
+        counts = valid.cumsum(dim=1)[
+            :, -n:
+        ]  # [B, n] committed tokens up to and including each fed slot
         positions = (counts - 1).clamp(min=0)  # a valid token's index in its own sequence
-        mask = None if bool(valid.all()) else valid.long()  # no padding anywhere: plain causal attention
-        out = self.model.model(input_ids=tokens, attention_mask=mask, position_ids=positions,
-                               past_key_values=self.cache, use_cache=True)
+        mask = (
+            None if bool(valid.all()) else valid.long()
+        )  # no padding anywhere: plain causal attention
+        out = self.model.model(
+            input_ids=tokens,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=self.cache,
+            use_cache=True,
+        )
         self.cache = out.past_key_values
         self.valid = valid
         return out.last_hidden_state
@@ -121,7 +132,7 @@ class BatchKV:
             return
         S = self.valid.shape[1]
         idx = torch.arange(m, device=self.device)
-        tail = self.valid[:, S - m:] & (idx[None, :] < keep[:, None])
+        tail = self.valid[:, S - m :] & (idx[None, :] < keep[:, None])
         self.valid = torch.cat([self.valid[:, : S - m], tail], dim=1)
         self._trim_tail()
 
@@ -153,7 +164,9 @@ class BatchKV:
         width = int(n.max())
         S = valid.shape[1]
         # source slot of each target slot: valid slots in order, right-aligned; padding reads slot 0
-        order = torch.argsort((~valid).to(torch.int8), dim=1, stable=True)  # valid slots first, in order
+        order = torch.argsort(
+            (~valid).to(torch.int8), dim=1, stable=True
+        )  # valid slots first, in order
         j = torch.arange(width, device=self.device)
         offset = (width - n)[:, None]  # [B', 1] padding on the left
         src = order.gather(1, (j[None, :] - offset).clamp(min=0, max=S - 1))  # [B', width]

@@ -36,21 +36,28 @@ class StopCheck:
     ``new + 4 m + 2`` tokens is decoded. A hit is confirmed on the full text (once per output).
     """
 
-    def __init__(self, tokenizer: Any, eos_ids: Iterable[int], stops: Sequence[str], cap: int) -> None:
+    def __init__(
+        self, tokenizer: Any, eos_ids: Iterable[int], stops: Sequence[str], cap: int
+    ) -> None:
         self.tokenizer, self.eos, self.cap = tokenizer, set(eos_ids), int(cap)
         self.stops = [s for s in stops if s]
         self.margin = 4 * max((len(s) for s in self.stops), default=0) + 2
 
     def finished(self, out: Sequence[int], new: int) -> bool:
         """Whether the output ``out`` (its last ``new`` tokens just committed) is complete."""
-        if len(out) >= self.cap or any(t in self.eos for t in out[len(out) - new:]):
+        if len(out) >= self.cap or any(t in self.eos for t in out[len(out) - new :]):
             return True
         if not self.stops:
             return False
-        window = out[max(0, len(out) - new - self.margin):]
-        if _first_stop(self.tokenizer.decode(list(window), skip_special_tokens=True), self.stops) < 0:
+        window = out[max(0, len(out) - new - self.margin) :]
+        if (
+            _first_stop(self.tokenizer.decode(list(window), skip_special_tokens=True), self.stops)
+            < 0
+        ):
             return False
-        return _first_stop(self.tokenizer.decode(list(out), skip_special_tokens=True), self.stops) >= 0
+        return (
+            _first_stop(self.tokenizer.decode(list(out), skip_special_tokens=True), self.stops) >= 0
+        )
 
 
 @dataclass
@@ -80,19 +87,21 @@ class Row:
     t_join: float = field(default_factory=time.perf_counter)
     accepted: list[int] = field(default_factory=list)
     traces: list[dict] | None = None
-    timing: dict[str, float] = field(default_factory=lambda: {"draft": 0.0, "verify": 0.0, "criterion": 0.0})
+    timing: dict[str, float] = field(
+        default_factory=lambda: {"draft": 0.0, "verify": 0.0, "criterion": 0.0}
+    )
     share_s: float = 0.0
     done: bool = False
 
     @property
     def out(self) -> list[int]:
         """Committed output ids (the prefill's token first)."""
-        return self.ids[self.prompt_len:]
+        return self.ids[self.prompt_len :]
 
     def commit(self, tokens: Sequence[int]) -> None:
         """Append a round's tokens and update :attr:`done`."""
         self.ids.extend(tokens)
-        self.done = self.stop.finished(self.ids[self.prompt_len:], len(tokens))
+        self.done = self.stop.finished(self.ids[self.prompt_len :], len(tokens))
 
 
 class BatchClock:

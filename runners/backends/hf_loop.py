@@ -41,8 +41,9 @@ from runners.registry import BACKENDS
 _PREFIX_CACHES: dict[int, PrefixCache] = {}
 
 
-def draft_choice(logits: torch.Tensor, temperature: float, generators: list[torch.Generator],
-                 need_probs: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+def draft_choice(
+    logits: torch.Tensor, temperature: float, generators: list[torch.Generator], need_probs: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The draft's tokens for B rows from ``logits`` ``[B, V]`` float32: argmax (T = 0) or one sample per row.
 
     RNG (T > 0): one ``torch.multinomial`` per row, from that row's generator.
@@ -54,7 +55,9 @@ def draft_choice(logits: torch.Tensor, temperature: float, generators: list[torc
     if temperature == 0:
         return logits.argmax(dim=-1), (torch.softmax(logits, dim=-1) if need_probs else None)
     probs = torch.softmax(logits / temperature, dim=-1)
-    return torch.cat([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(generators)]), probs
+    return torch.cat(
+        [torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(generators)]
+    ), probs
 
 
 @BACKENDS.register("hf")
@@ -72,16 +75,24 @@ class HFLoopBackend:
 
     name = "hf"
 
-    def __init__(self, pair: Any, prefix_caching: bool = True, batch_size: int = 1, **_: Any) -> None:
+    def __init__(
+        self, pair: Any, prefix_caching: bool = True, batch_size: int = 1, **_: Any
+    ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"backend.batch_size={batch_size!r} is invalid; allowed: an integer >= 1")
+            raise ValueError(
+                f"backend.batch_size={batch_size!r} is invalid; allowed: an integer >= 1"
+            )
         self.pair = pair
         self.tokenizer = pair.tokenizer
-        self.chat_template_kwargs = dict(getattr(pair, "chat_template_kwargs", None) or {})  # pair's template options
+        self.chat_template_kwargs = dict(
+            getattr(pair, "chat_template_kwargs", None) or {}
+        )  # pair's template options
         self.prefix_caching = prefix_caching
         self.batch_size = batch_size
-        self.eos_ids = end_of_sequence_ids(pair.tokenizer, getattr(getattr(pair.target, "generation_config", None),
-                                                                   "eos_token_id", None))
+        self.eos_ids = end_of_sequence_ids(
+            pair.tokenizer,
+            getattr(getattr(pair.target, "generation_config", None), "eos_token_id", None),
+        )
 
     def encode(self, sample: Sample) -> list[int]:
         """Prompt token ids: the target's chat template with the generation prompt (a final assistant message
@@ -89,20 +100,30 @@ class HFLoopBackend:
         pair's ``chat_template_kwargs``."""
         return prompt_token_ids(self.tokenizer, sample.messages, self.chat_template_kwargs)
 
-    def generate_one(self, sample: Sample, decoding: DecodingConfig, rule: Any, heads: HeadSpec) -> SampleResult:
+    def generate_one(
+        self, sample: Sample, decoding: DecodingConfig, rule: Any, heads: HeadSpec
+    ) -> SampleResult:
         """Decode one sample alone (batch of one)."""
         return next(iter(self.generate([sample], decoding, rule, heads, batch_size=1)))
 
     @torch.inference_mode()
-    def generate(self, samples: Iterable[Sample], decoding: DecodingConfig, rule: Any, heads: HeadSpec,
-                 batch_size: int | None = None) -> Iterator[SampleResult]:
+    def generate(
+        self,
+        samples: Iterable[Sample],
+        decoding: DecodingConfig,
+        rule: Any,
+        heads: HeadSpec,
+        batch_size: int | None = None,
+    ) -> Iterator[SampleResult]:
         """Decode ``samples`` B at a time, yielding each result as soon as its sample is finished.
 
         Raises:
             ValueError: ``decoding.top_p`` other than 1.0; L > 0 without a draft model.
         """
         if decoding.top_p != 1.0:
-            raise ValueError(f"decoding.top_p={decoding.top_p} unsupported by backend=hf; allowed: 1.0")
+            raise ValueError(
+                f"decoding.top_p={decoding.top_p} unsupported by backend=hf; allowed: 1.0"
+            )
         L = int(decoding.num_speculative_tokens)
         if L > 0 and self.pair.draft is None:
             raise ValueError("num_speculative_tokens > 0 needs a draft model (pair.draft)")
@@ -115,7 +136,9 @@ class HFLoopBackend:
         clock = BatchClock()
         queue = iter(samples)
         while True:
-            while len(rows) < B:  # fill: each sample joins after its own prefill (others wait meanwhile)
+            while (
+                len(rows) < B
+            ):  # fill: each sample joins after its own prefill (others wait meanwhile)
                 sample = next(queue, None)
                 if sample is None:
                     break
@@ -139,35 +162,63 @@ class HFLoopBackend:
                     res = self._result(r, decoding, now)
                     t = time.perf_counter()
                     yield res
-                    clock.skip(rows, time.perf_counter() - t)  # the caller's time (scoring, records) is not ours
+                    clock.skip(
+                        rows, time.perf_counter() - t
+                    )  # the caller's time (scoring, records) is not ours
                 self._drop(rows, finished, target, draft)
             elif max(target.holes(), draft.holes() if draft else 0.0) > 0.25:
                 target.compact()
                 if draft is not None:
                     draft.compact()
 
-    def _join(self, sample: Sample, decoding: DecodingConfig, rule: Any, heads: HeadSpec, target: BatchKV,
-              draft: BatchKV | None, tmodel: Any, head: LMHead) -> Row:
+    def _join(
+        self,
+        sample: Sample,
+        decoding: DecodingConfig,
+        rule: Any,
+        heads: HeadSpec,
+        target: BatchKV,
+        draft: BatchKV | None,
+        tmodel: Any,
+        head: LMHead,
+    ) -> Row:
         """Prefill one sample alone (prefix cache), emit its first token and add it to the batch."""
         t0 = time.perf_counter()
         L, T = int(decoding.num_speculative_tokens), float(decoding.temperature)
         prompt = self.encode(sample)
-        gen = make_generator(sample_seed(decoding.seed, sample.sample_id, decoding.seed_stream), target.device)
+        gen = make_generator(
+            sample_seed(decoding.seed, sample.sample_id, decoding.seed_stream), target.device
+        )
         st = KVState(tmodel, self._prefix_for(tmodel))
         last = st.prefill(prompt)  # [d]
         # the first output token comes from the prefill's last position (as in vLLM)
-        first_rule, first_heads = (rule, heads) if L == 0 else (CRITERIA.get("autoregressive")(), HeadSpec())
+        first_rule, first_heads = (
+            (rule, heads) if L == 0 else (CRITERIA.get("autoregressive")(), HeadSpec())
+        )
         no_drafts = torch.zeros((1, 0), dtype=torch.long, device=target.device)
-        first = verify_round(last[None, None], head, no_drafts, first_rule, first_heads, temperature=T,
-                             generators=[gen])
+        first = verify_round(
+            last[None, None],
+            head,
+            no_drafts,
+            first_rule,
+            first_heads,
+            temperature=T,
+            generators=[gen],
+        )
         target.add(st.cache)
         if draft is not None:
             ds = KVState(draft.model, self._prefix_for(draft.model))
             ds.prefill(prompt)
             draft.add(ds.cache)
-        row = Row(sample=sample, ids=list(prompt), prompt_len=len(prompt), gen=gen,
-                  stop=StopCheck(self.tokenizer, self.eos_ids, decoding.stop, decoding.max_new_tokens),
-                  prefill_s=0.0, traces=[] if decoding.trace else None)
+        row = Row(
+            sample=sample,
+            ids=list(prompt),
+            prompt_len=len(prompt),
+            gen=gen,
+            stop=StopCheck(self.tokenizer, self.eos_ids, decoding.stop, decoding.max_new_tokens),
+            prefill_s=0.0,
+            traces=[] if decoding.trace else None,
+        )
         row.commit([int(first.next_token_ids[0])])
         row.prefill_s = time.perf_counter() - t0
         return row
@@ -178,8 +229,16 @@ class HFLoopBackend:
             return None
         return _PREFIX_CACHES.setdefault(id(model), PrefixCache())
 
-    def _round(self, rows: list[Row], decoding: DecodingConfig, rule: Any, heads: HeadSpec, target: BatchKV,
-               draft: BatchKV | None, head: LMHead) -> dict[str, float]:
+    def _round(
+        self,
+        rows: list[Row],
+        decoding: DecodingConfig,
+        rule: Any,
+        heads: HeadSpec,
+        target: BatchKV,
+        draft: BatchKV | None,
+        head: LMHead,
+    ) -> dict[str, float]:
         """One draft-verify round of every row; returns its draft / verify / criterion seconds."""
         L, T, dev = int(decoding.num_speculative_tokens), float(decoding.temperature), target.device
         gens = [r.gen for r in rows]
@@ -193,8 +252,12 @@ class HFLoopBackend:
             have = draft.lengths()
             lack = [r.ids[n:] for r, n in zip(rows, have)]
             width = max(len(x) for x in lack)
-            feed = torch.tensor([[0] * (width - len(x)) + x for x in lack], dtype=torch.long, device=dev)
-            ok = torch.tensor([[False] * (width - len(x)) + [True] * len(x) for x in lack], device=dev)
+            feed = torch.tensor(
+                [[0] * (width - len(x)) + x for x in lack], dtype=torch.long, device=dev
+            )
+            ok = torch.tensor(
+                [[False] * (width - len(x)) + [True] * len(x) for x in lack], device=dev
+            )
             h = draft.forward(feed, None if bool(ok.all()) else ok)[:, -1]  # [B, d]
             for k in range(L):
                 if k > 0:
@@ -211,9 +274,16 @@ class HFLoopBackend:
         hidden = target.forward(torch.cat([pending, drafts], dim=1))  # [B, L+1, d]
         t2 = time.perf_counter()
         res = verify_round(
-            hidden, head, drafts, rule, heads, temperature=T, generators=gens,
+            hidden,
+            head,
+            drafts,
+            rule,
+            heads,
+            temperature=T,
+            generators=gens,
             draft_probs=torch.stack(qs, dim=1) if (needs_q and L > 0) else None,
-            draft_hidden=torch.stack(dh, dim=1) if dh else None, trace=decoding.trace,
+            draft_hidden=torch.stack(dh, dim=1) if dh else None,
+            trace=decoding.trace,
         )
         acc, nxt, dl = res.num_accepted.tolist(), res.next_token_ids.tolist(), drafts.tolist()
         for i, r in enumerate(rows):
@@ -231,15 +301,23 @@ class HFLoopBackend:
         t3 = time.perf_counter()
         return {"draft": t1 - t0, "verify": t2 - t1, "criterion": t3 - t2}
 
-    def _drop(self, rows: list[Row], gone: list[Row], target: BatchKV, draft: BatchKV | None) -> None:
+    def _drop(
+        self, rows: list[Row], gone: list[Row], target: BatchKV, draft: BatchKV | None
+    ) -> None:
         keep = [i for i, r in enumerate(rows) if r not in gone]
         target.compact(keep)
         if draft is not None:
             draft.compact(keep)
         rows[:] = [rows[i] for i in keep]
 
-    def _leave(self, rows: list[Row], gone: list[Row], target: BatchKV, draft: BatchKV | None,
-               decoding: DecodingConfig) -> SampleResult:
+    def _leave(
+        self,
+        rows: list[Row],
+        gone: list[Row],
+        target: BatchKV,
+        draft: BatchKV | None,
+        decoding: DecodingConfig,
+    ) -> SampleResult:
         """A row finished at its prefill (first token EOS or a one-token cap)."""
         now = time.perf_counter()
         self._drop(rows, gone, target, draft)
@@ -247,13 +325,25 @@ class HFLoopBackend:
 
     def _result(self, row: Row, decoding: DecodingConfig, now: float) -> SampleResult:
         L = int(decoding.num_speculative_tokens)
-        out = finalize(row.out, self.tokenizer, self.eos_ids, list(decoding.stop), int(decoding.max_new_tokens))
+        out = finalize(
+            row.out, self.tokenizer, self.eos_ids, list(decoding.stop), int(decoding.max_new_tokens)
+        )
         kept = cut_rounds(row.accepted, out.emitted)
         traces = row.traces[: len(kept)] if row.traces is not None else None
         return SampleResult(
-            sample_id=row.sample.sample_id, output_text=out.text, output_token_ids=out.token_ids,
-            counters=round_counters(kept, L), num_output_tokens=len(out.token_ids), wall_s=now - row.t_join,
-            prefill_s=row.prefill_s, draft_s=row.timing["draft"], verify_s=row.timing["verify"],
-            criterion_s=row.timing["criterion"], accepted_per_round=kept, stop_reason=out.stop_reason,
-            eos_removed=out.eos_removed, trace=traces, share_s=row.share_s,
+            sample_id=row.sample.sample_id,
+            output_text=out.text,
+            output_token_ids=out.token_ids,
+            counters=round_counters(kept, L),
+            num_output_tokens=len(out.token_ids),
+            wall_s=now - row.t_join,
+            prefill_s=row.prefill_s,
+            draft_s=row.timing["draft"],
+            verify_s=row.timing["verify"],
+            criterion_s=row.timing["criterion"],
+            accepted_per_round=kept,
+            stop_reason=out.stop_reason,
+            eos_removed=out.eos_removed,
+            trace=traces,
+            share_s=row.share_s,
         )

@@ -35,7 +35,10 @@ from typing import Any, Mapping
 
 MODES = ("ar", "draft_only", "dropout_path", "sd", "dropmatch", "autojudge", "trace", "nucleus")
 JUDGE_RULES = ("autojudge", "autojudge_dropmatch")  # the "autojudge" mode's rules
-SD_RULES = ("greedy_match", "rejection")  # the "sd" mode's rules; "dropmatch": dropmatch_js, dropmatch_naive
+SD_RULES = (
+    "greedy_match",
+    "rejection",
+)  # the "sd" mode's rules; "dropmatch": dropmatch_js, dropmatch_naive
 
 # The HF loop runs every decoding mode; no backend applies nucleus sampling in the project's rules.
 HF_MODES = frozenset(MODES) - {"nucleus"}
@@ -52,7 +55,11 @@ def _vllm_modes(native_verify: bool) -> frozenset[str]:
     modes |= {"draft_only"} if VLLMBackend.SUPPORTS_AR_DRAFT_MODEL else set()
     modes |= {"dropout_path"} if VLLMBackend.SUPPORTS_DROPOUT_PATH else set()
     modes |= {"sd"} if set(SD_RULES) <= rules else set()
-    modes |= {"dropmatch", "trace"} if {"dropmatch_js", "dropmatch_naive"} <= rules and not native_verify else set()
+    modes |= (
+        {"dropmatch", "trace"}
+        if {"dropmatch_js", "dropmatch_naive"} <= rules and not native_verify
+        else set()
+    )
     modes |= {"autojudge"} if set(JUDGE_RULES) <= rules and not native_verify else set()
     return frozenset(modes)
 

@@ -68,8 +68,13 @@ def _first_stop(text: str, stops: Sequence[str]) -> int:
     return min(hits) if hits else -1
 
 
-def finalize(raw_ids: Sequence[int], tokenizer: Any, eos_ids: Iterable[int], stops: Sequence[str],
-             max_new_tokens: int) -> Output:
+def finalize(
+    raw_ids: Sequence[int],
+    tokenizer: Any,
+    eos_ids: Iterable[int],
+    stops: Sequence[str],
+    max_new_tokens: int,
+) -> Output:
     """Cut the tokens a decode loop produced (it may overshoot by up to L) where the output really ends.
 
     Order, token by token: the cap (``max_new_tokens`` tokens kept at most), then EOS (the first EOS ends the
@@ -112,15 +117,23 @@ def finalize(raw_ids: Sequence[int], tokenizer: Any, eos_ids: Iterable[int], sto
     return Output(token_ids=ids, text=text, stop_reason=reason, eos_removed=eos_removed)
 
 
-def is_finished(raw_ids: Sequence[int], tokenizer: Any, eos_ids: Iterable[int], stops: Sequence[str],
-                max_new_tokens: int) -> bool:
+def is_finished(
+    raw_ids: Sequence[int],
+    tokenizer: Any,
+    eos_ids: Iterable[int],
+    stops: Sequence[str],
+    max_new_tokens: int,
+) -> bool:
     """Whether a decode loop can stop: the cap is reached, an EOS was produced, or a stop string appeared."""
     if len(raw_ids) >= max_new_tokens:
         return True
     eos = set(eos_ids)
     if any(t in eos for t in raw_ids):
         return True
-    return bool(stops) and _first_stop(tokenizer.decode(list(raw_ids), skip_special_tokens=True), stops) >= 0
+    return (
+        bool(stops)
+        and _first_stop(tokenizer.decode(list(raw_ids), skip_special_tokens=True), stops) >= 0
+    )
 
 
 def cut_rounds(accepted_per_round: Sequence[int], emitted: int) -> list[int]:
@@ -146,13 +159,16 @@ def cut_rounds(accepted_per_round: Sequence[int], emitted: int) -> list[int]:
         out.append(k - 1)
         left -= k
     if left > 0:
-        raise ValueError(f"the output has {emitted} round tokens but the rounds committed only "
-                         f"{sum(int(a) + 1 for a in accepted_per_round)}")
+        raise ValueError(
+            f"the output has {emitted} round tokens but the rounds committed only "
+            f"{sum(int(a) + 1 for a in accepted_per_round)}"
+        )
     return out
 
 
-def round_counters(accepted_per_round: Sequence[int], L: int,
-                   drafted_per_round: Sequence[int] | None = None) -> SpecDecodeCounters:
+def round_counters(
+    accepted_per_round: Sequence[int], L: int, drafted_per_round: Sequence[int] | None = None
+) -> SpecDecodeCounters:
     """vLLM-style counters of rounds with the given (already cut) accepted counts.
 
     Args:
@@ -162,7 +178,9 @@ def round_counters(accepted_per_round: Sequence[int], L: int,
     """
     c = SpecDecodeCounters(num_speculative_tokens=L)
     if L > 0:
-        drafted = drafted_per_round if drafted_per_round is not None else [L] * len(accepted_per_round)
+        drafted = (
+            drafted_per_round if drafted_per_round is not None else [L] * len(accepted_per_round)
+        )
         for n, a in zip(drafted, accepted_per_round):
             c.observe_draft(int(n), int(a))
     return c

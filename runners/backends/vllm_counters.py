@@ -22,7 +22,12 @@ from typing import Any, Iterable, Mapping
 from runners.backends.output import cut_rounds, round_counters
 from runners.counters import SpecDecodeCounters
 
-SPEC_METRICS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "num_accepted_tokens_per_pos")
+SPEC_METRICS = (
+    "num_drafts",
+    "num_draft_tokens",
+    "num_accepted_tokens",
+    "num_accepted_tokens_per_pos",
+)
 
 
 def read_spec_metrics(llm: Any) -> dict[str, Any]:
@@ -36,7 +41,9 @@ def read_spec_metrics(llm: Any) -> dict[str, Any]:
     return out
 
 
-def metrics_delta(before: Mapping[str, Any], after: Mapping[str, Any], L: int) -> SpecDecodeCounters:
+def metrics_delta(
+    before: Mapping[str, Any], after: Mapping[str, Any], L: int
+) -> SpecDecodeCounters:
     """Counters of what happened between two :func:`read_spec_metrics` snapshots."""
     pos_a = list(after["num_accepted_tokens_per_pos"]) + [0] * L
     pos_b = list(before["num_accepted_tokens_per_pos"]) + [0] * L
@@ -67,7 +74,9 @@ def request_counters(completion: Any, L: int) -> tuple[SpecDecodeCounters, list[
     sdm = getattr(completion, "spec_decode_metrics", None)
     if L == 0 or sdm is None:
         return SpecDecodeCounters(num_speculative_tokens=L), []
-    return raw_counters(sdm.per_step_drafted, sdm.per_step_accepted, L), [int(a) for a in sdm.per_step_accepted]
+    return raw_counters(sdm.per_step_drafted, sdm.per_step_accepted, L), [
+        int(a) for a in sdm.per_step_accepted
+    ]
 
 
 def logged_rounds(rounds: Iterable[Any]) -> tuple[list[int], list[int]]:
@@ -83,13 +92,19 @@ def check_against_vllm(completion: Any, drafted: list[int], accepted: list[int],
         RuntimeError: they differ (the hook's log and vLLM's scheduler saw different verify steps).
     """
     sdm = getattr(completion, "spec_decode_metrics", None)
-    if sdm is not None and (list(sdm.per_step_drafted), list(sdm.per_step_accepted)) != (drafted, accepted):
-        raise RuntimeError(f"{what}: the hook logged rounds (drafted {drafted}, accepted {accepted}) but vLLM's "
-                           f"per-request metrics say drafted {sdm.per_step_drafted}, accepted {sdm.per_step_accepted}")
+    if sdm is not None and (list(sdm.per_step_drafted), list(sdm.per_step_accepted)) != (
+        drafted,
+        accepted,
+    ):
+        raise RuntimeError(
+            f"{what}: the hook logged rounds (drafted {drafted}, accepted {accepted}) but vLLM's "
+            f"per-request metrics say drafted {sdm.per_step_drafted}, accepted {sdm.per_step_accepted}"
+        )
 
 
-def output_counters(drafted: list[int], accepted: list[int], emitted: int, L: int) -> tuple[SpecDecodeCounters,
-                                                                                             list[int]]:
+def output_counters(
+    drafted: list[int], accepted: list[int], emitted: int, L: int
+) -> tuple[SpecDecodeCounters, list[int]]:
     """One request's counters over the tokens that are in its output (the HF backend's definition).
 
     Args:
@@ -105,12 +120,16 @@ def output_counters(drafted: list[int], accepted: list[int], emitted: int, L: in
         RuntimeError: the rounds committed fewer tokens than the output holds (vLLM decoded steps without drafts,
             which happens only near ``backend.max_model_len``; the backend refuses prompts that could get there).
     """
-    if L == 0:  # one decode step per emitted token, none of them drafted (as the HF loop records an AR run)
+    if (
+        L == 0
+    ):  # one decode step per emitted token, none of them drafted (as the HF loop records an AR run)
         return SpecDecodeCounters(num_speculative_tokens=0), [0] * emitted
     try:
         kept = cut_rounds(accepted, emitted)
     except ValueError as e:
-        raise RuntimeError(f"{e}: vLLM decoded tokens without drafts (near backend.max_model_len?)") from e
+        raise RuntimeError(
+            f"{e}: vLLM decoded tokens without drafts (near backend.max_model_len?)"
+        ) from e
     return round_counters(kept, L, drafted[: len(kept)]), kept
 
 
@@ -127,5 +146,7 @@ def request_times(output: Any) -> tuple[float, float]:
     """
     m = getattr(output, "metrics", None)
     if m is None or not getattr(m, "first_token_ts", 0.0):
-        raise RuntimeError("vLLM returned no request timestamps; build the engine with disable_log_stats=False")
+        raise RuntimeError(
+            "vLLM returned no request timestamps; build the engine with disable_log_stats=False"
+        )
     return float(m.last_token_ts - m.first_token_ts), float(m.first_token_ts - m.scheduled_ts)

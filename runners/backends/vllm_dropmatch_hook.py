@@ -56,17 +56,35 @@ import torch
 from criteria.dropout_heads import HeadSpec
 from criteria.registry import CRITERIA
 from runners.backends.vllm_verify_step import (  # checks the vLLM version before anything of vLLM is imported
-    SUPPORTED_VLLM, DropMatchSampler, HookState, RoundRecord, UnsupportedVLLMError, _lm_head_weight,
+    SUPPORTED_VLLM,
+    DropMatchSampler,
+    HookState,
+    RoundRecord,
+    UnsupportedVLLMError,
+    _lm_head_weight,
     check_vllm_version,
 )
 
-__all__ = ["SUPPORTED_VLLM", "SUPPORTED_METHODS", "UnsupportedVLLMError", "check_vllm_version", "RoundRecord",
-           "HookState", "DropMatchSampler", "install", "uninstall", "rule_settings", "DropMatchWorkerExtension"]
+__all__ = [
+    "SUPPORTED_VLLM",
+    "SUPPORTED_METHODS",
+    "UnsupportedVLLMError",
+    "check_vllm_version",
+    "RoundRecord",
+    "HookState",
+    "DropMatchSampler",
+    "install",
+    "uninstall",
+    "rule_settings",
+    "DropMatchWorkerExtension",
+]
 
 SUPPORTED_METHODS = ("draft_model", "eagle3")
 # Rules that decide an L = 0 step: no verify step to hook.
-NOT_HOOKABLE = {"autoregressive": "it decodes without drafts (L = 0); run it on a target-only engine",
-                "dropout_path": "it decodes without drafts (L = 0) through one dropout head"}
+NOT_HOOKABLE = {
+    "autoregressive": "it decodes without drafts (L = 0); run it on a target-only engine",
+    "dropout_path": "it decodes without drafts (L = 0) through one dropout head",
+}
 
 
 def rule_settings(rule: Any) -> dict[str, Any]:
@@ -75,17 +93,30 @@ def rule_settings(rule: Any) -> dict[str, Any]:
     Raises:
         ValueError: an ``__init__`` parameter is not stored under its own name (the rule could not be rebuilt).
     """
-    params = [p for p in inspect.signature(type(rule).__init__).parameters.values()
-              if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    params = [
+        p
+        for p in inspect.signature(type(rule).__init__).parameters.values()
+        if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
     missing = [p.name for p in params if not hasattr(rule, p.name)]
     if missing:
-        raise ValueError(f"rule {getattr(rule, 'name', rule)!r} does not keep its settings {missing} as attributes; "
-                         f"the vLLM hook cannot rebuild it in the worker")
+        raise ValueError(
+            f"rule {getattr(rule, 'name', rule)!r} does not keep its settings {missing} as attributes; "
+            f"the vLLM hook cannot rebuild it in the worker"
+        )
     return {p.name: getattr(rule, p.name) for p in params}
 
 
-def install(runner: Any, rule_name: str | None, rule_kwargs: dict, heads: dict | None = None, *, default_seed: int = 0,
-            record_inputs: bool = False, record_trace: bool = False) -> HookState:
+def install(
+    runner: Any,
+    rule_name: str | None,
+    rule_kwargs: dict,
+    heads: dict | None = None,
+    *,
+    default_seed: int = 0,
+    record_inputs: bool = False,
+    record_trace: bool = False,
+) -> HookState:
     """Install the hook on a live model runner (see the module docstring). Idempotent per runner.
 
     Args:
@@ -117,21 +148,36 @@ def install(runner: Any, rule_name: str | None, rule_kwargs: dict, heads: dict |
             f"{None if spec is None else spec.method!r}"
         )
     if rule_name in NOT_HOOKABLE:
-        raise NotImplementedError(f"rule {rule_name!r} cannot run in vLLM's verify step: {NOT_HOOKABLE[rule_name]}")
+        raise NotImplementedError(
+            f"rule {rule_name!r} cannot run in vLLM's verify step: {NOT_HOOKABLE[rule_name]}"
+        )
     rule = None if rule_name is None else CRITERIA.get(rule_name)(**rule_kwargs)
     head_spec = HeadSpec(**(heads or {}))
     if rule is None and head_spec.active:
-        raise ValueError("vLLM's own sampler (no rule) has no MC-dropout heads; allowed: dropmatch.K=0")
+        raise ValueError(
+            "vLLM's own sampler (no rule) has no MC-dropout heads; allowed: dropmatch.K=0"
+        )
     if getattr(rule, "needs_hidden", False):
-        raise NotImplementedError(f"rule {rule_name!r} needs the draft's hidden states, which the vLLM hook does "
-                                  f"not capture (use backend=hf)")
+        raise NotImplementedError(
+            f"rule {rule_name!r} needs the draft's hidden states, which the vLLM hook does "
+            f"not capture (use backend=hf)"
+        )
     if getattr(rule, "needs_heads", False) and not head_spec.active:
-        raise ValueError(f"rule {rule_name!r} needs MC-dropout heads; dropmatch.K={head_spec.K} (allowed: >= 1)")
+        raise ValueError(
+            f"rule {rule_name!r} needs MC-dropout heads; dropmatch.K={head_spec.K} (allowed: >= 1)"
+        )
     if rule is not None:
         _lm_head_weight(runner.model)  # refuse unsupported heads now, not mid-generation
-    state = HookState(rule=rule, heads=head_spec, default_seed=default_seed, record_inputs=record_inputs,
-                      record_trace=record_trace)
-    if hasattr(runner, "_dropmatch_state"):  # wrappers already in place: swap the state (and sampler)
+    state = HookState(
+        rule=rule,
+        heads=head_spec,
+        default_seed=default_seed,
+        record_inputs=record_inputs,
+        record_trace=record_trace,
+    )
+    if hasattr(
+        runner, "_dropmatch_state"
+    ):  # wrappers already in place: swap the state (and sampler)
         if runner._dropmatch_state is None:
             runner._dropmatch_native_sampler = runner.rejection_sampler
             runner.rejection_sampler = DropMatchSampler(runner, state, runner.rejection_sampler)
@@ -163,7 +209,9 @@ def _wrap_captures(runner: Any) -> None:
         logits = draft_compute_logits(hidden_states, *args, **kwargs)
         st = runner._dropmatch_state
         if st is not None and st.capturing_draft:
-            st.draft_logits.append(logits.detach().clone())  # vLLM divides logits by T in place later
+            st.draft_logits.append(
+                logits.detach().clone()
+            )  # vLLM divides logits by T in place later
         return logits
 
     drafter.model.compute_logits = capture_draft
@@ -216,11 +264,25 @@ def uninstall(runner: Any) -> None:
 class DropMatchWorkerExtension:
     """Methods mixed into vLLM's worker (``LLM(worker_extension_cls=...)``), called via ``collective_rpc``."""
 
-    def dropmatch_install(self, rule_name: str | None, rule_kwargs: dict, heads: dict | None = None, default_seed: int = 0,
-                          record_inputs: bool = False, record_trace: bool = False) -> str:
+    def dropmatch_install(
+        self,
+        rule_name: str | None,
+        rule_kwargs: dict,
+        heads: dict | None = None,
+        default_seed: int = 0,
+        record_inputs: bool = False,
+        record_trace: bool = False,
+    ) -> str:
         """:func:`install` the rule (None: vLLM's own, logged) on this worker; returns the rule's repr."""
-        install(self.model_runner, rule_name, rule_kwargs, heads, default_seed=default_seed,
-                record_inputs=record_inputs, record_trace=record_trace)
+        install(
+            self.model_runner,
+            rule_name,
+            rule_kwargs,
+            heads,
+            default_seed=default_seed,
+            record_inputs=record_inputs,
+            record_trace=record_trace,
+        )
         return repr(self.model_runner._dropmatch_state.rule)
 
     def dropmatch_uninstall(self) -> None:
@@ -242,7 +304,11 @@ class DropMatchWorkerExtension:
     def dropmatch_lm_head(self) -> tuple[torch.Tensor, torch.Tensor | None, int]:
         """The target LM head weight / bias used for the heads, and the vocabulary size V (tests)."""
         w, b = _lm_head_weight(self.model_runner.model)
-        return w.detach().clone(), None if b is None else b.detach().clone(), self.model_runner.model_config.get_vocab_size()
+        return (
+            w.detach().clone(),
+            None if b is None else b.detach().clone(),
+            self.model_runner.model_config.get_vocab_size(),
+        )
 
     def dropmatch_criterion_s(self) -> float:
         """Seconds this worker has spent deciding rounds (heads + rule) since the hook was installed."""

@@ -38,14 +38,28 @@ from typing import Any, Iterable, Iterator, Mapping
 from runners.backends.base import DecodingConfig, SampleResult
 from runners.backends.output import end_of_sequence_ids, finalize
 from runners.backends.seeding import sample_seed
-from runners.backends.vllm_counters import (check_against_vllm, logged_rounds, metrics_delta, output_counters,
-                                            raw_counters, read_spec_metrics, request_times)
+from runners.backends.vllm_counters import (
+    check_against_vllm,
+    logged_rounds,
+    metrics_delta,
+    output_counters,
+    raw_counters,
+    read_spec_metrics,
+    request_times,
+)
 from runners.datasets.base import Sample
 
 HOOK_EXTENSION = "runners.backends.vllm_dropmatch_hook.DropMatchWorkerExtension"
 NATIVE_RULES = ("greedy_match", "rejection")  # what vLLM's own RejectionSampler implements
-SD_RULES = ("greedy_match", "rejection", "dropmatch_naive", "dropmatch_js")  # L >= 1 through the hook
-_SHARED: dict[str, Any] = {}  # {"key", "llm"}: the process's engine, reused across runs (see VLLMBackend.engine)
+SD_RULES = (
+    "greedy_match",
+    "rejection",
+    "dropmatch_naive",
+    "dropmatch_js",
+)  # L >= 1 through the hook
+_SHARED: dict[
+    str, Any
+] = {}  # {"key", "llm"}: the process's engine, reused across runs (see VLLMBackend.engine)
 
 
 def as_rounds(items: Iterable[Any]) -> list[Any]:
@@ -90,7 +104,11 @@ def generation_eos(model_dir: str) -> Any:
     try:
         return GenerationConfig.from_pretrained(model_dir).eos_token_id
     except OSError:
-        return getattr(GenerationConfig.from_model_config(AutoConfig.from_pretrained(model_dir)), "eos_token_id", None)
+        return getattr(
+            GenerationConfig.from_model_config(AutoConfig.from_pretrained(model_dir)),
+            "eos_token_id",
+            None,
+        )
 
 
 class VLLMBackend:
@@ -127,19 +145,36 @@ class VLLMBackend:
     SUPPORTS_AR_DRAFT_MODEL = False
     SUPPORTS_DROPOUT_PATH = False
 
-    def __init__(self, pair: Any, enforce_eager: bool = True, kvcache_space_gib: int = 4, dtype: str = "float32",
-                 max_model_len: int = 4096, batch_size: int = 1, native_verify: bool = False,
-                 enable_prefix_caching: bool = True, gpu_memory_utilization: float = 0.85,
-                 spec_method: str = "draft_model", tensor_parallel_size: int = 1, **_: Any) -> None:
+    def __init__(
+        self,
+        pair: Any,
+        enforce_eager: bool = True,
+        kvcache_space_gib: int = 4,
+        dtype: str = "float32",
+        max_model_len: int = 4096,
+        batch_size: int = 1,
+        native_verify: bool = False,
+        enable_prefix_caching: bool = True,
+        gpu_memory_utilization: float = 0.85,
+        spec_method: str = "draft_model",
+        tensor_parallel_size: int = 1,
+        **_: Any,
+    ) -> None:
         self.target_dir = str(_attr(pair, "target_dir"))
         draft = _attr(pair, "draft_dir")
         self.draft_dir = None if draft is None else str(draft)
         self.tokenizer = _attr(pair, "tokenizer")
-        self.chat_template_kwargs = dict(_attr(pair, "chat_template_kwargs", None) or {})  # pair's template options
-        self.engine_kwargs = dict(enforce_eager=enforce_eager, dtype=dtype, max_model_len=max_model_len,
-                                  enable_prefix_caching=enable_prefix_caching,
-                                  gpu_memory_utilization=gpu_memory_utilization,
-                                  tensor_parallel_size=int(tensor_parallel_size or 1))
+        self.chat_template_kwargs = dict(
+            _attr(pair, "chat_template_kwargs", None) or {}
+        )  # pair's template options
+        self.engine_kwargs = dict(
+            enforce_eager=enforce_eager,
+            dtype=dtype,
+            max_model_len=max_model_len,
+            enable_prefix_caching=enable_prefix_caching,
+            gpu_memory_utilization=gpu_memory_utilization,
+            tensor_parallel_size=int(tensor_parallel_size or 1),
+        )
         self.batch_size = int(batch_size)
         self.native_verify = bool(native_verify)
         self.spec_method = spec_method
@@ -162,8 +197,13 @@ class VLLMBackend:
         key = (L, probabilistic_draft)
         if self._llm is not None and self._llm_key == key:
             return self._llm
-        shared_key = (self.target_dir, self.draft_dir if L > 0 else None, self.spec_method if L > 0 else None,
-                      key, tuple(sorted(self.engine_kwargs.items())))
+        shared_key = (
+            self.target_dir,
+            self.draft_dir if L > 0 else None,
+            self.spec_method if L > 0 else None,
+            key,
+            tuple(sorted(self.engine_kwargs.items())),
+        )
         if _SHARED.get("key") == shared_key:
             self._llm, self._llm_key = _SHARED["llm"], key
             self._llm.reset_prefix_cache()
@@ -180,13 +220,21 @@ class VLLMBackend:
             self._llm = None
             gc.collect()
         # async_scheduling off: the hook decides and logs each verify step in order, for requests still running
-        kw: dict[str, Any] = dict(model=self.target_dir, seed=0, disable_log_stats=False, async_scheduling=False,
-                                  worker_extension_cls=HOOK_EXTENSION, **self.engine_kwargs)
+        kw: dict[str, Any] = dict(
+            model=self.target_dir,
+            seed=0,
+            disable_log_stats=False,
+            async_scheduling=False,
+            worker_extension_cls=HOOK_EXTENSION,
+            **self.engine_kwargs,
+        )
         if L > 0:
             if self.draft_dir is None:
                 raise ValueError("num_speculative_tokens > 0 needs a draft model (pair.draft_dir)")
             kw["speculative_config"] = {
-                "method": self.spec_method, "model": self.draft_dir, "num_speculative_tokens": L,
+                "method": self.spec_method,
+                "model": self.draft_dir,
+                "num_speculative_tokens": L,
                 "draft_sample_method": "probabilistic" if probabilistic_draft else "greedy",
             }
             kw["per_request_spec_decode_metrics"] = "detailed"
@@ -204,12 +252,16 @@ class VLLMBackend:
         from vllm import SamplingParams, TokensPrompt
 
         ids = self.tokenizer("Warm-up: count from one to ten.")["input_ids"]
-        self._llm.generate([TokensPrompt(prompt_token_ids=list(ids))],
-                           SamplingParams(temperature=0.0, max_tokens=2 * max(L, 1) + 2, ignore_eos=True),
-                           use_tqdm=False)
+        self._llm.generate(
+            [TokensPrompt(prompt_token_ids=list(ids))],
+            SamplingParams(temperature=0.0, max_tokens=2 * max(L, 1) + 2, ignore_eos=True),
+            use_tqdm=False,
+        )
         self._llm.reset_prefix_cache()
 
-    def install_rule(self, rule: Any, heads: Any, *, record_inputs: bool = False, record_trace: bool = False) -> str:
+    def install_rule(
+        self, rule: Any, heads: Any, *, record_inputs: bool = False, record_trace: bool = False
+    ) -> str:
         """Install ``rule`` (a built ``CRITERIA`` rule; None: vLLM's own sampler, rounds logged) and ``heads`` (a
         ``HeadSpec``) in the engine's verify step.
 
@@ -219,8 +271,10 @@ class VLLMBackend:
         from runners.backends.vllm_dropmatch_hook import rule_settings
 
         name, kwargs = (None, {}) if rule is None else (rule.name, rule_settings(rule))
-        got = self._llm.collective_rpc("dropmatch_install", args=(name, kwargs, heads.as_dict(), 0, record_inputs,
-                                                                  record_trace))[0]
+        got = self._llm.collective_rpc(
+            "dropmatch_install",
+            args=(name, kwargs, heads.as_dict(), 0, record_inputs, record_trace),
+        )[0]
         if got != repr(rule):
             raise RuntimeError(f"the vLLM worker built {got}, not {rule!r}")
         return got
@@ -250,27 +304,44 @@ class VLLMBackend:
         """
         L, name = int(decoding.num_speculative_tokens), getattr(rule, "name", None)
         if float(decoding.top_p) != 1.0:
-            raise ValueError(f"decoding.top_p={decoding.top_p} is not supported by backend=vllm (the project's rules "
-                             f"do not apply nucleus sampling); allowed: 1.0")
+            raise ValueError(
+                f"decoding.top_p={decoding.top_p} is not supported by backend=vllm (the project's rules "
+                f"do not apply nucleus sampling); allowed: 1.0"
+            )
         if L == 0 and str(decoding.ar_model) != "target":
-            raise ValueError(f"method.ar_model={decoding.ar_model!r} (method=draft_only: the draft decoding alone) is "
-                             f"not supported by backend=vllm; allowed: 'target' (run draft_only with backend=hf)")
+            raise ValueError(
+                f"method.ar_model={decoding.ar_model!r} (method=draft_only: the draft decoding alone) is "
+                f"not supported by backend=vllm; allowed: 'target' (run draft_only with backend=hf)"
+            )
         if name == "dropout_path" or (L == 0 and heads.active):
-            raise ValueError("method.criterion='dropout_path' (method=dropout_path) is not supported by backend=vllm; "
-                             f"allowed: {', '.join(self.SUPPORTED_RULES)} (run dropout_path with backend=hf)")
+            raise ValueError(
+                "method.criterion='dropout_path' (method=dropout_path) is not supported by backend=vllm; "
+                f"allowed: {', '.join(self.SUPPORTED_RULES)} (run dropout_path with backend=hf)"
+            )
         if name not in self.SUPPORTED_RULES:
-            raise ValueError(f"method.criterion={name!r} is not supported by backend=vllm; allowed: "
-                             f"{', '.join(self.SUPPORTED_RULES)}")
+            raise ValueError(
+                f"method.criterion={name!r} is not supported by backend=vllm; allowed: "
+                f"{', '.join(self.SUPPORTED_RULES)}"
+            )
         if (L == 0) != (name == "autoregressive"):
-            raise ValueError(f"method.criterion={name!r} with L={L}: backend=vllm runs 'autoregressive' at L = 0 "
-                             f"and {', '.join(SD_RULES)} at L >= 1")
-        if L > 0 and self.native_verify and (name not in NATIVE_RULES or heads.active or decoding.trace):
-            raise ValueError(f"backend.native_verify=true runs vLLM's own sampler: method.criterion={name!r}, "
-                             f"dropmatch.K={heads.K}, trace={decoding.trace}; allowed: criterion in {NATIVE_RULES}, "
-                             f"no heads, trace=false")
+            raise ValueError(
+                f"method.criterion={name!r} with L={L}: backend=vllm runs 'autoregressive' at L = 0 "
+                f"and {', '.join(SD_RULES)} at L >= 1"
+            )
+        if (
+            L > 0
+            and self.native_verify
+            and (name not in NATIVE_RULES or heads.active or decoding.trace)
+        ):
+            raise ValueError(
+                f"backend.native_verify=true runs vLLM's own sampler: method.criterion={name!r}, "
+                f"dropmatch.K={heads.K}, trace={decoding.trace}; allowed: criterion in {NATIVE_RULES}, "
+                f"no heads, trace=false"
+            )
 
-    def generate(self, samples: Iterable[Sample], decoding: DecodingConfig, rule: Any,
-                 heads: Any) -> Iterator[SampleResult]:
+    def generate(
+        self, samples: Iterable[Sample], decoding: DecodingConfig, rule: Any, heads: Any
+    ) -> Iterator[SampleResult]:
         """Yield one :class:`SampleResult` per sample, batch by batch (``batch_size``).
 
         Args:
@@ -283,8 +354,12 @@ class VLLMBackend:
         self.check(decoding, rule, heads)
         L = int(decoding.num_speculative_tokens)
         llm = self.engine(L, probabilistic_draft=float(decoding.temperature) > 0)
-        if L > 0:  # vLLM's own sampler (native_verify) logged by the hook: rounds per request for the counters
-            self.install_rule(None if self.native_verify else rule, heads, record_trace=decoding.trace)
+        if (
+            L > 0
+        ):  # vLLM's own sampler (native_verify) logged by the hook: rounds per request for the counters
+            self.install_rule(
+                None if self.native_verify else rule, heads, record_trace=decoding.trace
+            )
         batch: list[Sample] = []
         for sample in samples:
             batch.append(sample)
@@ -301,25 +376,41 @@ class VLLMBackend:
             ValueError: ``prompt + max_new_tokens + L + 1`` tokens exceed ``backend.max_model_len`` (vLLM would
                 then decode the last steps without drafts, which are not rounds).
         """
-        L, cap, limit = int(decoding.num_speculative_tokens), int(decoding.max_new_tokens), \
-            int(self.engine_kwargs["max_model_len"])
+        L, cap, limit = (
+            int(decoding.num_speculative_tokens),
+            int(decoding.max_new_tokens),
+            int(self.engine_kwargs["max_model_len"]),
+        )
         prompts = [self.encode(s) for s in batch]
         for s, p in zip(batch, prompts):
             if len(p) + cap + L + 1 > limit:
-                raise ValueError(f"sample {s.sample_id}: prompt ({len(p)}) + decoding.max_new_tokens ({cap}) + L ({L}) "
-                                 f"+ 1 tokens exceed backend.max_model_len={limit}; allowed: backend.max_model_len >= "
-                                 f"{len(p) + cap + L + 1}")
+                raise ValueError(
+                    f"sample {s.sample_id}: prompt ({len(p)}) + decoding.max_new_tokens ({cap}) + L ({L}) "
+                    f"+ 1 tokens exceed backend.max_model_len={limit}; allowed: backend.max_model_len >= "
+                    f"{len(p) + cap + L + 1}"
+                )
         return prompts
 
-    def _run_batch(self, llm: Any, batch: list[Sample], decoding: DecodingConfig) -> Iterator[SampleResult]:
+    def _run_batch(
+        self, llm: Any, batch: list[Sample], decoding: DecodingConfig
+    ) -> Iterator[SampleResult]:
         from vllm import SamplingParams, TokensPrompt
 
-        L, cap, stops = int(decoding.num_speculative_tokens), int(decoding.max_new_tokens), list(decoding.stop)
+        L, cap, stops = (
+            int(decoding.num_speculative_tokens),
+            int(decoding.max_new_tokens),
+            list(decoding.stop),
+        )
         prompts = [TokensPrompt(prompt_token_ids=p) for p in self.encode_batch(batch, decoding)]
         params = [
-            SamplingParams(temperature=float(decoding.temperature), max_tokens=cap, stop=stops or None,
-                           stop_token_ids=sorted(self.eos_ids), skip_special_tokens=True,
-                           seed=sample_seed(decoding.seed, s.sample_id, decoding.seed_stream))
+            SamplingParams(
+                temperature=float(decoding.temperature),
+                max_tokens=cap,
+                stop=stops or None,
+                stop_token_ids=sorted(self.eos_ids),
+                skip_special_tokens=True,
+                seed=sample_seed(decoding.seed, s.sample_id, decoding.seed_stream),
+            )
             for s in batch
         ]
         crit_s0 = llm.collective_rpc("dropmatch_criterion_s")[0] if L > 0 else 0.0
@@ -338,20 +429,37 @@ class VLLMBackend:
             fin = finalize(list(comp.token_ids), self.tokenizer, self.eos_ids, stops, cap)
             counters, kept = output_counters(drafted, accepted, fin.emitted, L)
             wall_s, prefill_s = request_times(out)
-            results.append(SampleResult(
-                sample_id=sample.sample_id, output_text=fin.text, output_token_ids=fin.token_ids, counters=counters,
-                num_output_tokens=len(fin.token_ids), wall_s=wall_s, prefill_s=prefill_s,
-                criterion_s=crit_s / len(batch), accepted_per_round=kept, stop_reason=fin.stop_reason,
-                eos_removed=fin.eos_removed,
-                trace=[r.trace for r in mine[: len(kept)]] if decoding.trace else None,
-            ))
+            results.append(
+                SampleResult(
+                    sample_id=sample.sample_id,
+                    output_text=fin.text,
+                    output_token_ids=fin.token_ids,
+                    counters=counters,
+                    num_output_tokens=len(fin.token_ids),
+                    wall_s=wall_s,
+                    prefill_s=prefill_s,
+                    criterion_s=crit_s / len(batch),
+                    accepted_per_round=kept,
+                    stop_reason=fin.stop_reason,
+                    eos_removed=fin.eos_removed,
+                    trace=[r.trace for r in mine[: len(kept)]] if decoding.trace else None,
+                )
+            )
         if L > 0:  # cross-check: vLLM's own (raw, uncut) count of the batch == the hook's uncut log
             raw = raw_counters(*logged_rounds(rounds), L)
             delta = metrics_delta(before, after, L)
             if delta.to_dict() != raw.to_dict():
-                hint = ("; the get_metrics() counters did not move: vLLM keeps only the newest engine's metrics in "
+                hint = (
+                    (
+                        "; the get_metrics() counters did not move: vLLM keeps only the newest engine's metrics in "
                         "its process-wide Prometheus registry, so was another vllm.LLM created in this process after "
-                        "this one?") if delta.num_drafts == 0 and raw.num_drafts > 0 else ""
-                raise RuntimeError(f"the hook's uncut rounds {raw.to_dict()} do not add up to vLLM's get_metrics() "
-                                   f"delta {delta.to_dict()}{hint}")
+                        "this one?"
+                    )
+                    if delta.num_drafts == 0 and raw.num_drafts > 0
+                    else ""
+                )
+                raise RuntimeError(
+                    f"the hook's uncut rounds {raw.to_dict()} do not add up to vLLM's get_metrics() "
+                    f"delta {delta.to_dict()}{hint}"
+                )
         yield from results

@@ -99,7 +99,9 @@ class HookState:
     @property
     def needs_draft_probs(self) -> bool:
         """Whether the draft's logits are captured (never for vLLM's own sampler, ``rule`` None)."""
-        return self.rule is not None and (bool(getattr(self.rule, "needs_draft_probs", False)) or self.record_trace)
+        return self.rule is not None and (
+            bool(getattr(self.rule, "needs_draft_probs", False)) or self.record_trace
+        )
 
 
 def _lm_head_weight(model: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -110,14 +112,20 @@ def _lm_head_weight(model: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
     """
     lm_head = getattr(model, "lm_head", None)
     if lm_head is None or not hasattr(lm_head, "weight"):
-        raise NotImplementedError(f"{type(model).__name__} has no plain lm_head.weight; the hooked verify step "
-                                  f"needs it (plain SD without it: backend.native_verify=true)")
+        raise NotImplementedError(
+            f"{type(model).__name__} has no plain lm_head.weight; the hooked verify step "
+            f"needs it (plain SD without it: backend.native_verify=true)"
+        )
     qm = type(getattr(lm_head, "quant_method", None)).__name__
     if qm not in ("UnquantizedEmbeddingMethod", "NoneType"):
-        raise NotImplementedError(f"DropMatch hook: quantised LM head ({qm}) is not supported "
-                                  f"(plain SD: backend.native_verify=true)")
+        raise NotImplementedError(
+            f"DropMatch hook: quantised LM head ({qm}) is not supported "
+            f"(plain SD: backend.native_verify=true)"
+        )
     lp = getattr(model, "logits_processor", None)
-    if lp is not None and (getattr(lp, "scale", 1.0) != 1.0 or getattr(lp, "soft_cap", None) is not None):
+    if lp is not None and (
+        getattr(lp, "scale", 1.0) != 1.0 or getattr(lp, "soft_cap", None) is not None
+    ):
         raise NotImplementedError("DropMatch hook: logit scale / soft cap are not supported")
     return lm_head.weight, getattr(lm_head, "bias", None)
 
@@ -136,7 +144,12 @@ def target_lm_head(model: Any, vocab_size: int) -> LMHead:
         return LMHead(weight, bias, vocab_size=vocab_size)
     from vllm.distributed import tensor_model_parallel_all_gather
 
-    return LMHead(weight, bias, vocab_size=vocab_size, gather=lambda x: tensor_model_parallel_all_gather(x, dim=-1))
+    return LMHead(
+        weight,
+        bias,
+        vocab_size=vocab_size,
+        gather=lambda x: tensor_model_parallel_all_gather(x, dim=-1),
+    )
 
 
 class DropMatchSampler(RejectionSampler):
@@ -207,7 +220,12 @@ class DropMatchSampler(RejectionSampler):
         t0 = time.perf_counter()
         head = target_lm_head(self.runner.model, logits.shape[-1])
         B = len(metadata.num_draft_tokens)
-        out = torch.full((B, metadata.max_spec_len + 1), PLACEHOLDER_TOKEN_ID, dtype=torch.int32, device=logits.device)
+        out = torch.full(
+            (B, metadata.max_spec_len + 1),
+            PLACEHOLDER_TOKEN_ID,
+            dtype=torch.int32,
+            device=logits.device,
+        )
         cu = metadata.cu_num_draft_tokens.tolist()
         target_idx = metadata.target_logits_indices.long()
         bonus_idx = metadata.bonus_logits_indices.long()
@@ -226,24 +244,49 @@ class DropMatchSampler(RejectionSampler):
             q = None
             if n > 0 and st.needs_draft_probs:
                 if draft_probs is None:
-                    raise RuntimeError("the rule needs draft_probs but vLLM passed none (draft capture failed)")
+                    raise RuntimeError(
+                        "the rule needs draft_probs but vLLM passed none (draft capture failed)"
+                    )
                 q = draft_probs[start : cu[i]].float()[None]  # [1, n, V]
             # no drafts this round (another request of the batch has some): the target's own token, no heads
-            rule, heads = (st.rule, st.heads) if n > 0 else (CRITERIA.get("autoregressive")(), HeadSpec())
-            res = verify_round(h[None], head, drafts, rule, heads, temperature=T, generators=[gen], draft_probs=q,
-                               trace=st.record_trace and n > 0)
+            rule, heads = (
+                (st.rule, st.heads) if n > 0 else (CRITERIA.get("autoregressive")(), HeadSpec())
+            )
+            res = verify_round(
+                h[None],
+                head,
+                drafts,
+                rule,
+                heads,
+                temperature=T,
+                generators=[gen],
+                draft_probs=q,
+                trace=st.record_trace and n > 0,
+            )
             a, nxt = int(res.num_accepted[0]), int(res.next_token_ids[0])
             out[i, :a] = drafts[0, :a].to(torch.int32)
             out[i, a] = nxt
             if n == 0:
                 continue
-            st.rounds.append(RoundRecord(
-                req_id=req_id, num_draft_tokens=n, num_accepted=a, next_token_id=nxt,
-                accept_mask=res.accept_mask[0].tolist(),
-                trace=trace_to_json(res.trace, 0, min(a + 1, n)) if res.trace else None,
-                inputs=dict(hidden=h.clone(), draft_token_ids=drafts.clone(), draft_probs=q, temperature=T,
-                            generator_state=gen_state) if st.record_inputs else None,
-            ))
+            st.rounds.append(
+                RoundRecord(
+                    req_id=req_id,
+                    num_draft_tokens=n,
+                    num_accepted=a,
+                    next_token_id=nxt,
+                    accept_mask=res.accept_mask[0].tolist(),
+                    trace=trace_to_json(res.trace, 0, min(a + 1, n)) if res.trace else None,
+                    inputs=dict(
+                        hidden=h.clone(),
+                        draft_token_ids=drafts.clone(),
+                        draft_probs=q,
+                        temperature=T,
+                        generator_state=gen_state,
+                    )
+                    if st.record_inputs
+                    else None,
+                )
+            )
         st.criterion_s += time.perf_counter() - t0
         return SamplerOutput(sampled_token_ids=out, logprobs_tensors=None)
 
@@ -254,8 +297,15 @@ class DropMatchSampler(RejectionSampler):
             n = int(metadata.num_draft_tokens[i])
             if n > 0:
                 a = int(kept[i]) - 1
-                self.state.rounds.append(RoundRecord(req_id=req_id, num_draft_tokens=n, num_accepted=a,
-                                                     next_token_id=int(sampled[i, a]), accept_mask=[True] * a + [False] * (n - a)))
+                self.state.rounds.append(
+                    RoundRecord(
+                        req_id=req_id,
+                        num_draft_tokens=n,
+                        num_accepted=a,
+                        next_token_id=int(sampled[i, a]),
+                        accept_mask=[True] * a + [False] * (n - a),
+                    )
+                )
 
 
 def _refuse_unsupported(sampling_metadata: Any) -> None:
@@ -263,7 +313,11 @@ def _refuse_unsupported(sampling_metadata: Any) -> None:
     if sampling_metadata.max_num_logprobs is not None:
         raise NotImplementedError("logprobs are not supported with the DropMatch verify hook")
     if not sampling_metadata.no_penalties or sampling_metadata.bad_words_token_ids:
-        raise NotImplementedError("penalties / bad words are not supported with the DropMatch verify hook")
+        raise NotImplementedError(
+            "penalties / bad words are not supported with the DropMatch verify hook"
+        )
     if sampling_metadata.top_p is not None or sampling_metadata.top_k is not None:
-        raise NotImplementedError("top_p < 1 / top_k are not applied by the project's rules; allowed with the "
-                                  "DropMatch verify hook: top_p = 1.0 (decoding.top_p=1.0), no top_k")
+        raise NotImplementedError(
+            "top_p < 1 / top_k are not applied by the project's rules; allowed with the "
+            "DropMatch verify hook: top_p = 1.0 (decoding.top_p=1.0), no top_k"
+        )

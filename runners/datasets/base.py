@@ -58,11 +58,15 @@ def continues_final_message(messages: list[dict[str, str]]) -> bool:
 FIXED_CHAT_KWARGS = ("add_generation_prompt", "continue_final_message", "tokenize", "conversation")
 
 
-def _chat_kwargs(messages: list[dict[str, str]], chat_template_kwargs: Mapping[str, Any] | None = None) -> dict:
+def _chat_kwargs(
+    messages: list[dict[str, str]], chat_template_kwargs: Mapping[str, Any] | None = None
+) -> dict:
     # as lm_eval.models.huggingface.HFLM.apply_chat_template with add_generation_prompt = not gen_prefix, plus the
     # pair's template variables (conf/pair/*.yaml chat_template_kwargs, e.g. Qwen3's enable_thinking: false)
     if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, Mapping):
-        raise TypeError(f"chat_template_kwargs must be a mapping, got {type(chat_template_kwargs).__name__}")
+        raise TypeError(
+            f"chat_template_kwargs must be a mapping, got {type(chat_template_kwargs).__name__}"
+        )
     extra = dict(chat_template_kwargs or {})
     fixed = sorted(set(FIXED_CHAT_KWARGS) & set(extra))
     if fixed:
@@ -71,35 +75,51 @@ def _chat_kwargs(messages: list[dict[str, str]], chat_template_kwargs: Mapping[s
     return {**extra, "add_generation_prompt": not cont, "continue_final_message": cont}
 
 
-def prompt_text(tokenizer: Any, messages: list[dict[str, str]],
-                chat_template_kwargs: Mapping[str, Any] | None = None) -> str:
+def prompt_text(
+    tokenizer: Any,
+    messages: list[dict[str, str]],
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+) -> str:
     """The prompt string: ``tokenizer.apply_chat_template`` as lm-eval's HFLM renders it for a chat model, with
     the pair's ``chat_template_kwargs`` (template variables, e.g. ``{"enable_thinking": False}``; None = ``{}``).
 
     Raises:
         TypeError: ``chat_template_kwargs`` is not a mapping or sets one of :data:`FIXED_CHAT_KWARGS`.
     """
-    return tokenizer.apply_chat_template(messages, tokenize=False, **_chat_kwargs(messages, chat_template_kwargs))
+    return tokenizer.apply_chat_template(
+        messages, tokenize=False, **_chat_kwargs(messages, chat_template_kwargs)
+    )
 
 
-def prompt_token_ids(tokenizer: Any, messages: list[dict[str, str]],
-                     chat_template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
+def prompt_token_ids(
+    tokenizer: Any,
+    messages: list[dict[str, str]],
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+) -> list[int]:
     """Prompt token ids a backend sends: :func:`prompt_text` tokenized without added special tokens
     (the chat template already holds them; lm-eval's HFLM adds none for a template with no BOS).
 
     Raises:
         TypeError: as :func:`prompt_text`.
     """
-    ids = tokenizer.apply_chat_template(messages, tokenize=True, **_chat_kwargs(messages, chat_template_kwargs))
+    ids = tokenizer.apply_chat_template(
+        messages, tokenize=True, **_chat_kwargs(messages, chat_template_kwargs)
+    )
     if isinstance(ids, dict) or hasattr(ids, "keys"):
         ids = ids["input_ids"]
     return [int(i) for i in ids]
 
 
-def prompt_record(tokenizer: Any, messages: list[dict[str, str]],
-                  chat_template_kwargs: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def prompt_record(
+    tokenizer: Any,
+    messages: list[dict[str, str]],
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """What a run record stores of the prompt: the text (a few kB), its token count and the sha256 of the
     token ids (``"<id> <id> ..."``); the ids themselves are re-derivable from the text and tokenizer."""
     ids = prompt_token_ids(tokenizer, messages, chat_template_kwargs)
-    return {"text": prompt_text(tokenizer, messages, chat_template_kwargs), "num_tokens": len(ids),
-            "token_ids_sha256": hashlib.sha256(" ".join(map(str, ids)).encode()).hexdigest()}
+    return {
+        "text": prompt_text(tokenizer, messages, chat_template_kwargs),
+        "num_tokens": len(ids),
+        "token_ids_sha256": hashlib.sha256(" ".join(map(str, ids)).encode()).hexdigest(),
+    }

@@ -91,11 +91,17 @@ class BenchmarkDataset:
     # --- TaskDataset -----------------------------------------------------------------------------
     def selected_docs(self) -> list[tuple[str, dict[str, Any]]]:
         """``(sample_id, doc)`` of the selected items (after ``offset`` / ``limit``), canonical order."""
-        rows, self.provenance = load_rows(self.name, self.source, self.split, self.read_file,
-                                          local_filename=self.local_filename, log=self._log)
+        rows, self.provenance = load_rows(
+            self.name,
+            self.source,
+            self.split,
+            self.read_file,
+            local_filename=self.local_filename,
+            log=self._log,
+        )
         docs = self.docs(rows)
         end = None if self.limit is None else self.offset + self.limit
-        return docs[self.offset:end]
+        return docs[self.offset : end]
 
     def load(self) -> list[Sample]:
         """The selected items (after ``offset`` / ``limit``), in the canonical order."""

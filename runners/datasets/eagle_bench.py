@@ -37,13 +37,17 @@ class EagleBenchDataset(BenchmarkDataset):
 
     name = ""
     local_filename = "question.jsonl"
-    graded = False   # True: reference carries lm-eval's GSM8K doc {question, answer}
+    graded = False  # True: reference carries lm-eval's GSM8K doc {question, answer}
 
     def docs(self, rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
         out = []
         for row in rows:
-            doc = {"question_id": int(row["question_id"]), "category": str(row.get("category") or ""),
-                   "turns": [str(t) for t in row["turns"]], "reference": list(row.get("reference") or [])}
+            doc = {
+                "question_id": int(row["question_id"]),
+                "category": str(row.get("category") or ""),
+                "turns": [str(t) for t in row["turns"]],
+                "reference": list(row.get("reference") or []),
+            }
             out.append((f"{self.name}/{self.split}/{doc['question_id']}", doc))
         return out
 
@@ -55,9 +59,16 @@ class EagleBenchDataset(BenchmarkDataset):
             reference: dict[str, Any] = {"question": question, "answer": doc["reference"][0]}
         else:
             reference = {"question_id": doc["question_id"], "question": question}
-        return Sample(sample_id=sample_id, messages=[{"role": "user", "content": question}], reference=reference,
-                      meta={"question_id": doc["question_id"], "category": doc["category"],
-                            "num_turns": len(doc["turns"])})
+        return Sample(
+            sample_id=sample_id,
+            messages=[{"role": "user", "content": question}],
+            reference=reference,
+            meta={
+                "question_id": doc["question_id"],
+                "category": doc["category"],
+                "num_turns": len(doc["turns"]),
+            },
+        )
 
 
 @DATASETS.register("eagle_gsm8k")

@@ -38,5 +38,7 @@ class Gsm8kDataset(LmEvalDataset):
         self.local_filename = f"{self.split}.jsonl"
 
     def docs(self, rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-        return [(f"gsm8k/{self.split}/{i}", {"question": r["question"], "answer": r["answer"]})
-                for i, r in enumerate(rows)]
+        return [
+            (f"gsm8k/{self.split}/{i}", {"question": r["question"], "answer": r["answer"]})
+            for i, r in enumerate(rows)
+        ]

@@ -21,10 +21,14 @@ from runners.datasets.base import Sample
 from runners.datasets.common import BenchmarkDataset
 from runners.registry import DATASETS
 
-INSTRUCTION_PREFIX = ("Please provide a self-contained Python script that solves the following problem in a "
-                      "markdown code block:")
-RESPONSE_PREFIX = ("Below is a Python script with a self-contained function that solves the problem and passes "
-                   "corresponding tests:")
+INSTRUCTION_PREFIX = (
+    "Please provide a self-contained Python script that solves the following problem in a "
+    "markdown code block:"
+)
+RESPONSE_PREFIX = (
+    "Below is a Python script with a self-contained function that solves the problem and passes "
+    "corresponding tests:"
+)
 
 
 def response_start(response_prefix: str = RESPONSE_PREFIX) -> str:
@@ -54,8 +58,13 @@ class HumanevalDataset(BenchmarkDataset):
     name = "humaneval"
     local_filename = "HumanEval.jsonl.gz"
 
-    def __init__(self, *, instruction_prefix: str = INSTRUCTION_PREFIX, response_prefix: str = RESPONSE_PREFIX,
-                 **common: Any) -> None:
+    def __init__(
+        self,
+        *,
+        instruction_prefix: str = INSTRUCTION_PREFIX,
+        response_prefix: str = RESPONSE_PREFIX,
+        **common: Any,
+    ) -> None:
         super().__init__(**common)
         self.instruction_prefix = instruction_prefix
         self.response_prefix = response_prefix
@@ -67,7 +76,13 @@ class HumanevalDataset(BenchmarkDataset):
 
     def to_sample(self, sample_id: str, doc: dict[str, Any]) -> Sample:
         content = instruct_prompt(doc["prompt"], self.instruction_prefix)
-        messages = [{"role": "user", "content": content},
-                    {"role": "assistant", "content": response_start(self.response_prefix)}]
-        return Sample(sample_id=sample_id, messages=messages, reference=doc,
-                      meta={"task_id": doc["task_id"], "entry_point": doc["entry_point"]})
+        messages = [
+            {"role": "user", "content": content},
+            {"role": "assistant", "content": response_start(self.response_prefix)},
+        ]
+        return Sample(
+            sample_id=sample_id,
+            messages=messages,
+            reference=doc,
+            meta={"task_id": doc["task_id"], "entry_point": doc["entry_point"]},
+        )

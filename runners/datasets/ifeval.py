@@ -31,9 +31,12 @@ class IfevalDataset(LmEvalDataset):
     def docs(self, rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
         out = []
         for row in rows:
-            doc = {"key": int(row["key"]), "prompt": row["prompt"],
-                   "instruction_id_list": list(row["instruction_id_list"]),
-                   "kwargs": [dict(k or {}) for k in row["kwargs"]]}
+            doc = {
+                "key": int(row["key"]),
+                "prompt": row["prompt"],
+                "instruction_id_list": list(row["instruction_id_list"]),
+                "kwargs": [dict(k or {}) for k in row["kwargs"]],
+            }
             out.append((f"ifeval/{self.split}/{doc['key']}", doc))
         return out
 

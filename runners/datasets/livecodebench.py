@@ -26,12 +26,16 @@ from runners.datasets.base import Sample
 from runners.datasets.common import BenchmarkDataset
 from runners.registry import DATASETS
 
-SYSTEM_MESSAGE = ("You are an expert Python programmer. You will be given a question (problem specification) and will "
-                  "generate a correct Python program that matches the specification and passes all tests. You will NOT "
-                  "return anything except for the program.")
+SYSTEM_MESSAGE = (
+    "You are an expert Python programmer. You will be given a question (problem specification) and will "
+    "generate a correct Python program that matches the specification and passes all tests. You will NOT "
+    "return anything except for the program."
+)
 FORMAT_WITH_STARTER = "You will use the following starter code to write the solution to the problem and enclose your code within delimiters."
-FORMAT_STDIN = ("Read the inputs from stdin solve the problem and write the answer to stdout (do not directly test on the "
-                "sample inputs). Enclose your code within delimiters as follows.")
+FORMAT_STDIN = (
+    "Read the inputs from stdin solve the problem and write the answer to stdout (do not directly test on the "
+    "sample inputs). Enclose your code within delimiters as follows."
+)
 
 
 def decode_tests(field: Any) -> list[dict[str, Any]]:
@@ -41,7 +45,9 @@ def decode_tests(field: Any) -> list[dict[str, Any]]:
     try:
         return json.loads(field)
     except (TypeError, ValueError):
-        return json.loads(pickle.loads(zlib.decompress(base64.b64decode(str(field).encode("utf-8")))))
+        return json.loads(
+            pickle.loads(zlib.decompress(base64.b64decode(str(field).encode("utf-8"))))
+        )
 
 
 def user_prompt(question: str, starter_code: str) -> str:
@@ -71,17 +77,36 @@ class LiveCodeBenchDataset(BenchmarkDataset):
             tests = decode_tests(r["public_test_cases"]) + decode_tests(r["private_test_cases"])
             meta = r.get("metadata") or {}
             meta = json.loads(meta) if isinstance(meta, str) else meta
-            out.append((f"livecodebench/{self.split}/{r['question_id']}", {
-                "question_id": r["question_id"], "question_content": r["question_content"],
-                "starter_code": r.get("starter_code") or "", "platform": r.get("platform"),
-                "difficulty": r.get("difficulty"), "contest_date": str(r.get("contest_date")),
-                "fn_name": meta.get("func_name"), "inputs": [t["input"] for t in tests],
-                "outputs": [t["output"] for t in tests]}))
+            out.append(
+                (
+                    f"livecodebench/{self.split}/{r['question_id']}",
+                    {
+                        "question_id": r["question_id"],
+                        "question_content": r["question_content"],
+                        "starter_code": r.get("starter_code") or "",
+                        "platform": r.get("platform"),
+                        "difficulty": r.get("difficulty"),
+                        "contest_date": str(r.get("contest_date")),
+                        "fn_name": meta.get("func_name"),
+                        "inputs": [t["input"] for t in tests],
+                        "outputs": [t["output"] for t in tests],
+                    },
+                )
+            )
         return out
 
     def to_sample(self, sample_id: str, doc: dict[str, Any]) -> Sample:
-        messages = [{"role": "system", "content": SYSTEM_MESSAGE},
-                    {"role": "user", "content": user_prompt(doc["question_content"], doc["starter_code"])}]
-        reference = {k: doc[k] for k in ("question_id", "platform", "difficulty", "fn_name", "inputs", "outputs")}
-        return Sample(sample_id=sample_id, messages=messages, reference=reference,
-                      meta={"difficulty": doc["difficulty"], "contest_date": doc["contest_date"]})
+        messages = [
+            {"role": "system", "content": SYSTEM_MESSAGE},
+            {"role": "user", "content": user_prompt(doc["question_content"], doc["starter_code"])},
+        ]
+        reference = {
+            k: doc[k]
+            for k in ("question_id", "platform", "difficulty", "fn_name", "inputs", "outputs")
+        }
+        return Sample(
+            sample_id=sample_id,
+            messages=messages,
+            reference=reference,
+            meta={"difficulty": doc["difficulty"], "contest_date": doc["contest_date"]},
+        )

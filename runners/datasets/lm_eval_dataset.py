@@ -41,8 +41,14 @@ class LmEvalDataset(BenchmarkDataset):
 
     default_task: str = ""
 
-    def __init__(self, *, lm_eval_task: str | None = None, num_fewshot: int | None = None,
-                 max_new_tokens: int | None = None, **common: Any) -> None:
+    def __init__(
+        self,
+        *,
+        lm_eval_task: str | None = None,
+        num_fewshot: int | None = None,
+        max_new_tokens: int | None = None,
+        **common: Any,
+    ) -> None:
         super().__init__(max_new_tokens=int(max_new_tokens or 1), **common)
         self._max_new_tokens_set = max_new_tokens is not None
         if num_fewshot is not None and int(num_fewshot) < 0:
@@ -71,8 +77,10 @@ class LmEvalDataset(BenchmarkDataset):
         by_task: dict[str, list[int]] = defaultdict(list)
         for i, (_, doc) in enumerate(selected):
             by_task[self.task_of(doc)].append(i)
-        self.tasks = load_tasks({name: [selected[i][1] for i in idx] for name, idx in by_task.items()},
-                                self.task_overrides())
+        self.tasks = load_tasks(
+            {name: [selected[i][1] for i in idx] for name, idx in by_task.items()},
+            self.task_overrides(),
+        )
         until, max_gen_toks = generation_limits(next(iter(self.tasks.values())))
         if self.stop is None:
             self.stop = until
@@ -83,7 +91,14 @@ class LmEvalDataset(BenchmarkDataset):
             task = self.tasks[name]
             for j, i in enumerate(idx):
                 doc = dict(task.eval_docs[j])
-                samples[i] = Sample(sample_id=selected[i][0], messages=chat_messages(task, doc), reference=doc,
-                                    meta={"lm_eval_task": name, "target": str(task.doc_to_target(doc)),
-                                          **self.sample_meta(doc)})
+                samples[i] = Sample(
+                    sample_id=selected[i][0],
+                    messages=chat_messages(task, doc),
+                    reference=doc,
+                    meta={
+                        "lm_eval_task": name,
+                        "target": str(task.doc_to_target(doc)),
+                        **self.sample_meta(doc),
+                    },
+                )
         return [s for s in samples if s is not None]

@@ -63,14 +63,25 @@ def _docs_provider(docs: Sequence[Mapping[str, Any]]):
     return custom_dataset
 
 
-def task_spec(name: str, docs: Sequence[Mapping[str, Any]], overrides: Mapping[str, Any] | None = None) -> dict:
+def task_spec(
+    name: str, docs: Sequence[Mapping[str, Any]], overrides: Mapping[str, Any] | None = None
+) -> dict:
     """The ``TaskManager.load`` member entry for registered task ``name`` over ``docs``."""
-    return {"task": name, "custom_dataset": _docs_provider(docs), "test_split": SPLIT, "validation_split": None,
-            "training_split": None, "fewshot_split": None, **dict(overrides or {})}
+    return {
+        "task": name,
+        "custom_dataset": _docs_provider(docs),
+        "test_split": SPLIT,
+        "validation_split": None,
+        "training_split": None,
+        "fewshot_split": None,
+        **dict(overrides or {}),
+    }
 
 
-def load_tasks(docs_by_task: Mapping[str, Sequence[Mapping[str, Any]]],
-               overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def load_tasks(
+    docs_by_task: Mapping[str, Sequence[Mapping[str, Any]]],
+    overrides: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Registered lm-eval tasks whose test split is the given docs.
 
     Args:
@@ -105,7 +116,9 @@ def _capture(messages: list[dict[str, str]], add_generation_prompt: bool = True)
     return json.dumps({"messages": messages, "add_generation_prompt": add_generation_prompt})
 
 
-def chat_messages(task: Any, doc: Mapping[str, Any], num_fewshot: int | None = None) -> list[dict[str, str]]:
+def chat_messages(
+    task: Any, doc: Mapping[str, Any], num_fewshot: int | None = None
+) -> list[dict[str, str]]:
     """The chat messages lm-eval sends a chat model for ``doc`` (multiturn few-shot, chat template applied).
 
     Returns:
@@ -114,13 +127,21 @@ def chat_messages(task: Any, doc: Mapping[str, Any], num_fewshot: int | None = N
         ``continue_final_message=True``).
     """
     shots = task.config.num_fewshot if num_fewshot is None else num_fewshot
-    ctx = task.fewshot_context(doc, int(shots or 0), apply_chat_template=True, fewshot_as_multiturn=True,
-                               chat_template=_capture, gen_prefix=task.doc_to_prefix(doc))
+    ctx = task.fewshot_context(
+        doc,
+        int(shots or 0),
+        apply_chat_template=True,
+        fewshot_as_multiturn=True,
+        chat_template=_capture,
+        gen_prefix=task.doc_to_prefix(doc),
+    )
     out = json.loads(ctx)
     messages = [{"role": str(m["role"]), "content": str(m["content"])} for m in out["messages"]]
     if out["add_generation_prompt"] == (messages[-1]["role"] == "assistant"):
-        raise ValueError(f"{task.task_name}: unexpected chat layout from lm-eval (add_generation_prompt="
-                         f"{out['add_generation_prompt']} with a final {messages[-1]['role']} turn)")
+        raise ValueError(
+            f"{task.task_name}: unexpected chat layout from lm-eval (add_generation_prompt="
+            f"{out['add_generation_prompt']} with a final {messages[-1]['role']} turn)"
+        )
     return messages
 
 

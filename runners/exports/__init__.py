@@ -42,7 +42,9 @@ def dataset_samples(config: dict) -> tuple[Any, list[Sample]]:
     return dataset, dataset.load()
 
 
-def write_exports(run_dir: Path, samples: Sequence[Sample] | None = None, tokenizer: Any = None) -> dict[str, str]:
+def write_exports(
+    run_dir: Path, samples: Sequence[Sample] | None = None, tokenizer: Any = None
+) -> dict[str, str]:
     """Write every export that applies to the run; return ``{kind: path}``.
 
     Args:
@@ -62,12 +64,20 @@ def write_exports(run_dir: Path, samples: Sequence[Sample] | None = None, tokeni
     if samples is None:
         _, samples = dataset_samples(config)
     by_id = {r["sample_id"]: r for r in records}
-    if any((s.meta or {}).get("lm_eval_task") for s in samples) or config["dataset"].get("scorer") == "eagle_gsm8k_exact_match":
+    if (
+        any((s.meta or {}).get("lm_eval_task") for s in samples)
+        or config["dataset"].get("scorer") == "eagle_gsm8k_exact_match"
+    ):
         samples = [_with_task(s, config) for s in samples]
         paths["lm_eval"] = str(write_lm_eval_results(run_dir, samples, by_id, config, tokenizer))
     if config["dataset"].get("scorer") == "evalplus_humaneval":
-        paths["evalplus"] = str(write_evalplus_files(run_dir, [r for r in records if r["sample_id"] in
-                                                               {s.sample_id for s in samples}], summary))
+        paths["evalplus"] = str(
+            write_evalplus_files(
+                run_dir,
+                [r for r in records if r["sample_id"] in {s.sample_id for s in samples}],
+                summary,
+            )
+        )
     logger.info("exports of %s: %s", run_dir.name, paths)
     return paths
 
@@ -79,5 +89,11 @@ def _with_task(sample: Sample, config: dict) -> Sample:
     from runners.registry import SCORERS
 
     import runners.scorers  # noqa: F401
+
     task = getattr(SCORERS.get(config["dataset"]["scorer"]), "task_name", "")
-    return Sample(sample.sample_id, sample.messages, sample.reference, {**(sample.meta or {}), "lm_eval_task": task})
+    return Sample(
+        sample.sample_id,
+        sample.messages,
+        sample.reference,
+        {**(sample.meta or {}), "lm_eval_task": task},
+    )

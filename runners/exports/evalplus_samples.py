@@ -18,7 +18,9 @@ from typing import Any, Mapping, Sequence
 EVALPLUS_DIR = "evalplus"
 
 
-def write_evalplus_files(run_dir: Path, records: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) -> Path:
+def write_evalplus_files(
+    run_dir: Path, records: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]
+) -> Path:
     """Write ``<run_dir>/evalplus/samples.jsonl`` plus the results file; return the samples path."""
     out_dir = Path(run_dir) / EVALPLUS_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -27,23 +29,46 @@ def write_evalplus_files(run_dir: Path, records: Sequence[Mapping[str, Any]], su
     rows = []
     for rec in records:
         q, ref = rec.get("quality") or {}, rec.get("reference") or {}
-        rows.append({"task_id": ref.get("task_id", rec["sample_id"]), "solution": q.get("solution", ""),
-                     "base_status": q.get("status,base"), "plus_status": q.get("status,plus"),
-                     "check_status": q.get("status,check")})
+        rows.append(
+            {
+                "task_id": ref.get("task_id", rec["sample_id"]),
+                "solution": q.get("solution", ""),
+                "base_status": q.get("status,base"),
+                "plus_status": q.get("status,plus"),
+                "check_status": q.get("status,check"),
+            }
+        )
     with open(out_dir / "samples.jsonl", "w", encoding="utf-8") as f:
         for r in rows:
             f.write(json.dumps({"task_id": r["task_id"], "solution": r["solution"]}) + "\n")
     evalplus_ran = any(r["base_status"] is not None for r in rows)
     if evalplus_ran:
-        body = {"date": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
-                "eval": {r["task_id"]: [{"task_id": r["task_id"], "solution": r["solution"],
-                                         "base_status": r["base_status"], "plus_status": r["plus_status"],
-                                         "base_fail_tests": [], "plus_fail_tests": []}] for r in rows},
-                "pass_at_k": {"base": {"pass@1": summary.get("quality/pass@1,base")},
-                              "plus": {"pass@1": summary.get("quality/pass@1,plus")}}}
+        body = {
+            "date": dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
+            "eval": {
+                r["task_id"]: [
+                    {
+                        "task_id": r["task_id"],
+                        "solution": r["solution"],
+                        "base_status": r["base_status"],
+                        "plus_status": r["plus_status"],
+                        "base_fail_tests": [],
+                        "plus_fail_tests": [],
+                    }
+                ]
+                for r in rows
+            },
+            "pass_at_k": {
+                "base": {"pass@1": summary.get("quality/pass@1,base")},
+                "plus": {"pass@1": summary.get("quality/pass@1,plus")},
+            },
+        }
         (out_dir / "eval_results.json").write_text(json.dumps(body, indent=2))
     else:
-        body = {"note": summary.get("quality/note"), "pass@1,check": summary.get("quality/pass@1,check"),
-                "eval": {r["task_id"]: r["check_status"] for r in rows}}
+        body = {
+            "note": summary.get("quality/note"),
+            "pass@1,check": summary.get("quality/pass@1,check"),
+            "eval": {r["task_id"]: r["check_status"] for r in rows},
+        }
         (out_dir / "check_results.json").write_text(json.dumps(body, indent=2))
     return out_dir / "samples.jsonl"

@@ -36,9 +36,12 @@ class PromptMismatchError(RuntimeError):
     """lm-eval now builds a different prompt than the one the stored output answered."""
 
 
-def replay_lm(outputs: Mapping[tuple[str, int], str], tokenizer: Any = None,
-              prompts: Mapping[tuple[str, int], str] | None = None,
-              chat_template_kwargs: Mapping[str, Any] | None = None) -> Any:
+def replay_lm(
+    outputs: Mapping[tuple[str, int], str],
+    tokenizer: Any = None,
+    prompts: Mapping[tuple[str, int], str] | None = None,
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+) -> Any:
     """An ``lm_eval.api.model.LM`` that replays stored generations.
 
     Args:
@@ -61,8 +64,10 @@ def replay_lm(outputs: Mapping[tuple[str, int], str], tokenizer: Any = None,
                 key = (r.task_name, r.doc_id)
                 want = (prompts or {}).get(key)
                 if tokenizer is not None and want is not None and r.args[0] != want:
-                    raise PromptMismatchError(f"{key}: lm-eval's prompt differs from the recorded one "
-                                              f"(recorded {len(want)} chars, now {len(r.args[0])})")
+                    raise PromptMismatchError(
+                        f"{key}: lm-eval's prompt differs from the recorded one "
+                        f"(recorded {len(want)} chars, now {len(r.args[0])})"
+                    )
                 out.append(outputs[key])
             return out
 
@@ -71,12 +76,18 @@ def replay_lm(outputs: Mapping[tuple[str, int], str], tokenizer: Any = None,
 
         loglikelihood_rolling = loglikelihood
 
-        def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        def apply_chat_template(
+            self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True
+        ) -> str:
             if tokenizer is None:
                 return json.dumps(chat_history, ensure_ascii=False)
-            return tokenizer.apply_chat_template(chat_history, tokenize=False, add_generation_prompt=add_generation_prompt,
-                                                 continue_final_message=not add_generation_prompt,
-                                                 **dict(chat_template_kwargs or {}))
+            return tokenizer.apply_chat_template(
+                chat_history,
+                tokenize=False,
+                add_generation_prompt=add_generation_prompt,
+                continue_final_message=not add_generation_prompt,
+                **dict(chat_template_kwargs or {}),
+            )
 
         @property
         def tokenizer_name(self) -> str:
@@ -99,14 +110,22 @@ def _parent_group(task_names: Sequence[str]) -> dict[str, Any] | None:
         if all(t.startswith(prefix) for t in task_names):
             entry = task_manager().task_index.get(parent)
             cfg = dict(entry.cfg or {}) if entry else {}
-            return {"group": parent, "aggregate_metric_list": cfg.get("aggregate_metric_list") or [
-                {"metric": "exact_match", "aggregation": "mean", "weight_by_size": True}],
-                "metadata": cfg.get("metadata") or {}}
+            return {
+                "group": parent,
+                "aggregate_metric_list": cfg.get("aggregate_metric_list")
+                or [{"metric": "exact_match", "aggregation": "mean", "weight_by_size": True}],
+                "metadata": cfg.get("metadata") or {},
+            }
     return None
 
 
-def write_lm_eval_results(run_dir: Path, samples: Sequence[Sample], records: Mapping[str, Mapping[str, Any]],
-                          config: Mapping[str, Any], tokenizer: Any = None) -> Path:
+def write_lm_eval_results(
+    run_dir: Path,
+    samples: Sequence[Sample],
+    records: Mapping[str, Mapping[str, Any]],
+    config: Mapping[str, Any],
+    tokenizer: Any = None,
+) -> Path:
     """Write ``<run_dir>/lm_eval/results_<date>.json`` and ``samples_<task>_<date>.jsonl`` (old ones removed).
 
     Args:
@@ -140,12 +159,18 @@ def write_lm_eval_results(run_dir: Path, samples: Sequence[Sample], records: Map
             outputs[(name, i)] = str(rec.get("output_text") or "")
             if (rec.get("prompt") or {}).get("text"):
                 prompts[(name, i)] = rec["prompt"]["text"]
-    overrides = {"num_fewshot": int(config["dataset"]["num_fewshot"])} if config["dataset"].get("num_fewshot") is not None else {}
+    overrides = (
+        {"num_fewshot": int(config["dataset"]["num_fewshot"])}
+        if config["dataset"].get("num_fewshot") is not None
+        else {}
+    )
     docs = {name: [dict(s.reference) for s in group] for name, group in by_task.items()}
     tasks = load_tasks(docs, overrides)
     parent = _parent_group(list(by_task))
     specs: list[Any] = list(tasks.values())
-    if parent:  # MMLU: the subject tasks under the registered group's aggregation (weighted by size)
+    if (
+        parent
+    ):  # MMLU: the subject tasks under the registered group's aggregation (weighted by size)
         from lm_eval.api.group import Group
 
         group = Group.from_config(parent)
@@ -156,21 +181,41 @@ def write_lm_eval_results(run_dir: Path, samples: Sequence[Sample], records: Map
     if out_dir.exists():
         shutil.rmtree(out_dir)
     pair, method = config.get("pair") or {}, config.get("method") or {}
-    model_args = {"pretrained": (pair.get("target") or {}).get("name"), "draft": (pair.get("draft") or {}).get("name"),
-                  "dtype": pair.get("dtype"), "method": method.get("name"), "L": config.get("L"),
-                  "dropmatch": config.get("dropmatch"), "run_id": config.get("run_id") or Path(run_dir).name}
+    model_args = {
+        "pretrained": (pair.get("target") or {}).get("name"),
+        "draft": (pair.get("draft") or {}).get("name"),
+        "dtype": pair.get("dtype"),
+        "method": method.get("name"),
+        "L": config.get("L"),
+        "dropmatch": config.get("dropmatch"),
+        "run_id": config.get("run_id") or Path(run_dir).name,
+    }
     tracker = EvaluationTracker(output_path=str(out_dir / "results.json"))
     results = lm_eval.simple_evaluate(
-        model=replay_lm(outputs, tokenizer, prompts, (config.get("pair") or {}).get("chat_template_kwargs")),
-        model_args=model_args, tasks=specs, task_manager=task_manager(),
-        apply_chat_template=True, fewshot_as_multiturn=True, log_samples=True, evaluation_tracker=tracker,
-        gen_kwargs=None, bootstrap_iters=100000)
+        model=replay_lm(
+            outputs, tokenizer, prompts, (config.get("pair") or {}).get("chat_template_kwargs")
+        ),
+        model_args=model_args,
+        tasks=specs,
+        task_manager=task_manager(),
+        apply_chat_template=True,
+        fewshot_as_multiturn=True,
+        log_samples=True,
+        evaluation_tracker=tracker,
+        gen_kwargs=None,
+        bootstrap_iters=100000,
+    )
     if results is None:
         raise RuntimeError("lm_eval.simple_evaluate returned no results")
-    results["config"]["gen_kwargs"] = {"max_gen_toks": config.get("decoding", {}).get("max_new_tokens"),
-                                       "temperature": config.get("decoding", {}).get("temperature")}
-    results["dropmatch"] = {"run_id": model_args["run_id"], "lm_eval_version_tested": LM_EVAL_VERSION,
-                            "note": "outputs generated by dropmatch-bench and replayed through lm-eval's evaluator"}
+    results["config"]["gen_kwargs"] = {
+        "max_gen_toks": config.get("decoding", {}).get("max_new_tokens"),
+        "temperature": config.get("decoding", {}).get("temperature"),
+    }
+    results["dropmatch"] = {
+        "run_id": model_args["run_id"],
+        "lm_eval_version_tested": LM_EVAL_VERSION,
+        "note": "outputs generated by dropmatch-bench and replayed through lm-eval's evaluator",
+    }
     logged = results.pop("samples")
     tracker.save_results_aggregated(results=results, samples=logged)
     for task_name in results["configs"]:

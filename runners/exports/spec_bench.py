@@ -24,7 +24,9 @@ SPEC_BENCH_DIR = "spec_bench"
 
 def model_id(config: Mapping[str, Any]) -> str:
     """``<target>-<method>[-L<L>]-<dtype>-temperature-<t>`` (Spec-Bench's file naming)."""
-    target = str(((config.get("pair") or {}).get("target") or {}).get("name") or "model").split("/")[-1]
+    target = str(((config.get("pair") or {}).get("target") or {}).get("name") or "model").split(
+        "/"
+    )[-1]
     method = str((config.get("method") or {}).get("name") or "run")
     L = int(config.get("L") or 0)
     dtype = str((config.get("pair") or {}).get("dtype") or "float32")
@@ -40,15 +42,28 @@ def answer_line(rec: Mapping[str, Any], dataset: str, mid: str, run_id: str) -> 
     tokens = int(speed.get("num_output_tokens") or 0)
     accepted = rec.get("accepted_per_round")
     accept_lengths = [int(a) + 1 for a in accepted] if accepted else [1] * tokens
-    return {"question_id": qid, "category": str(ref.get("category") or dataset),
-            "answer_id": f"{run_id}/{rec['sample_id']}", "model_id": mid,
-            "choices": [{"index": 0, "turns": [str(rec.get("output_text") or "")],
-                         "decoding_steps": [len(accept_lengths)], "new_tokens": [tokens],
-                         "wall_time": [float(speed.get("wall_s") or 0.0)], "accept_lengths": accept_lengths}],
-            "tstamp": None}
+    return {
+        "question_id": qid,
+        "category": str(ref.get("category") or dataset),
+        "answer_id": f"{run_id}/{rec['sample_id']}",
+        "model_id": mid,
+        "choices": [
+            {
+                "index": 0,
+                "turns": [str(rec.get("output_text") or "")],
+                "decoding_steps": [len(accept_lengths)],
+                "new_tokens": [tokens],
+                "wall_time": [float(speed.get("wall_s") or 0.0)],
+                "accept_lengths": accept_lengths,
+            }
+        ],
+        "tstamp": None,
+    }
 
 
-def write_spec_bench_answers(run_dir: Path, records: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> Path:
+def write_spec_bench_answers(
+    run_dir: Path, records: Sequence[Mapping[str, Any]], config: Mapping[str, Any]
+) -> Path:
     """Write ``<run_dir>/spec_bench/<model_id>.jsonl`` (replacing an older one) and return its path."""
     out_dir = Path(run_dir) / SPEC_BENCH_DIR
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -102,8 +102,15 @@ def run_measurement(c: Mapping[str, Any], log: Callable[[str], None] = logger.in
         wanted = set(units)
         lines = [s for s in record.samples() if s["sample_id"] in wanted]
         summary = job.summarize(lines)
-        summary.update({"run_id": record.run_id, "num_samples": len(lines), "num_expected": len(units),
-                        "complete": len(lines) == len(units), **provenance()})
+        summary.update(
+            {
+                "run_id": record.run_id,
+                "num_samples": len(lines),
+                "num_expected": len(units),
+                "complete": len(lines) == len(units),
+                **provenance(),
+            }
+        )
         record.write_summary(summary)
     log(f"[run {record.run_id}] done: {len(lines)}/{len(units)} units ({record.dir})")
     return summary

@@ -48,15 +48,21 @@ class BenchMeasurement:
         arms = list(m.get("arms") or [])
         bad = [a for a in arms if a not in ARMS]
         if bad or "ar" not in arms or len(set(arms)) != len(arms):
-            raise ConfigError(f"method.arms={arms!r} is invalid; allowed: distinct names from {', '.join(ARMS)}, "
-                              "including ar (the reference every output is compared with)")
+            raise ConfigError(
+                f"method.arms={arms!r} is invalid; allowed: distinct names from {', '.join(ARMS)}, "
+                "including ar (the reference every output is compared with)"
+            )
         if float(c["decoding"]["temperature"]) != 0.0:
-            raise ConfigError(f"decoding.temperature={c['decoding']['temperature']} is invalid for method=bench; "
-                              "allowed: 0 (greedy: SD and assisted outputs must equal AR's)")
+            raise ConfigError(
+                f"decoding.temperature={c['decoding']['temperature']} is invalid for method=bench; "
+                "allowed: 0 (greedy: SD and assisted outputs must equal AR's)"
+            )
         if c["backend"]["name"] != "hf" or c["backend"].get("prefix_caching"):
-            raise ConfigError(f"backend={c['backend']['name']} prefix_caching={c['backend'].get('prefix_caching')} "
-                              "is invalid for method=bench; allowed: backend=hf backend.prefix_caching=false "
-                              "(transformers generate prefills every prompt in full; so must our arms)")
+            raise ConfigError(
+                f"backend={c['backend']['name']} prefix_caching={c['backend'].get('prefix_caching')} "
+                "is invalid for method=bench; allowed: backend=hf backend.prefix_caching=false "
+                "(transformers generate prefills every prompt in full; so must our arms)"
+            )
 
     def samples(self) -> list:
         if self._samples is None:
@@ -86,24 +92,52 @@ class BenchMeasurement:
         backend = build(BACKENDS, c["backend"], pair=pair)
         ar_cfg = {"method": {"criterion": "autoregressive"}, "dropmatch": c["dropmatch"]}
         sd_cfg = {"method": {"criterion": m["criterion"]}, "dropmatch": c["dropmatch"]}
-        dm_cfg = {"method": {"criterion": m["dm_criterion"], "uses_dropmatch": True}, "dropmatch": c["dropmatch"]}
-        rules = {"ar": (build_rule(ar_cfg), head_spec(ar_cfg)), "sd": (build_rule(sd_cfg), head_spec(sd_cfg)),
-                 "sd_dm": (build_rule(dm_cfg), head_spec(dm_cfg))}
-        eos = sorted(end_of_sequence_ids(pair.tokenizer, getattr(pair.target.generation_config, "eos_token_id", None)))
+        dm_cfg = {
+            "method": {"criterion": m["dm_criterion"], "uses_dropmatch": True},
+            "dropmatch": c["dropmatch"],
+        }
+        rules = {
+            "ar": (build_rule(ar_cfg), head_spec(ar_cfg)),
+            "sd": (build_rule(sd_cfg), head_spec(sd_cfg)),
+            "sd_dm": (build_rule(dm_cfg), head_spec(dm_cfg)),
+        }
+        eos = sorted(
+            end_of_sequence_ids(
+                pair.tokenizer, getattr(pair.target.generation_config, "eos_token_id", None)
+            )
+        )
         pad = pair.tokenizer.pad_token_id if pair.tokenizer.pad_token_id is not None else eos[0]
 
         def prompt_ids(sample: Any) -> list[int]:
-            ids = pair.tokenizer.apply_chat_template(sample.messages, add_generation_prompt=True, tokenize=True)
+            ids = pair.tokenizer.apply_chat_template(
+                sample.messages, add_generation_prompt=True, tokenize=True
+            )
             return [int(i) for i in (ids["input_ids"] if hasattr(ids, "keys") else ids)]
 
         def run_arm(arm: str, sample: Any, tokens: int) -> dict:
             if arm.startswith("hf_"):
-                return hf_generate(pair.target, prompt_ids(sample), eos_ids=eos, pad_id=pad, max_new_tokens=tokens,
-                                   draft=pair.draft if arm == "hf_assisted" else None, L=L)
-            return our_generate(backend, sample, L=0 if arm == "ar" else L, rule=rules[arm],
-                                max_new_tokens=tokens, seed=seed)
+                return hf_generate(
+                    pair.target,
+                    prompt_ids(sample),
+                    eos_ids=eos,
+                    pad_id=pad,
+                    max_new_tokens=tokens,
+                    draft=pair.draft if arm == "hf_assisted" else None,
+                    L=L,
+                )
+            return our_generate(
+                backend,
+                sample,
+                L=0 if arm == "ar" else L,
+                rule=rules[arm],
+                max_new_tokens=tokens,
+                seed=seed,
+            )
 
-        model = {"dtype": str(pair.target.dtype).removeprefix("torch."), "threads": torch.get_num_threads()}
+        model = {
+            "dtype": str(pair.target.dtype).removeprefix("torch."),
+            "threads": torch.get_num_threads(),
+        }
         by_id = {s.sample_id: s for s in self.samples()}
         index = {s.sample_id: i for i, s in enumerate(self.samples())}
         # untimed warm-up once per session (kernel selection, allocator), on the first prompt's last turn alone
@@ -112,30 +146,58 @@ class BenchMeasurement:
         warm = replace(first, sample_id=f"{first.sample_id}/warmup", messages=first.messages[-1:])
         for arm in arms:
             run_arm(arm, warm, int(m["warmup_tokens"]))
-        log(f"[bench] warm-up done; arms {', '.join(arms)}; L={L}, {cap} new tokens, dtype {model['dtype']}")
+        log(
+            f"[bench] warm-up done; arms {', '.join(arms)}; L={L}, {cap} new tokens, dtype {model['dtype']}"
+        )
         timer = None
         for uid in todo:
             if uid.startswith("latency/"):
                 if timer is None:
-                    timer = VerifyTimer(pair.target, L=L, K=int(c["dropmatch"]["K"]),
-                                        p_drop=float(c["dropmatch"]["p_drop"]), context=int(m["context"]), seed=seed)
+                    timer = VerifyTimer(
+                        pair.target,
+                        L=L,
+                        K=int(c["dropmatch"]["K"]),
+                        p_drop=float(c["dropmatch"]["p_drop"]),
+                        context=int(m["context"]),
+                        seed=seed,
+                    )
                     timer.time_once()
-                yield {"sample_id": uid, "kind": "latency", "seconds": timer.time_once(), "model": model,
-                       "loadavg_1min": os.getloadavg()[0]}
+                yield {
+                    "sample_id": uid,
+                    "kind": "latency",
+                    "seconds": timer.time_once(),
+                    "model": model,
+                    "loadavg_1min": os.getloadavg()[0],
+                }
                 continue
             sid, rep = uid.rsplit("#", 1)
             sample = by_id[sid]
             k = (index[sid] + int(rep)) % len(arms)
             order = arms[k:] + arms[:k]
             results = {arm: run_arm(arm, sample, cap) for arm in order}
-            log(f"[bench] {uid}: " + ", ".join(f"{a} {r['tokens'] / r['seconds']:.2f}" for a, r in results.items())
-                + " tok/s (prefill included)")
-            yield {"sample_id": uid, "kind": "prompt", "prompt_id": sid, "repeat": int(rep), "order": order,
-                   "prompt_tokens": len(prompt_ids(sample)), "arms": results, "model": model,
-                   "loadavg_1min": os.getloadavg()[0]}
+            log(
+                f"[bench] {uid}: "
+                + ", ".join(f"{a} {r['tokens'] / r['seconds']:.2f}" for a, r in results.items())
+                + " tok/s (prefill included)"
+            )
+            yield {
+                "sample_id": uid,
+                "kind": "prompt",
+                "prompt_id": sid,
+                "repeat": int(rep),
+                "order": order,
+                "prompt_tokens": len(prompt_ids(sample)),
+                "arms": results,
+                "model": model,
+                "loadavg_1min": os.getloadavg()[0],
+            }
 
     def summarize(self, lines: Sequence[Mapping[str, Any]]) -> dict:
         from runners.measure.bench_summary import summarize_bench
 
-        return summarize_bench(lines, list(self.c["method"]["arms"]), L=int(self.c["L"]),
-                               context=int(self.c["method"]["context"]))
+        return summarize_bench(
+            lines,
+            list(self.c["method"]["arms"]),
+            L=int(self.c["L"]),
+            context=int(self.c["method"]["context"]),
+        )

@@ -21,7 +21,9 @@ from typing import Any, Sequence
 import torch
 
 
-def our_generate(backend: Any, sample: Any, *, L: int, rule: tuple[Any, Any], max_new_tokens: int, seed: int) -> dict:
+def our_generate(
+    backend: Any, sample: Any, *, L: int, rule: tuple[Any, Any], max_new_tokens: int, seed: int
+) -> dict:
     """One prompt through the project's backend (``runners.registry.BACKENDS``), the only call into it here.
 
     Args:
@@ -35,18 +37,28 @@ def our_generate(backend: Any, sample: Any, *, L: int, rule: tuple[Any, Any], ma
     """
     from runners.backends.base import DecodingConfig
 
-    decoding = DecodingConfig(num_speculative_tokens=L, temperature=0.0, max_new_tokens=max_new_tokens, stop=[],
-                              seed=seed)
+    decoding = DecodingConfig(
+        num_speculative_tokens=L, temperature=0.0, max_new_tokens=max_new_tokens, stop=[], seed=seed
+    )
     t0 = time.perf_counter()
     res = next(iter(backend.generate([sample], decoding, *rule)))
     seconds = time.perf_counter() - t0
     ids = [int(i) for i in res.output_token_ids]
     rounds = res.counters.num_drafts if L > 0 else max(len(ids) - 1, 0)
-    return {"output_token_ids": ids, "tokens": len(ids), "seconds": seconds, "prefill_s": res.prefill_s,
-            "decode_s": res.wall_s, "decode_tokens": max(len(ids) - 1, 0), "rounds": rounds,
-            "accepted": res.counters.num_accepted_tokens if L > 0 else 0,
-            "verify_passes": len(res.accepted_per_round),
-            "draft_s": res.draft_s, "verify_s": res.verify_s, "criterion_s": res.criterion_s}
+    return {
+        "output_token_ids": ids,
+        "tokens": len(ids),
+        "seconds": seconds,
+        "prefill_s": res.prefill_s,
+        "decode_s": res.wall_s,
+        "decode_tokens": max(len(ids) - 1, 0),
+        "rounds": rounds,
+        "accepted": res.counters.num_accepted_tokens if L > 0 else 0,
+        "verify_passes": len(res.accepted_per_round),
+        "draft_s": res.draft_s,
+        "verify_s": res.verify_s,
+        "criterion_s": res.criterion_s,
+    }
 
 
 class _ChunkClock:
@@ -85,8 +97,16 @@ class _CallCounter:
 
 
 @torch.inference_mode()
-def hf_generate(target: Any, prompt_ids: Sequence[int], *, eos_ids: Sequence[int], pad_id: int, max_new_tokens: int,
-                draft: Any = None, L: int = 0) -> dict:
+def hf_generate(
+    target: Any,
+    prompt_ids: Sequence[int],
+    *,
+    eos_ids: Sequence[int],
+    pad_id: int,
+    max_new_tokens: int,
+    draft: Any = None,
+    L: int = 0,
+) -> dict:
     """transformers ``generate`` on one prompt: greedy AR, or assisted generation with ``draft`` proposing L tokens.
 
     The assistant's settings are read from ``draft.generation_config`` by transformers
@@ -99,11 +119,20 @@ def hf_generate(target: Any, prompt_ids: Sequence[int], *, eos_ids: Sequence[int
     """
     from transformers import GenerationConfig
 
-    gen_cfg = GenerationConfig(do_sample=False, max_new_tokens=max_new_tokens, min_new_tokens=0,
-                               eos_token_id=list(eos_ids), pad_token_id=pad_id)
+    gen_cfg = GenerationConfig(
+        do_sample=False,
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=0,
+        eos_token_id=list(eos_ids),
+        pad_token_id=pad_id,
+    )
     x = torch.tensor([list(prompt_ids)], dtype=torch.long, device=target.device)
     clock = _ChunkClock()
-    kwargs: dict[str, Any] = {"generation_config": gen_cfg, "attention_mask": torch.ones_like(x), "streamer": clock}
+    kwargs: dict[str, Any] = {
+        "generation_config": gen_cfg,
+        "attention_mask": torch.ones_like(x),
+        "streamer": clock,
+    }
     saved = None
     if draft is not None:
         saved = copy.deepcopy(draft.generation_config)
@@ -112,20 +141,31 @@ def hf_generate(target: Any, prompt_ids: Sequence[int], *, eos_ids: Sequence[int
         draft.generation_config.assistant_confidence_threshold = 0.0
         kwargs["assistant_model"] = draft
     try:
-        with _CallCounter(target) as t_calls, _CallCounter(draft if draft is not None else target) as d_calls:
+        with (
+            _CallCounter(target) as t_calls,
+            _CallCounter(draft if draft is not None else target) as d_calls,
+        ):
             t0 = time.perf_counter()
             out = target.generate(x, **kwargs)
             end = time.perf_counter()
     finally:
         if saved is not None:
             draft.generation_config = saved
-    new = [int(i) for i in out[0, x.shape[1]:].tolist()]
+    new = [int(i) for i in out[0, x.shape[1] :].tolist()]
     cut = next((i for i, tok in enumerate(new) if tok in set(eos_ids)), None)
     ids = new if cut is None else new[:cut]
     first_at = clock.first_at if clock.first_at is not None else end
     first = min(clock.first_tokens, len(ids))
     rounds = t_calls.calls
-    return {"output_token_ids": ids, "tokens": len(ids), "seconds": end - t0, "prefill_s": None,
-            "decode_s": end - first_at, "decode_tokens": len(ids) - first, "rounds": rounds,
-            "accepted": max(len(new) - rounds, 0) if draft is not None else 0, "verify_passes": rounds,
-            "draft_forwards": d_calls.calls if draft is not None else 0}
+    return {
+        "output_token_ids": ids,
+        "tokens": len(ids),
+        "seconds": end - t0,
+        "prefill_s": None,
+        "decode_s": end - first_at,
+        "decode_tokens": len(ids) - first,
+        "rounds": rounds,
+        "accepted": max(len(new) - rounds, 0) if draft is not None else 0,
+        "verify_passes": rounds,
+        "draft_forwards": d_calls.calls if draft is not None else 0,
+    }

@@ -47,12 +47,19 @@ def _std(xs: Sequence[float]) -> float:
     return statistics.stdev(xs) if len(xs) > 1 else 0.0
 
 
-def summarize_bench(lines: Sequence[Mapping[str, Any]], arms: Sequence[str], L: int, context: int) -> dict:
+def summarize_bench(
+    lines: Sequence[Mapping[str, Any]], arms: Sequence[str], L: int, context: int
+) -> dict:
     """The ``bench/*`` summary of a run's lines (see the module docstring)."""
     prompts = [ln for ln in lines if ln.get("kind") == "prompt"]
     reps = sorted({int(p["repeat"]) for p in prompts})
-    out: dict[str, Any] = {"bench/L": L, "bench/arms": list(arms), "bench/num_lines": len(prompts),
-                           "bench/num_prompts": len({p["prompt_id"] for p in prompts}), "bench/repeats": len(reps)}
+    out: dict[str, Any] = {
+        "bench/L": L,
+        "bench/arms": list(arms),
+        "bench/num_lines": len(prompts),
+        "bench/num_prompts": len({p["prompt_id"] for p in prompts}),
+        "bench/repeats": len(reps),
+    }
     if prompts:
         out["model/dtype"] = prompts[-1]["model"]["dtype"]
         out["model/threads"] = sorted({p["model"]["threads"] for p in prompts})
@@ -60,43 +67,77 @@ def summarize_bench(lines: Sequence[Mapping[str, Any]], arms: Sequence[str], L: 
         out["bench/loadavg_1min_max"] = max(p.get("loadavg_1min") or 0.0 for p in prompts)
 
     def results(arm: str, rep: int | None = None) -> list[Mapping[str, Any]]:
-        return [p["arms"][arm] for p in prompts if arm in p["arms"] and (rep is None or p["repeat"] == rep)]
+        return [
+            p["arms"][arm]
+            for p in prompts
+            if arm in p["arms"] and (rep is None or p["repeat"] == rep)
+        ]
 
     rate = {a: _rate(results(a), "tokens", "seconds") for a in arms}
     for arm in arms:
         res = results(arm)
         per_rep = [_rate(results(arm, r), "tokens", "seconds") for r in reps]
-        out.update({f"bench/{arm}/tok_per_s": rate[arm], f"bench/{arm}/tok_per_s_repeat_std": _std(per_rep),
-                    f"bench/{arm}/decode_tok_per_s": _rate(res, "decode_tokens", "decode_s"),
-                    f"bench/{arm}/num_output_tokens": sum(r["tokens"] for r in res),
-                    f"bench/{arm}/wall_s": sum(r["seconds"] for r in res)})
+        out.update(
+            {
+                f"bench/{arm}/tok_per_s": rate[arm],
+                f"bench/{arm}/tok_per_s_repeat_std": _std(per_rep),
+                f"bench/{arm}/decode_tok_per_s": _rate(res, "decode_tokens", "decode_s"),
+                f"bench/{arm}/num_output_tokens": sum(r["tokens"] for r in res),
+                f"bench/{arm}/wall_s": sum(r["seconds"] for r in res),
+            }
+        )
         if arm in SPEC_ARMS:
             rounds = sum(r["rounds"] for r in res)
-            out[f"bench/{arm}/tau"] = 1 + sum(r["accepted"] for r in res) / rounds if rounds else float("nan")
+            out[f"bench/{arm}/tau"] = (
+                1 + sum(r["accepted"] for r in res) / rounds if rounds else float("nan")
+            )
         for ref in REFS:
             if ref not in arms or ref == arm:
                 continue
             out[f"bench/{arm}/x_{ref}"] = rate[arm] / rate[ref]
-            out[f"bench/{arm}/x_{ref}_decode"] = (out[f"bench/{arm}/decode_tok_per_s"]
-                                                 / _rate(results(ref), "decode_tokens", "decode_s"))
-            paired = [_rate(results(arm, r), "tokens", "seconds") / _rate(results(ref, r), "tokens", "seconds")
-                      for r in reps]
+            out[f"bench/{arm}/x_{ref}_decode"] = out[f"bench/{arm}/decode_tok_per_s"] / _rate(
+                results(ref), "decode_tokens", "decode_s"
+            )
+            paired = [
+                _rate(results(arm, r), "tokens", "seconds")
+                / _rate(results(ref, r), "tokens", "seconds")
+                for r in reps
+            ]
             out[f"bench/{arm}/x_{ref}_repeat_std"] = _std(paired)
-            per_line = [p["arms"][arm]["tokens"] / p["arms"][arm]["seconds"] * p["arms"][ref]["seconds"]
-                        / p["arms"][ref]["tokens"] for p in prompts if arm in p["arms"] and ref in p["arms"]
-                        and p["arms"][ref]["tokens"] and p["arms"][arm]["seconds"] > 0]
-            out[f"bench/{arm}/x_{ref}_median"] = statistics.median(per_line) if per_line else float("nan")
+            per_line = [
+                p["arms"][arm]["tokens"]
+                / p["arms"][arm]["seconds"]
+                * p["arms"][ref]["seconds"]
+                / p["arms"][ref]["tokens"]
+                for p in prompts
+                if arm in p["arms"]
+                and ref in p["arms"]
+                and p["arms"][ref]["tokens"]
+                and p["arms"][arm]["seconds"] > 0
+            ]
+            out[f"bench/{arm}/x_{ref}_median"] = (
+                statistics.median(per_line) if per_line else float("nan")
+            )
         if arm != "ar":
             same, mism = 0, []
             for p in prompts:
                 if arm not in p["arms"]:
                     continue
-                d = first_mismatch(p["arms"]["ar"]["output_token_ids"], p["arms"][arm]["output_token_ids"])
+                d = first_mismatch(
+                    p["arms"]["ar"]["output_token_ids"], p["arms"][arm]["output_token_ids"]
+                )
                 if d is None:
                     same += 1
                 else:
-                    mism.append({"prompt_id": p["prompt_id"], "repeat": p["repeat"], "position": d[0],
-                                 "ar_token": d[1], "arm_token": d[2]})
+                    mism.append(
+                        {
+                            "prompt_id": p["prompt_id"],
+                            "repeat": p["repeat"],
+                            "position": d[0],
+                            "ar_token": d[1],
+                            "arm_token": d[2],
+                        }
+                    )
             out[f"bench/{arm}/identical_to_ar"] = same
             out[f"bench/{arm}/first_mismatches"] = mism
     ar_runs = {}
@@ -113,9 +154,13 @@ def summarize_bench(lines: Sequence[Mapping[str, Any]], arms: Sequence[str], L: 
         sd_verify = per_pass("sd", "verify_s")
         out["bench/in_situ/verify_over_decode"] = sd_verify / per_pass("ar", "verify_s")
         if "sd_dm" in arms:
-            extra = per_pass("sd_dm", "verify_s", "criterion_s") - per_pass("sd", "verify_s", "criterion_s")
+            extra = per_pass("sd_dm", "verify_s", "criterion_s") - per_pass(
+                "sd", "verify_s", "criterion_s"
+            )
             out["bench/in_situ/dm_overhead_share"] = extra / sd_verify
     lat = [ln for ln in lines if ln.get("kind") == "latency"]
-    out.update({k.replace("latency/", "bench/latency/", 1): v for k, v in summarize_timings(lat).items()})
+    out.update(
+        {k.replace("latency/", "bench/latency/", 1): v for k, v in summarize_timings(lat).items()}
+    )
     out["bench/latency/context"] = context
     return out

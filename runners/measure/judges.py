@@ -50,7 +50,9 @@ class DebertaJudge:
         self.model = AutoModelForSequenceClassification.from_pretrained(model).to(device).eval()
         labels = {str(v).lower(): int(k) for k, v in self.model.config.id2label.items()}
         if "entailment" not in labels:
-            raise ValueError(f"NLI model {model!r} has no 'entailment' label (id2label={self.model.config.id2label})")
+            raise ValueError(
+                f"NLI model {model!r} has no 'entailment' label (id2label={self.model.config.id2label})"
+            )
         self.entail_index = labels["entailment"]
         self.name = f"NLI: {Path(model).name if Path(model).exists() else model}"
 
@@ -58,7 +60,11 @@ class DebertaJudge:
         import torch
 
         # Kuhn et al. 2023 prepend the question to both answers.
-        a, b = (f"{question} {premise}", f"{question} {hypothesis}") if question else (premise, hypothesis)
+        a, b = (
+            (f"{question} {premise}", f"{question} {hypothesis}")
+            if question
+            else (premise, hypothesis)
+        )
         enc = self.tokenizer(a, b, return_tensors="pt", truncation=True, max_length=512)
         with torch.inference_mode():
             logits = self.model(**enc).logits[0].float()
@@ -137,14 +143,22 @@ class LLMJudge:
     # 2: whole label words, both spellings; 3: the previous prompt's KV cache reused for the shared prefix
     version = 3
 
-    def __init__(self, model: Any, tokenizer: Any, name: str, max_chars: int = 2000,
-                 reuse_prefix: bool = True) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        name: str,
+        max_chars: int = 2000,
+        reuse_prefix: bool = True,
+    ) -> None:
         self.model, self.tokenizer, self.max_chars = model, tokenizer, max_chars
         self.name = f"LLM judge: {name}"
         self.label_ids = [[self._ids(v) for v in (w, w.capitalize())] for w in LLM_LABELS]
         firsts = [ids[0] for variants in self.label_ids for ids in variants]
         if len(set(firsts)) != len(firsts):
-            raise ValueError(f"label spellings of {LLM_LABELS} share a first token {firsts}; cannot judge")
+            raise ValueError(
+                f"label spellings of {LLM_LABELS} share a first token {firsts}; cannot judge"
+            )
         self.prefix_cache = LatestPrefixCache() if reuse_prefix else None
         self.tokens_prompt = 0
         self.tokens_prefilled = 0
@@ -154,10 +168,14 @@ class LLMJudge:
 
     def prompt_ids(self, premise: str, hypothesis: str, question: str) -> list[int]:
         cut = self.max_chars
-        text = LLM_PROMPT.format(question=question.strip()[:cut] or "(none)", premise=premise.strip()[:cut],
-                                 hypothesis=hypothesis.strip()[:cut])
-        ids = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                                 tokenize=True)
+        text = LLM_PROMPT.format(
+            question=question.strip()[:cut] or "(none)",
+            premise=premise.strip()[:cut],
+            hypothesis=hypothesis.strip()[:cut],
+        )
+        ids = self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+        )
         if isinstance(ids, dict) or hasattr(ids, "keys"):
             ids = ids["input_ids"]
         return [int(i) for i in ids]
@@ -166,7 +184,9 @@ class LLMJudge:
         """P(entailment), P(neutral), P(contradiction) as the reply, renormalised over the three labels."""
         import torch
 
-        return torch.softmax(torch.tensor(self.label_logprobs(premise, hypothesis, question)), dim=0).tolist()
+        return torch.softmax(
+            torch.tensor(self.label_logprobs(premise, hypothesis, question)), dim=0
+        ).tolist()
 
     def label_logprobs(self, premise: str, hypothesis: str, question: str = "") -> list[float]:
         """log P(reply = label) for entailment, neutral, contradiction (both spellings summed); not renormalised."""
@@ -176,11 +196,20 @@ class LLMJudge:
 
         prompt = self.prompt_ids(premise, hypothesis, question)
         dev = self.model.device
-        cache, start = self.prefix_cache.lookup(prompt) if self.prefix_cache is not None else (None, 0)
+        cache, start = (
+            self.prefix_cache.lookup(prompt) if self.prefix_cache is not None else (None, 0)
+        )
         with torch.inference_mode():
-            out = self.model(input_ids=torch.tensor([prompt[start:]], device=dev), past_key_values=cache,
-                             use_cache=True, logits_to_keep=1)
-            cache, first = out.past_key_values, torch.log_softmax(out.logits[0, -1].float(), dim=-1)  # [V]
+            out = self.model(
+                input_ids=torch.tensor([prompt[start:]], device=dev),
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            cache, first = (
+                out.past_key_values,
+                torch.log_softmax(out.logits[0, -1].float(), dim=-1),
+            )  # [V]
             self.tokens_prompt += len(prompt)
             self.tokens_prefilled += len(prompt) - start
             totals = []
@@ -189,8 +218,11 @@ class LLMJudge:
                 for ids in variants:
                     lp = first[ids[0]]
                     if len(ids) > 1:
-                        o = self.model(input_ids=torch.tensor([ids[:-1]], device=dev), past_key_values=cache,
-                                       use_cache=True)
+                        o = self.model(
+                            input_ids=torch.tensor([ids[:-1]], device=dev),
+                            past_key_values=cache,
+                            use_cache=True,
+                        )
                         steps = torch.log_softmax(o.logits[0].float(), dim=-1)  # [len-1, V]
                         lp = lp + steps[torch.arange(len(ids) - 1), torch.tensor(ids[1:])].sum()
                         cache = o.past_key_values
@@ -198,7 +230,9 @@ class LLMJudge:
                     logps.append(lp)
                 totals.append(torch.logsumexp(torch.stack(logps), dim=0))
             if self.prefix_cache is not None:
-                self.prefix_cache.store(prompt, cache)  # the label continuations cropped it back to the prompt
+                self.prefix_cache.store(
+                    prompt, cache
+                )  # the label continuations cropped it back to the prompt
             return torch.stack(totals).tolist()
 
     def entail_prob(self, premise: str, hypothesis: str, question: str = "") -> float:
@@ -236,14 +270,20 @@ def hub_reachable(timeout_s: float = 3.0) -> bool:
 
     url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
     try:
-        socket.create_connection((url.hostname or "huggingface.co", url.port or 443), timeout=timeout_s).close()
+        socket.create_connection(
+            (url.hostname or "huggingface.co", url.port or 443), timeout=timeout_s
+        ).close()
         return True
     except OSError:
         return False
 
 
-def make_judge(kind: str = "auto", nli_model: str | None = DEBERTA_MNLI,
-               llm: Callable[[], tuple[Any, Any, str]] | None = None, log: Callable[[str], None] = logger.info) -> Any:
+def make_judge(
+    kind: str = "auto",
+    nli_model: str | None = DEBERTA_MNLI,
+    llm: Callable[[], tuple[Any, Any, str]] | None = None,
+    log: Callable[[str], None] = logger.info,
+) -> Any:
     """The entailment judge for Fig. 3(b).
 
     Args:
@@ -259,13 +299,18 @@ def make_judge(kind: str = "auto", nli_model: str | None = DEBERTA_MNLI,
         raise ValueError(f"judge kind {kind!r} unknown; allowed: auto, deberta, llm")
     if kind == "deberta" or (kind == "auto" and nli_available(nli_model)):
         try:
-            return DebertaJudge(str(Path(nli_model).expanduser()) if Path(str(nli_model)).expanduser().is_dir()
-                                else str(nli_model))
+            return DebertaJudge(
+                str(Path(nli_model).expanduser())
+                if Path(str(nli_model)).expanduser().is_dir()
+                else str(nli_model)
+            )
         except Exception as exc:  # hub unreachable, gated, no weights
             if kind == "deberta":
                 raise
-            log(f"[fig3] NLI model {nli_model!r} unavailable ({type(exc).__name__}: {str(exc)[:200]}); "
-                "falling back to the LLM judge")
+            log(
+                f"[fig3] NLI model {nli_model!r} unavailable ({type(exc).__name__}: {str(exc)[:200]}); "
+                "falling back to the LLM judge"
+            )
     if llm is None:
         raise ValueError("no NLI model reachable and no LLM given for the fallback judge")
     model, tokenizer, name = llm()

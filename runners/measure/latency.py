@@ -39,8 +39,17 @@ import torch
 from runners.measure.base import MEASUREMENTS, positive_int
 from runners.validate import ConfigError
 
-COMPONENTS = ("decode_step", "verify_pass", "lm_head", "mc_dropout_heads", "js_divergence", "dropmatch_criterion",
-              "verify_round_sd", "verify_round_dm", "verify_round_dm_sparse")
+COMPONENTS = (
+    "decode_step",
+    "verify_pass",
+    "lm_head",
+    "mc_dropout_heads",
+    "js_divergence",
+    "dropmatch_criterion",
+    "verify_round_sd",
+    "verify_round_dm",
+    "verify_round_dm_sparse",
+)
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 
 
@@ -50,8 +59,16 @@ def _sync(device: torch.device) -> None:
 
 
 # Architecture fields stored with the timings (analysis.latency.model_dims reads them for the analytic model).
-DIM_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads", "num_key_value_heads",
-            "head_dim", "vocab_size", "tie_word_embeddings")
+DIM_KEYS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "tie_word_embeddings",
+)
 
 
 def model_dims(model: Any) -> dict:
@@ -72,8 +89,17 @@ class VerifyTimer:
         ValueError: ``L < 1``.
     """
 
-    def __init__(self, model: Any, *, L: int, K: int, p_drop: float, context: int, seed: int = 0,
-                 sparse_top_n: int | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        *,
+        L: int,
+        K: int,
+        p_drop: float,
+        context: int,
+        seed: int = 0,
+        sparse_top_n: int | None = None,
+    ) -> None:
         import criteria.rules  # noqa: F401
         from criteria.base import VerifyInputs
         from criteria.dropmatch_base import js_statistics
@@ -96,18 +122,29 @@ class VerifyTimer:
             hidden = state.forward(new_ids)  # [L+1, d]
             state.rollback(context)
             plain = state.logits(hidden)  # [L+1, V] float32
-            draft_probs = torch.softmax(plain[:L] + 0.5 * torch.randn(L, V, generator=g).to(self.device), dim=-1)  # [L, V]
+            draft_probs = torch.softmax(
+                plain[:L] + 0.5 * torch.randn(L, V, generator=g).to(self.device), dim=-1
+            )  # [L, V]
             gen = torch.Generator(device=self.device).manual_seed(seed)
-            heads = dropout_head_logits(hidden, W, b, num_heads=K, p_drop=p_drop, generator=gen).float()  # [L+1, 1+K, V]
+            heads = dropout_head_logits(
+                hidden, W, b, num_heads=K, p_drop=p_drop, generator=gen
+            ).float()  # [L+1, 1+K, V]
         head_logits = heads[None, :, 1:]  # [1, L+1, K, V]
         rule = CRITERIA.get("dropmatch_js")()
-        inputs = VerifyInputs(draft_token_ids=draft_probs.argmax(dim=-1)[None], target_logits=heads[None, :, 0],
-                              draft_probs=draft_probs[None], head_logits=head_logits, temperature=0.0, generator=gen)
+        inputs = VerifyInputs(
+            draft_token_ids=draft_probs.argmax(dim=-1)[None],
+            target_logits=heads[None, :, 0],
+            draft_probs=draft_probs[None],
+            head_logits=head_logits,
+            temperature=0.0,
+            generator=gen,
+        )
 
         def step(ids: list[int]) -> Callable[[], None]:
             def fn() -> None:
                 state.logits(state.forward(ids))
                 state.rollback(context)
+
             return fn
 
         drafts = draft_probs.argmax(dim=-1)[None]  # [1, L]
@@ -115,11 +152,21 @@ class VerifyTimer:
         greedy, spec = CRITERIA.get("greedy_match")(), HeadSpec(K, p_drop)
 
         def round_with(r: Any, heads: Any) -> Callable[[], None]:
-            return lambda: verify_round(hidden[None], lm_head, drafts, r, heads, temperature=0.0, generators=[gen],
-                                        draft_probs=draft_probs[None])
+            return lambda: verify_round(
+                hidden[None],
+                lm_head,
+                drafts,
+                r,
+                heads,
+                temperature=0.0,
+                generators=[gen],
+                draft_probs=draft_probs[None],
+            )
 
         def mc_heads() -> None:
-            out = dropout_head_logits(hidden, W, b, num_heads=K, p_drop=p_drop, generator=gen)  # [L+1, 1+K, V]
+            out = dropout_head_logits(
+                hidden, W, b, num_heads=K, p_drop=p_drop, generator=gen
+            )  # [L+1, 1+K, V]
             out[:, 0].float(), out[:, 1:].float()
 
         self.fns: dict[str, Callable[[], None]] = {
@@ -133,7 +180,9 @@ class VerifyTimer:
             "verify_round_dm": round_with(rule, spec),
         }
         if sparse_top_n is not None:
-            self.fns["verify_round_dm_sparse"] = round_with(rule, HeadSpec(K, p_drop, top_n=int(sparse_top_n)))
+            self.fns["verify_round_dm_sparse"] = round_with(
+                rule, HeadSpec(K, p_drop, top_n=int(sparse_top_n))
+            )
 
     @torch.inference_mode()
     def time_once(self) -> dict[str, float]:
@@ -152,13 +201,17 @@ def paired_ratios(seconds: Mapping[str, float]) -> dict[str, float]:
     """Per-repeat ratios: verify / decode, DM decision overhead (K extra rows + JS) and whole-rule share of verify."""
     verify = seconds["verify_pass"]
     extra = seconds["mc_dropout_heads"] - seconds["lm_head"]
-    out = {"verify_over_decode": verify / seconds["decode_step"],
-           "dm_overhead_share": (extra + seconds["js_divergence"]) / verify,
-           "dm_rule_share": (extra + seconds["dropmatch_criterion"]) / verify}
+    out = {
+        "verify_over_decode": verify / seconds["decode_step"],
+        "dm_overhead_share": (extra + seconds["js_divergence"]) / verify,
+        "dm_rule_share": (extra + seconds["dropmatch_criterion"]) / verify,
+    }
     if "verify_round_dm" in seconds:  # records from before the in-loop components lack them
         out["dm_round_share"] = (seconds["verify_round_dm"] - seconds["verify_round_sd"]) / verify
     if "verify_round_dm_sparse" in seconds:
-        out["dm_sparse_round_share"] = (seconds["verify_round_dm_sparse"] - seconds["verify_round_sd"]) / verify
+        out["dm_sparse_round_share"] = (
+            seconds["verify_round_dm_sparse"] - seconds["verify_round_sd"]
+        ) / verify
     return out
 
 
@@ -172,8 +225,13 @@ def summarize_timings(lines: Sequence[Mapping[str, Any]], key: str = "seconds") 
             continue
         xs = [1e3 * ln[key][comp] for ln in lines]
         q = statistics.quantiles(xs, n=4, method="inclusive") if len(xs) > 1 else [xs[0]] * 3
-        out.update({f"latency/{comp}/median_ms": statistics.median(xs), f"latency/{comp}/q25_ms": q[0],
-                    f"latency/{comp}/q75_ms": q[2]})
+        out.update(
+            {
+                f"latency/{comp}/median_ms": statistics.median(xs),
+                f"latency/{comp}/q25_ms": q[0],
+                f"latency/{comp}/q75_ms": q[2],
+            }
+        )
     ratios = [paired_ratios(ln[key]) for ln in lines]
     for r in ratios[0]:
         out[f"latency/{r}"] = statistics.median(x[r] for x in ratios)
@@ -220,25 +278,51 @@ class LatencyMeasurement:
 
         c, m = self.c, self.c["method"]
         pair = load_pair(c["pair"], need_draft=False, log=log)
-        timer = VerifyTimer(pair.target, L=int(c["L"]), K=int(c["dropmatch"]["K"]),
-                            p_drop=float(c["dropmatch"]["p_drop"]), context=int(m["context"]),
-                            seed=int(c["decoding"]["seed"]), sparse_top_n=m.get("sparse_top_n"))
+        timer = VerifyTimer(
+            pair.target,
+            L=int(c["L"]),
+            K=int(c["dropmatch"]["K"]),
+            p_drop=float(c["dropmatch"]["p_drop"]),
+            context=int(m["context"]),
+            seed=int(c["decoding"]["seed"]),
+            sparse_top_n=m.get("sparse_top_n"),
+        )
         for _ in range(int(m["warmup"])):
             timer.time_once()
-        model = {"dtype": str(pair.target.dtype).removeprefix("torch."), "threads": torch.get_num_threads(),
-                 "bytes_per_param": pair.target.get_output_embeddings().weight.element_size(),
-                 "dims": model_dims(pair.target), "device": str(timer.device)}
+        model = {
+            "dtype": str(pair.target.dtype).removeprefix("torch."),
+            "threads": torch.get_num_threads(),
+            "bytes_per_param": pair.target.get_output_embeddings().weight.element_size(),
+            "dims": model_dims(pair.target),
+            "device": str(timer.device),
+        }
         log(f"[latency] warm-up done ({m['warmup']} repeats); timing {len(todo)} repeats")
         for uid in todo:
-            yield {"sample_id": uid, "seconds": timer.time_once(), "model": model, "loadavg_1min": os.getloadavg()[0]}
+            yield {
+                "sample_id": uid,
+                "seconds": timer.time_once(),
+                "model": model,
+                "loadavg_1min": os.getloadavg()[0],
+            }
 
     def summarize(self, lines: Sequence[Mapping[str, Any]]) -> dict:
         c = self.c
-        out = {"latency/L": int(c["L"]), "latency/n_input": int(c["L"]) + 1, "latency/K": int(c["dropmatch"]["K"]),
-               "latency/p_drop": float(c["dropmatch"]["p_drop"]), "latency/context": int(c["method"]["context"]),
-               **summarize_timings(lines)}
+        out = {
+            "latency/L": int(c["L"]),
+            "latency/n_input": int(c["L"]) + 1,
+            "latency/K": int(c["dropmatch"]["K"]),
+            "latency/p_drop": float(c["dropmatch"]["p_drop"]),
+            "latency/context": int(c["method"]["context"]),
+            **summarize_timings(lines),
+        }
         if lines:
             model = lines[-1]["model"]
-            out.update({"model/dtype": model["dtype"], "model/bytes_per_param": model["bytes_per_param"],
-                        "model/dims": model["dims"], "model/threads": sorted({ln["model"]["threads"] for ln in lines})})
+            out.update(
+                {
+                    "model/dtype": model["dtype"],
+                    "model/bytes_per_param": model["bytes_per_param"],
+                    "model/dims": model["dims"],
+                    "model/threads": sorted({ln["model"]["threads"] for ln in lines}),
+                }
+            )
         return out

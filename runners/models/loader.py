@@ -57,13 +57,17 @@ def _load_model(path: str, dtype: str, device: str, revision: str | None = None)
 
     key = (path, dtype, device, revision)
     if key not in _LOADED:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), revision=revision)
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=getattr(torch, dtype), revision=revision
+        )
         model.requires_grad_(False)
         _LOADED[key] = model.to(device).eval()
     return _LOADED[key]
 
 
-def load_pair(pair: Mapping[str, Any], need_draft: bool = True, load_weights: bool = True, log=logger.info) -> LoadedPair:
+def load_pair(
+    pair: Mapping[str, Any], need_draft: bool = True, load_weights: bool = True, log=logger.info
+) -> LoadedPair:
     """Resolve both model sources and load them (target first).
 
     ``load_weights=False`` resolves (and prepares) the model directories and loads only the tokenizer:
@@ -96,11 +100,23 @@ def load_pair(pair: Mapping[str, Any], need_draft: bool = True, load_weights: bo
     target = _load_model(target_dir, dtype, device, t_rev) if load_weights else None
     draft = _load_model(draft_dir, dtype, device, d_rev) if draft_dir and load_weights else None
     if draft is not None and target is not None:
-        tv, dv = target.get_output_embeddings().weight.shape[0], draft.get_output_embeddings().weight.shape[0]
+        tv, dv = (
+            target.get_output_embeddings().weight.shape[0],
+            draft.get_output_embeddings().weight.shape[0],
+        )
         if abs(tv - dv) > 1024 or min(tv, dv) < len(tokenizer):
-            raise ValueError(f"pair {pair['name']!r}: draft vocabulary ({dv}) and target vocabulary ({tv}) differ")
+            raise ValueError(
+                f"pair {pair['name']!r}: draft vocabulary ({dv}) and target vocabulary ({tv}) differ"
+            )
     return LoadedPair(
-        name=str(pair["name"]), tokenizer=tokenizer, target=target, draft=draft, target_dir=target_dir,
-        draft_dir=draft_dir, dtype=dtype, device=device, load_s=time.perf_counter() - t0,
+        name=str(pair["name"]),
+        tokenizer=tokenizer,
+        target=target,
+        draft=draft,
+        target_dir=target_dir,
+        draft_dir=draft_dir,
+        dtype=dtype,
+        device=device,
+        load_s=time.perf_counter() - t0,
         chat_template_kwargs=dict(pair.get("chat_template_kwargs") or {}),
     )

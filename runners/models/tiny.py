@@ -43,17 +43,29 @@ def build_tokenizer(vocab_size: int = 512):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(_corpus(), trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                   additional_special_tokens=["<|im_start|>"])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>"],
+    )
     fast.chat_template = CHATML_TEMPLATE
     return fast
 
 
-def build_tiny_pair(out_dir: str | Path, seed: int = 0, noise: float = 0.5, hidden_size: int = 64,
-                    num_layers: int = 2) -> tuple[Path, Path]:
+def build_tiny_pair(
+    out_dir: str | Path,
+    seed: int = 0,
+    noise: float = 0.5,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+) -> tuple[Path, Path]:
     """Write ``out_dir/target`` and ``out_dir/draft`` (safetensors + tokenizer); return both paths."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -61,11 +73,18 @@ def build_tiny_pair(out_dir: str | Path, seed: int = 0, noise: float = 0.5, hidd
     out = Path(out_dir)
     tok = build_tokenizer()
     vocab = len(tok)
-    cfg = Qwen2Config(vocab_size=vocab, hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-                      num_hidden_layers=num_layers, num_attention_heads=4, num_key_value_heads=2,
-                      max_position_embeddings=4096, tie_word_embeddings=False,
-                      eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
-                      pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"))
+    cfg = Qwen2Config(
+        vocab_size=vocab,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"),
+    )
     torch.manual_seed(seed)
     target = Qwen2ForCausalLM(cfg).eval()
     with torch.no_grad():  # sharper logits than the default init, so argmax is well defined
@@ -87,7 +106,9 @@ def build_tiny_pair(out_dir: str | Path, seed: int = 0, noise: float = 0.5, hidd
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("out_dir")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--noise", type=float, default=0.5)

@@ -61,12 +61,18 @@ def as_text(output: Any) -> str:
     return output if isinstance(output, str) else ""
 
 
-def summary(metric: str, higher_is_better: bool, per_sample: list[dict[str, Any]]) -> dict[str, Any]:
+def summary(
+    metric: str, higher_is_better: bool, per_sample: list[dict[str, Any]]
+) -> dict[str, Any]:
     """The common part of ``aggregate``: primary accuracy (mean of ``correct``), its standard error
     (lm-eval's ``mean_stderr``, NaN below two samples), direction and count."""
     from lm_eval.api.metrics import mean, mean_stderr
 
     correct = [float(r.get("correct", 0)) for r in per_sample]
-    return {"metric": metric, "accuracy": float(mean(correct)) if correct else math.nan,
-            "accuracy_stderr": float(mean_stderr(correct)) if len(correct) > 1 else math.nan,
-            "higher_is_better": higher_is_better, "n": len(correct)}
+    return {
+        "metric": metric,
+        "accuracy": float(mean(correct)) if correct else math.nan,
+        "accuracy_stderr": float(mean_stderr(correct)) if len(correct) > 1 else math.nan,
+        "higher_is_better": higher_is_better,
+        "n": len(correct),
+    }

@@ -38,8 +38,10 @@ logger = logging.getLogger(__name__)
 
 WORKER = Path(__file__).with_name("evalplus_worker.py")
 PLUS_MODES = ("auto", True, False)
-NOTE_CHECK_ONLY = ("HumanEval+ data unavailable offline (no pinned source ships it): only HumanEval's original "
-                   "check() tests ran (EvalPlus sandbox), not EvalPlus's base/plus evaluator")
+NOTE_CHECK_ONLY = (
+    "HumanEval+ data unavailable offline (no pinned source ships it): only HumanEval's original "
+    "check() tests ran (EvalPlus sandbox), not EvalPlus's base/plus evaluator"
+)
 
 
 def plus_file_present() -> bool:
@@ -52,7 +54,9 @@ def plus_file_present() -> bool:
         from evalplus.data.utils import get_dataset_metadata
     except ImportError:
         return False
-    return os.path.isfile(get_dataset_metadata("HumanEvalPlus", HUMANEVAL_PLUS_VERSION, False, False)[1])
+    return os.path.isfile(
+        get_dataset_metadata("HumanEvalPlus", HUMANEVAL_PLUS_VERSION, False, False)[1]
+    )
 
 
 @SCORERS.register("evalplus_humaneval")
@@ -76,8 +80,13 @@ class EvalplusScorer:
 
     higher_is_better = True
 
-    def __init__(self, base_timeout_s: float = 10.0, plus: Any = "auto", n_workers: int | None = None,
-                 worker_timeout_s: float | None = None) -> None:
+    def __init__(
+        self,
+        base_timeout_s: float = 10.0,
+        plus: Any = "auto",
+        n_workers: int | None = None,
+        worker_timeout_s: float | None = None,
+    ) -> None:
         if plus not in PLUS_MODES:
             raise ValueError(f"scorer.plus={plus!r} unknown; allowed: auto, true, false")
         self.base_timeout_s = float(base_timeout_s)
@@ -86,25 +95,49 @@ class EvalplusScorer:
         self.worker_timeout_s = worker_timeout_s
         self.plus_available: bool | None = None
         self.plus_error: str | None = None
-        self.metric = "pass@1,base" if plus is True or (plus == "auto" and plus_file_present()) else "pass@1,check"
+        self.metric = (
+            "pass@1,base"
+            if plus is True or (plus == "auto" and plus_file_present())
+            else "pass@1,check"
+        )
 
     def _run_worker(self, jobs: list[dict[str, Any]]) -> dict[str, Any]:
-        settings = {"base_timeout_s": self.base_timeout_s, "n_workers": self.n_workers,
-                    "plus": self.plus if self.metric == "pass@1,base" else False}
-        limit = self.worker_timeout_s or 300 + len(jobs) * (self.base_timeout_s + 70) / self.n_workers
+        settings = {
+            "base_timeout_s": self.base_timeout_s,
+            "n_workers": self.n_workers,
+            "plus": self.plus if self.metric == "pass@1,base" else False,
+        }
+        limit = (
+            self.worker_timeout_s or 300 + len(jobs) * (self.base_timeout_s + 70) / self.n_workers
+        )
         with tempfile.TemporaryDirectory(prefix="evalplus-") as tmp:
             in_path, out_path = Path(tmp) / "jobs.json", Path(tmp) / "results.json"
             in_path.write_text(json.dumps({"jobs": jobs, "settings": settings}), encoding="utf-8")
-            proc = subprocess.run([sys.executable, str(WORKER), str(in_path), str(out_path)], cwd=tmp,
-                                  capture_output=True, text=True, timeout=limit)
+            proc = subprocess.run(
+                [sys.executable, str(WORKER), str(in_path), str(out_path)],
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                timeout=limit,
+            )
             if proc.returncode != 0 or not out_path.exists():
-                raise RuntimeError(f"EvalPlus worker failed (rc={proc.returncode}): {proc.stderr.strip()[-3000:]}")
+                raise RuntimeError(
+                    f"EvalPlus worker failed (rc={proc.returncode}): {proc.stderr.strip()[-3000:]}"
+                )
             return json.loads(out_path.read_text(encoding="utf-8"))
 
     def score(self, samples: list[Sample], outputs: list[str]) -> list[dict[str, Any]]:
         check_aligned(samples, outputs)
-        jobs = [{"id": i, "task_id": s.reference["task_id"], "entry_point": s.reference["entry_point"],
-                 "test": s.reference["test"], "output": as_text(o)} for i, (s, o) in enumerate(zip(samples, outputs))]
+        jobs = [
+            {
+                "id": i,
+                "task_id": s.reference["task_id"],
+                "entry_point": s.reference["entry_point"],
+                "test": s.reference["test"],
+                "output": as_text(o),
+            }
+            for i, (s, o) in enumerate(zip(samples, outputs))
+        ]
         if not jobs:
             return []
         report = self._run_worker(jobs)
@@ -116,15 +149,23 @@ class EvalplusScorer:
         for job in jobs:
             r = by_id.get(job["id"])
             if r is None:  # the sandbox lost this job: a scoring error, counted, not a wrong answer
-                logger.warning("scoring error (%s): no result from the EvalPlus worker", job["task_id"])
-                r = {"error": "no result from the EvalPlus worker", "solution": "", "scoring_error": 1}
+                logger.warning(
+                    "scoring error (%s): no result from the EvalPlus worker", job["task_id"]
+                )
+                r = {
+                    "error": "no result from the EvalPlus worker",
+                    "solution": "",
+                    "scoring_error": 1,
+                }
             res: dict[str, Any] = {"solution": r.get("solution", "")}
             for part in ("base", "plus", "check"):
                 if f"status_{part}" in r:
                     res[f"status,{part}"] = r[f"status_{part}"]
             if "status,base" in res:  # EvalPlus: plus counts only when base also passes
                 res["pass@1,base"] = float(res["status,base"] == "pass")
-                res["pass@1,plus"] = float(res["status,base"] == "pass" and res.get("status,plus") == "pass")
+                res["pass@1,plus"] = float(
+                    res["status,base"] == "pass" and res.get("status,plus") == "pass"
+                )
             else:
                 res["pass@1,check"] = float(res.get("status,check") == "pass")
             if r.get("error"):
@@ -149,9 +190,15 @@ class EvalplusScorer:
             key = f"pass@1,{part}"
             values = [float(r[key]) for r in per_sample if key in r]
             if values and len(values) == len(per_sample):
-                agg[key] = float(estimate_pass_at_k(np.ones(len(values)), np.array(values), 1).mean())
-                agg[f"pass@1_stderr,{part}"] = float(mean_stderr(values)) if len(values) > 1 else math.nan
-                agg[f"num_timeout,{part}"] = sum(r.get(f"status,{part}") == "timeout" for r in per_sample)
+                agg[key] = float(
+                    estimate_pass_at_k(np.ones(len(values)), np.array(values), 1).mean()
+                )
+                agg[f"pass@1_stderr,{part}"] = (
+                    float(mean_stderr(values)) if len(values) > 1 else math.nan
+                )
+                agg[f"num_timeout,{part}"] = sum(
+                    r.get(f"status,{part}") == "timeout" for r in per_sample
+                )
         agg["evalplus_ran"] = int("pass@1,base" in agg)
         if not agg["evalplus_ran"]:
             agg["note"] = NOTE_CHECK_ONLY

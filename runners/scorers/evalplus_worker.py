@@ -43,7 +43,13 @@ _STATUS = {_SUCCESS: "pass", _FAILED: "fail", _TIMEOUT: "timeout"}
 def _unsafe_run(program: str, timeout_s: float, stat: Any) -> None:
     """Child process: run ``program`` under EvalPlus's guard; report through ``stat``."""
     from evalplus.eval import query_maximum_memory_bytes
-    from evalplus.eval.utils import TimeoutException, create_tempdir, reliability_guard, swallow_io, time_limit
+    from evalplus.eval.utils import (
+        TimeoutException,
+        create_tempdir,
+        reliability_guard,
+        swallow_io,
+        time_limit,
+    )
 
     with create_tempdir():
         import shutil
@@ -79,12 +85,16 @@ def check_base(program: str, timeout_s: float) -> str:
     if proc.is_alive():
         proc.kill()
         time.sleep(0.1)
-    if stat.value == _UNKNOWN:  # no report: killed at the limit, or the child died (os._exit, segfault)
+    if (
+        stat.value == _UNKNOWN
+    ):  # no report: killed at the limit, or the child died (os._exit, segfault)
         return "timeout" if overran else "fail"
     return _STATUS[stat.value]
 
 
-def run_job(job: dict[str, Any], settings: dict[str, Any], plus_problem: Any, plus_expected: Any) -> dict[str, Any]:
+def run_job(
+    job: dict[str, Any], settings: dict[str, Any], plus_problem: Any, plus_expected: Any
+) -> dict[str, Any]:
     from evalplus.sanitize import sanitize
 
     res: dict[str, Any] = {"id": job["id"]}
@@ -105,9 +115,18 @@ def run_job(job: dict[str, Any], settings: dict[str, Any], plus_problem: Any, pl
     from evalplus.config import DEFAULT_GT_TIME_LIMIT_FACTOR, DEFAULT_MIN_TIME_LIMIT
     from evalplus.evaluate import check_correctness
 
-    out = check_correctness("humaneval", 0, plus_problem, solution, plus_expected, base_only=False,
-                            fast_check=True, identifier=job["id"], min_time_limit=DEFAULT_MIN_TIME_LIMIT,
-                            gt_time_limit_factor=DEFAULT_GT_TIME_LIMIT_FACTOR)
+    out = check_correctness(
+        "humaneval",
+        0,
+        plus_problem,
+        solution,
+        plus_expected,
+        base_only=False,
+        fast_check=True,
+        identifier=job["id"],
+        min_time_limit=DEFAULT_MIN_TIME_LIMIT,
+        gt_time_limit_factor=DEFAULT_GT_TIME_LIMIT_FACTOR,
+    )
     res["status_base"] = out["base"][0] or "timeout"
     res["status_plus"] = out["plus"][0] or "timeout"
     return res
@@ -149,13 +168,21 @@ def main(in_path: str, out_path: str) -> None:
     with open(in_path, encoding="utf-8") as f:
         payload = json.load(f)
     jobs, settings = payload["jobs"], payload["settings"]
-    problems, expected, plus_error = load_plus([j["task_id"] for j in jobs], settings.get("plus", "auto"))
+    problems, expected, plus_error = load_plus(
+        [j["task_id"] for j in jobs], settings.get("plus", "auto")
+    )
     with ProcessPoolExecutor(max_workers=max(1, int(settings["n_workers"]))) as pool:
-        futures = [pool.submit(run_job, j, settings, problems.get(j["task_id"]), expected.get(j["task_id"]))
-                   for j in jobs]
+        futures = [
+            pool.submit(
+                run_job, j, settings, problems.get(j["task_id"]), expected.get(j["task_id"])
+            )
+            for j in jobs
+        ]
         results = [f.result() for f in futures]
     with open(out_path, "w", encoding="utf-8") as f:
-        json.dump({"plus_available": bool(problems), "plus_error": plus_error, "results": results}, f)
+        json.dump(
+            {"plus_available": bool(problems), "plus_error": plus_error, "results": results}, f
+        )
 
 
 if __name__ == "__main__":

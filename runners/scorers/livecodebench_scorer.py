@@ -43,25 +43,54 @@ class LiveCodeBenchScorer:
 
     def score(self, samples: list[Sample], outputs: list[str]) -> list[dict[str, Any]]:
         check_aligned(samples, outputs)
-        jobs = [{"id": i, "output": as_text(o), "fn_name": s.reference.get("fn_name"), "inputs": s.reference["inputs"],
-                 "outputs": s.reference["outputs"]} for i, (s, o) in enumerate(zip(samples, outputs))]
+        jobs = [
+            {
+                "id": i,
+                "output": as_text(o),
+                "fn_name": s.reference.get("fn_name"),
+                "inputs": s.reference["inputs"],
+                "outputs": s.reference["outputs"],
+            }
+            for i, (s, o) in enumerate(zip(samples, outputs))
+        ]
         if not jobs:
             return []
-        limit = 120 + sum(self.timeout_s * (len(j["inputs"]) + 1) + 5 for j in jobs) / self.n_workers
+        limit = (
+            120 + sum(self.timeout_s * (len(j["inputs"]) + 1) + 5 for j in jobs) / self.n_workers
+        )
         with tempfile.TemporaryDirectory(prefix="lcb-") as tmp:
             in_path, out_path = Path(tmp) / "jobs.json", Path(tmp) / "results.json"
-            in_path.write_text(json.dumps({"jobs": jobs, "settings": {"timeout_s": self.timeout_s,
-                                                                       "n_workers": self.n_workers}}))
-            proc = subprocess.run([sys.executable, str(WORKER), str(in_path), str(out_path)], cwd=tmp,
-                                  capture_output=True, text=True, timeout=limit)
+            in_path.write_text(
+                json.dumps(
+                    {
+                        "jobs": jobs,
+                        "settings": {"timeout_s": self.timeout_s, "n_workers": self.n_workers},
+                    }
+                )
+            )
+            proc = subprocess.run(
+                [sys.executable, str(WORKER), str(in_path), str(out_path)],
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                timeout=limit,
+            )
             if proc.returncode != 0 or not out_path.exists():
-                raise RuntimeError(f"LiveCodeBench worker failed (rc={proc.returncode}): {proc.stderr.strip()[-3000:]}")
+                raise RuntimeError(
+                    f"LiveCodeBench worker failed (rc={proc.returncode}): {proc.stderr.strip()[-3000:]}"
+                )
             by_id = {r["id"]: r for r in json.loads(out_path.read_text())["results"]}
         out = []
         for job in jobs:
             r = by_id.get(job["id"], {"status": "fail", "code": ""})
-            out.append({"correct": int(r["status"] == "pass"), "pass@1": float(r["status"] == "pass"),
-                        "status": r["status"], "code": r.get("code", "")})
+            out.append(
+                {
+                    "correct": int(r["status"] == "pass"),
+                    "pass@1": float(r["status"] == "pass"),
+                    "status": r["status"],
+                    "code": r.get("code", ""),
+                }
+            )
         return out
 
     def aggregate(self, per_sample: list[dict[str, Any]]) -> dict[str, Any]:

@@ -28,10 +28,29 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-IMPORTS = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random", "statistics",
-           "itertools", "functools", "operator", "io", "sys", "json")
-PRELUDE = "".join(f"from {m} import *\n" for m in IMPORTS + ("builtins", "typing")) + "".join(
-    f"import {m}\n" for m in IMPORTS) + "sys.setrecursionlimit(50000)\n"
+IMPORTS = (
+    "string",
+    "re",
+    "datetime",
+    "collections",
+    "heapq",
+    "bisect",
+    "copy",
+    "math",
+    "random",
+    "statistics",
+    "itertools",
+    "functools",
+    "operator",
+    "io",
+    "sys",
+    "json",
+)
+PRELUDE = (
+    "".join(f"from {m} import *\n" for m in IMPORTS + ("builtins", "typing"))
+    + "".join(f"import {m}\n" for m in IMPORTS)
+    + "sys.setrecursionlimit(50000)\n"
+)
 _PASS, _FAIL, _TIMEOUT, _UNKNOWN = 0, 1, 2, 3
 
 
@@ -39,7 +58,7 @@ def extract_code(answer: str) -> str:
     """The last fenced code block (between the last two lines that start with three backticks); '' if none."""
     lines = answer.split("\n")
     fences = [i for i, line in enumerate(lines) if line.startswith("```")]
-    return "\n".join(lines[fences[-2] + 1: fences[-1]]) if len(fences) >= 2 else ""
+    return "\n".join(lines[fences[-2] + 1 : fences[-1]]) if len(fences) >= 2 else ""
 
 
 def as_function(code: str) -> str:
@@ -49,12 +68,21 @@ def as_function(code: str) -> str:
     try:
         tree = ast.parse(code)
         body = list(tree.body)
-        if body and isinstance(body[-1], ast.If) and ast.unparse(body[-1].test).strip() == "__name__ == '__main__'":
+        if (
+            body
+            and isinstance(body[-1], ast.If)
+            and ast.unparse(body[-1].test).strip() == "__name__ == '__main__'"
+        ):
             body = body[:-1] + list(body[-1].body)
         imports = [s for s in body if isinstance(s, (ast.Import, ast.ImportFrom))]
         rest = [s for s in body if not isinstance(s, (ast.Import, ast.ImportFrom))] or [ast.Pass()]
-        fn = ast.FunctionDef(name="wrapped_function", args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[],
-                             kw_defaults=[], defaults=[]), body=rest, decorator_list=[], lineno=1)
+        fn = ast.FunctionDef(
+            name="wrapped_function",
+            args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+            body=rest,
+            decorator_list=[],
+            lineno=1,
+        )
         return PRELUDE + "\n" + ast.unparse(ast.Module(body=imports + [fn], type_ignores=[]))
     except Exception:
         return code
@@ -63,7 +91,10 @@ def as_function(code: str) -> str:
 def lines_equal(got: str, want: str) -> bool:
     from decimal import Decimal, InvalidOperation
 
-    a, b = [x.strip() for x in got.strip().split("\n")], [x.strip() for x in want.strip().split("\n")]
+    a, b = (
+        [x.strip() for x in got.strip().split("\n")],
+        [x.strip() for x in want.strip().split("\n")],
+    )
     if len(a) != len(b):
         return False
     for x, y in zip(a, b):
@@ -107,8 +138,11 @@ def run_tests(job: dict[str, Any], timeout_s: float) -> int:
         fn = module.__dict__["wrapped_function"]
         for inp, out in zip(job["inputs"], job["outputs"]):
             buf, lines = io.StringIO(), iter(inp.split("\n"))
-            with mock.patch("sys.stdin", io.StringIO(inp)), mock.patch("sys.stdout", buf), \
-                    mock.patch("builtins.input", lambda *a: next(lines)):
+            with (
+                mock.patch("sys.stdin", io.StringIO(inp)),
+                mock.patch("sys.stdout", buf),
+                mock.patch("builtins.input", lambda *a: next(lines)),
+            ):
                 try:
                     with time_limit(timeout_s):
                         fn()
@@ -142,7 +176,9 @@ def grade(job: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     if overran:
         proc.kill()
         time.sleep(0.1)
-    status = {_PASS: "pass", _FAIL: "fail", _TIMEOUT: "timeout"}.get(stat.value, "timeout" if overran else "fail")
+    status = {_PASS: "pass", _FAIL: "fail", _TIMEOUT: "timeout"}.get(
+        stat.value, "timeout" if overran else "fail"
+    )
     return {"id": job["id"], "code": extract_code(job["output"] or ""), "status": status}
 
 

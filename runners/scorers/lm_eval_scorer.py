@@ -61,7 +61,13 @@ def metric_aggregations(task_name: str) -> dict[str, tuple[Callable[[list], floa
     out = {}
     for m in cfg.get("metric_list") or []:
         agg = m.get("aggregation")
-        fn = get_aggregation(agg) if isinstance(agg, str) else agg if callable(agg) else get_metric_aggregation(m["metric"])
+        fn = (
+            get_aggregation(agg)
+            if isinstance(agg, str)
+            else agg
+            if callable(agg)
+            else get_metric_aggregation(m["metric"])
+        )
         hib = m["higher_is_better"] if "higher_is_better" in m else is_higher_better(m["metric"])
         out[m["metric"]] = (fn, bool(hib))
     return out
@@ -93,10 +99,14 @@ class LmEvalScorer:
             try:
                 from runners.datasets.lm_eval_tasks import load_tasks
 
-                task = load_tasks({name: [dict(samples[i].reference) for i in idx]}, {"num_fewshot": 0})[name]
+                task = load_tasks(
+                    {name: [dict(samples[i].reference) for i in idx]}, {"num_fewshot": 0}
+                )[name]
                 scored = self._score_task(name, task, [as_text(outputs[i]) for i in idx])
             except Exception as exc:  # the task cannot even hold these docs: every item is an error
-                logger.warning("scoring error (%s, %d items): %s: %s", name, len(idx), type(exc).__name__, exc)
+                logger.warning(
+                    "scoring error (%s, %d items): %s: %s", name, len(idx), type(exc).__name__, exc
+                )
                 scored = [{"error": f"{type(exc).__name__}: {exc}"} for _ in idx]
             for i, res in zip(idx, scored):
                 res["lm_eval_task"] = name
@@ -115,7 +125,9 @@ class LmEvalScorer:
             inst = task.construct_requests(doc=doc, ctx="", metadata=(name, doc_id, 1))
             inst.resps.append(output)
             instances.append(inst)
-        for ensemble in task._filters:  # the task's own FilterEnsembles (what task.apply_filters() runs)
+        for (
+            ensemble
+        ) in task._filters:  # the task's own FilterEnsembles (what task.apply_filters() runs)
             ensemble.apply(instances)
         out = []
         for doc_id, (doc, inst) in enumerate(zip(docs, instances)):
@@ -132,7 +144,9 @@ class LmEvalScorer:
                     res[f"filtered,{key}"] = filtered
                     res.update({f"{m},{key}": _plain(v) for m, v in metrics.items()})
             except Exception as exc:  # one malformed item: recorded and counted, never silent
-                logger.warning("scoring error (%s doc %d): %s: %s", name, doc_id, type(exc).__name__, exc)
+                logger.warning(
+                    "scoring error (%s doc %d): %s: %s", name, doc_id, type(exc).__name__, exc
+                )
                 res = {"error": f"{type(exc).__name__}: {exc}"}
             finally:
                 random.setstate(state)
@@ -146,7 +160,9 @@ class LmEvalScorer:
 
         agg = summary(self.metric, self.higher_is_better, per_sample)
         agg["scoring_errors"] = sum(int(r.get("scoring_error", 0)) for r in per_sample)
-        names = {str(r.get("lm_eval_task") or self.task_name) for r in per_sample} or {self.task_name}
+        names = {str(r.get("lm_eval_task") or self.task_name) for r in per_sample} or {
+            self.task_name
+        }
         fns: dict[str, tuple[Callable[[list], float], bool]] = {}
         for name in sorted(names):
             fns.update(metric_aggregations(name))
@@ -157,7 +173,9 @@ class LmEvalScorer:
             fn = fns[metric][0]
             agg[key] = float(fn(items))
             stderr = stderr_for_metric(fn, BOOTSTRAP_ITERS)
-            agg[f"{metric}_stderr,{filt}"] = float(stderr(items)) if stderr is not None and len(items) > 1 else math.nan
+            agg[f"{metric}_stderr,{filt}"] = (
+                float(stderr(items)) if stderr is not None and len(items) > 1 else math.nan
+            )
         return agg
 
 
@@ -203,7 +221,12 @@ class MmluGenerativeScorer(LmEvalScorer):
         return f"mmlu_{subject}_generative" if subject else self.task_name
 
 
-IFEVAL_METRICS = ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc")
+IFEVAL_METRICS = (
+    "prompt_level_strict_acc",
+    "inst_level_strict_acc",
+    "prompt_level_loose_acc",
+    "inst_level_loose_acc",
+)
 
 
 LANGDETECT_SEED = 0

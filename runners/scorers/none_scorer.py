@@ -24,5 +24,11 @@ class NoScorer:
         return [{"correct": math.nan} for _ in samples]
 
     def aggregate(self, per_sample: list[dict[str, Any]]) -> dict[str, Any]:
-        return {"metric": self.metric, "accuracy": math.nan, "accuracy_stderr": math.nan,
-                "higher_is_better": self.higher_is_better, "n": len(per_sample), "scoring_errors": 0}
+        return {
+            "metric": self.metric,
+            "accuracy": math.nan,
+            "accuracy_stderr": math.nan,
+            "higher_is_better": self.higher_is_better,
+            "n": len(per_sample),
+            "scoring_errors": 0,
+        }

@@ -18,17 +18,34 @@ def _write(tmp_path, rows):
 
 def test_batched_item_time_is_its_share(tmp_path):
     # two rows decoded together for 10 s: each was in the batch 10 s (wall_s) but is charged 5 s (share_s)
-    rows = [{"sample_id": f"s{i}", "spec": {"num_drafts": 4, "num_accepted_tokens": 16}, "quality": {"correct": 1},
-             "stop_reason": reason, "speed": {"num_output_tokens": 21, "wall_s": 10.0, "share_s": 5.0}}
-            for i, reason in enumerate(("eos", "length"))]
+    rows = [
+        {
+            "sample_id": f"s{i}",
+            "spec": {"num_drafts": 4, "num_accepted_tokens": 16},
+            "quality": {"correct": 1},
+            "stop_reason": reason,
+            "speed": {"num_output_tokens": 21, "wall_s": 10.0, "share_s": 5.0},
+        }
+        for i, reason in enumerate(("eos", "length"))
+    ]
     it = _write(tmp_path, rows)
     assert list(it["wall_s"]) == [5.0, 5.0]
-    assert list(it["tok_per_s"]) == [4.2, 4.2]  # 21 tokens / 5 s; the batch's aggregate is 42 tokens / 10 s
+    assert list(it["tok_per_s"]) == [
+        4.2,
+        4.2,
+    ]  # 21 tokens / 5 s; the batch's aggregate is 42 tokens / 10 s
     assert list(it["hit_cap"]) == [0.0, 1.0]
 
 
 def test_batch_one_and_old_records(tmp_path):
-    rows = [{"sample_id": "a", "spec": {}, "quality": {}, "speed": {"num_output_tokens": 8, "wall_s": 2.0}}]
+    rows = [
+        {
+            "sample_id": "a",
+            "spec": {},
+            "quality": {},
+            "speed": {"num_output_tokens": 8, "wall_s": 2.0},
+        }
+    ]
     it = _write(tmp_path, rows)  # no share_s, no stop_reason: wall_s, hit_cap unknown
     assert it["tok_per_s"].iloc[0] == 4.0 and pd.isna(it["hit_cap"].iloc[0])
 

@@ -48,29 +48,45 @@ def test_committed_artefact_rebuilds_from_committed_records(name, tmp_path):
     if not d.is_dir():
         pytest.skip(f"no results/{name}/ in this checkout")
     if not (d / "manifest.json").is_file():
-        pytest.skip(f"results/{name}/ was rendered before the driver wrote manifests (its runs are not listed); "
-                    f"regenerate it: ./reproduce.sh {name}")
+        pytest.skip(
+            f"results/{name}/ was rendered before the driver wrote manifests (its runs are not listed); "
+            f"regenerate it: ./reproduce.sh {name}"
+        )
     runs = json.loads((d / "manifest.json").read_text())["runs"]
     missing = [r for r in runs if not (RESULTS / "runs" / r / "summary.json").is_file()]
     if missing:
-        pytest.skip(f"records of {len(missing)} of the {len(runs)} runs behind results/{name}/ are absent from "
-                    f"results/runs/ (e.g. {missing[0]})")
+        pytest.skip(
+            f"records of {len(missing)} of the {len(runs)} runs behind results/{name}/ are absent from "
+            f"results/runs/ (e.g. {missing[0]})"
+        )
     if _tracked(d / "manifest.json"):
-        sources = json.loads((d / "manifest.json").read_text()).get("source_runs", [])  # e.g. Fig. 3's decodes
-        untracked = [r for r in [*runs, *sources] if _tracked(RESULTS / "runs" / r / "summary.json") is False]
-        assert not untracked, f"results/{name}/ is committed but the records of runs {untracked[:5]} are not"
+        sources = json.loads((d / "manifest.json").read_text()).get(
+            "source_runs", []
+        )  # e.g. Fig. 3's decodes
+        untracked = [
+            r for r in [*runs, *sources] if _tracked(RESULTS / "runs" / r / "summary.json") is False
+        ]
+        assert not untracked, (
+            f"results/{name}/ is committed but the records of runs {untracked[:5]} are not"
+        )
     assert rebuild_diffs(RESULTS, name, tmp_path) == []
 
 
 def test_rebuild_is_byte_identical_and_detects_a_changed_record(results, tmp_path):
     """The check above on synthetic records: a second render matches; an edited record does not."""
     for m, L, rounds in (("sd", 5, [3, 3]), ("dropmatch", 5, [3, 4])):
-        samples = [item_sample(f"g/{i}", rounds, L, wall_s=[4.0 + 0.1 * i, 4.2, 4.1]) for i in range(4)]
-        item_run(results, m, run_cfg(m, "gsm8k", L=L, p_drop=0.3 if m == "dropmatch" else None), samples)
+        samples = [
+            item_sample(f"g/{i}", rounds, L, wall_s=[4.0 + 0.1 * i, 4.2, 4.1]) for i in range(4)
+        ]
+        item_run(
+            results, m, run_cfg(m, "gsm8k", L=L, p_drop=0.3 if m == "dropmatch" else None), samples
+        )
     render("table6", "default", echo=False)
     assert rebuild_diffs(results, "table6", tmp_path / "a") == []
     rec = results / "runs" / "dropmatch" / "samples.jsonl"
-    rec.write_text(rec.read_text().replace('"num_accepted_tokens": 7', '"num_accepted_tokens": 6', 1))
+    rec.write_text(
+        rec.read_text().replace('"num_accepted_tokens": 7', '"num_accepted_tokens": 6', 1)
+    )
     assert "table6.md" in rebuild_diffs(results, "table6", tmp_path / "b")
 
 
@@ -79,7 +95,13 @@ def test_run_records_are_not_git_ignored():
     if p is None:
         pytest.skip("not a git checkout")
     for f in ("config.json", "meta.json", "samples.jsonl", "summary.json"):
-        assert _git("check-ignore", "-q", "--no-index", f"results/runs/0123abcd/{f}").returncode == 1, f
-    for f in ("results/runs/0123abcd/.lock", "results/runs/0123abcd/.summary.json.tmp1.host", "results/hydra/x",
-              "results/wandb/x"):
+        assert (
+            _git("check-ignore", "-q", "--no-index", f"results/runs/0123abcd/{f}").returncode == 1
+        ), f
+    for f in (
+        "results/runs/0123abcd/.lock",
+        "results/runs/0123abcd/.summary.json.tmp1.host",
+        "results/hydra/x",
+        "results/wandb/x",
+    ):
         assert _git("check-ignore", "-q", "--no-index", f).returncode == 0, f

@@ -25,13 +25,20 @@ def test_figure_in_paper_style():
     from analysis import style
 
     m = np.eye(5) * 0.5 + 0.5
-    mats = {0.1: {"cosine": m, "entailment_soft": m}, 0.3: {"cosine": m * 0.8, "entailment_soft": np.eye(5)}}
+    mats = {
+        0.1: {"cosine": m, "entailment_soft": m},
+        0.3: {"cosine": m * 0.8, "entailment_soft": np.eye(5)},
+    }
     fig, panels = fig3.figure(mats)
     assert panels == ["(a)", "(b)", "(c)", "(d)"] and fig.get_figwidth() == style.WIDTH["double"]
     heat = [ax for ax in fig.axes if ax.get_images()]
-    assert len(heat) == 4 and fig.texts == [] and fig._suptitle is None   # no provenance inside the plot
+    assert (
+        len(heat) == 4 and fig.texts == [] and fig._suptitle is None
+    )  # no provenance inside the plot
     assert [t.get_text() for t in heat[3].texts if t.get_text().startswith("(")] == ["(d)"]
-    assert heat[2].get_images()[0].get_array()[0, 1] == pytest.approx(0.4)   # p=0.3 cosine, off-diagonal
+    assert heat[2].get_images()[0].get_array()[0, 1] == pytest.approx(
+        0.4
+    )  # p=0.3 cosine, off-diagonal
 
 
 def test_fig3_renders_from_similarity_records(results):
@@ -41,12 +48,31 @@ def test_fig3_renders_from_similarity_records(results):
     same = [[1.0] * 3] * 3
     mixed_cos = [[1.0, 0.5, 0.2], [0.5, 1.0, 0.4], [0.2, 0.4, 1.0]]
     mixed_P = [[1.0, 0.9, 0.1], [0.8, 1.0, 0.3], [0.6, 0.2, 1.0]]
-    recs = {0.1: [similarity_line("spec_bench/test/81", same, same), similarity_line("spec_bench/test/161", same, same)],
-            0.3: [similarity_line("spec_bench/test/81", mixed_cos, mixed_P), similarity_line("spec_bench/test/161", same, same)]}
+    recs = {
+        0.1: [
+            similarity_line("spec_bench/test/81", same, same),
+            similarity_line("spec_bench/test/161", same, same),
+        ],
+        0.3: [
+            similarity_line("spec_bench/test/81", mixed_cos, mixed_P),
+            similarity_line("spec_bench/test/161", same, same),
+        ],
+    }
     for p, lines in recs.items():
-        write_run(results, f"sim-{p}", run_cfg("similarity", "spec_bench", p_drop=p, K=3), summary(float("nan")), lines)
-    write_run(results, "decode", run_cfg("dropout_path", "spec_bench", p_drop=0.1, path=1, K=1),  # not read
-              summary(float("nan")), [{"sample_id": "spec_bench/test/81", "output_text": "x"}])
+        write_run(
+            results,
+            f"sim-{p}",
+            run_cfg("similarity", "spec_bench", p_drop=p, K=3),
+            summary(float("nan")),
+            lines,
+        )
+    write_run(
+        results,
+        "decode",
+        run_cfg("dropout_path", "spec_bench", p_drop=0.1, path=1, K=1),  # not read
+        summary(float("nan")),
+        [{"sample_id": "spec_bench/test/81", "output_text": "x"}],
+    )
     art = render("fig3", "default", echo=False)
     assert sorted(art.runs["run_id"]) == ["sim-0.1", "sim-0.3"]
     out = results / "fig3"
@@ -56,15 +82,23 @@ def test_fig3_renders_from_similarity_records(results):
     assert summ.loc[0.1, "mean off-diag cosine"] == pytest.approx(1.0)
     # p=0.3: prompt 1 has one equivalent pair (0,1) of 3 -> 1/3; prompt 2 all -> mean 2/3
     assert summ.loc[0.3, "mean off-diag bidirectional entailment"] == pytest.approx(2 / 3)
-    assert summ.loc[0.3, "mean off-diag soft entailment"] == pytest.approx((0.8 + 0.1 + 0.2) / 3 / 2 + 0.5)
+    assert summ.loc[0.3, "mean off-diag soft entailment"] == pytest.approx(
+        (0.8 + 0.1 + 0.2) / 3 / 2 + 0.5
+    )
     # interval over the 2 prompts: the bootstrap sees 1/3 and 1, so it lies within them and is not a point
-    lo, hi = summ.loc[0.3, "mean off-diag bidirectional entailment_lo"], summ.loc[0.3, "mean off-diag bidirectional entailment_hi"]
+    lo, hi = (
+        summ.loc[0.3, "mean off-diag bidirectional entailment_lo"],
+        summ.loc[0.3, "mean off-diag bidirectional entailment_hi"],
+    )
     assert 1 / 3 <= lo < 2 / 3 < hi <= 1.0
     assert summ.loc[0.3, "identical outputs (pairs)"] == 3 and summ.loc[0.3, "prompts"] == 2
     mats = pd.read_csv(out / "fig3.csv")
     assert len(mats) == 2 * 3 * 9
     cap = (out / "fig3.md").read_text()
-    assert "(a) cosine similarity (SBERT) and (b) entailment score" in cap and "(d) entailment score" in cap
+    assert (
+        "(a) cosine similarity (SBERT) and (b) entailment score" in cap
+        and "(d) entailment score" in cap
+    )
     md = (out / "fig3_summary.md").read_text()
     assert "judge: stub judge" in md and "Test CPU" in md and str(results) not in md
     assert "n (prompts per p_drop): 2 at p_drop=0.1, 2 at p_drop=0.3" in md and "[95% CI]" in md

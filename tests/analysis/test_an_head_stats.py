@@ -25,11 +25,25 @@ NAMES = ["5", "4-1", "3-2", "3-1-1", "2-2-1", "2-1-1-1", "1-1-1-1-1"]
 
 @pytest.fixture
 def samples():
-    r1 = trace_round(HEADS[:4], draft=[7, 7, 8, 7], target_probs=[0.9, 0.8, 0.6, 0.5],
-                     js_draft=[0.01, 0.02, 0.30, 0.05], js_heads_max=[0.02, 0.01, 0.10, 0.01])
-    r2 = trace_round(HEADS[4:] + [HEADS[0]], draft=[8, 1, 6, 7], target_probs=[0.4, 0.3, 0.1, 0.7],
-                     js_draft=[0.20, 0.10, 0.40, 0.00], js_heads_max=[0.30, 0.05, 0.20, 0.01])
-    return [{"sample_id": "a", "trace": [r1]}, {"sample_id": "b", "trace": [r2]}, {"sample_id": "c"}]
+    r1 = trace_round(
+        HEADS[:4],
+        draft=[7, 7, 8, 7],
+        target_probs=[0.9, 0.8, 0.6, 0.5],
+        js_draft=[0.01, 0.02, 0.30, 0.05],
+        js_heads_max=[0.02, 0.01, 0.10, 0.01],
+    )
+    r2 = trace_round(
+        HEADS[4:] + [HEADS[0]],
+        draft=[8, 1, 6, 7],
+        target_probs=[0.4, 0.3, 0.1, 0.7],
+        js_draft=[0.20, 0.10, 0.40, 0.00],
+        js_heads_max=[0.30, 0.05, 0.20, 0.01],
+    )
+    return [
+        {"sample_id": "a", "trace": [r1]},
+        {"sample_id": "b", "trace": [r2]},
+        {"sample_id": "c"},
+    ]
 
 
 def test_position_frame_flattens_rounds(samples):
@@ -50,7 +64,9 @@ def test_pattern_table_counts_and_means(samples):
 
 
 def test_pattern_table_unseen_pattern_is_nan():
-    t = pattern_table(position_frame([{"sample_id": "x", "trace": [trace_round([[3] * 5] * 3, draft=[3, 3, 3])]}]))
+    t = pattern_table(
+        position_frame([{"sample_id": "x", "trace": [trace_round([[3] * 5] * 3, draft=[3, 3, 3])]}])
+    )
     assert list(t["count"]) == [3, 0, 0, 0, 0, 0, 0]
     assert t.loc[0, "frequency_pct"] == 100.0 and math.isnan(t.loc[1, "mean_majority_target_prob"])
 
@@ -75,7 +91,8 @@ def test_js_table_agree_disagree(samples):
     only_maj = [i for i in agree_idx if not by_js[i]]
     assert t.loc["accepted only by Eq. 7 (majority)", "count"] == len(only_maj)
     assert t.loc["accepted only by Eq. 7 (majority)", "mean_js_draft"] == pytest.approx(
-        sum(js_d[i] for i in only_maj) / len(only_maj))
+        sum(js_d[i] for i in only_maj) / len(only_maj)
+    )
 
 
 def test_js_table_without_js_fields():
@@ -106,9 +123,12 @@ def test_real_loop_trace_roundtrip(tiny_pair_dir):
     spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
     pair = load_pair({"name": "tiny", "target": spec("target"), "draft": spec("draft")})
     be = HFLoopBackend(pair)
-    res = be.generate_one(Sample("t/1", [{"role": "user", "content": "def add(a, b):"}]),
-                          DecodingConfig(num_speculative_tokens=4, max_new_tokens=40, trace=True),
-                          CRITERIA.get("dropmatch_js")(), HeadSpec(K=5, p_drop=0.3))
+    res = be.generate_one(
+        Sample("t/1", [{"role": "user", "content": "def add(a, b):"}]),
+        DecodingConfig(num_speculative_tokens=4, max_new_tokens=40, trace=True),
+        CRITERIA.get("dropmatch_js")(),
+        HeadSpec(K=5, p_drop=0.3),
+    )
     rec = json.loads(json.dumps({"sample_id": "t/1", "trace": res.trace}))
     pos = position_frame([rec])
     assert len(pos) == sum(min(a + 1, 4) for a in res.accepted_per_round)
@@ -123,19 +143,42 @@ def test_sparse_agreement_counts_positions_and_rounds():
     """Two rounds: one agrees everywhere, one differs at its rejected position (sparse accepted it)."""
     from analysis.head_stats import position_frame, sparse_agreement
 
-    samples = [{"sample_id": "s", "trace": [
-        {"head_token_ids": [[1] * 5, [2] * 5], "exact_accept": [True, False], "sparse_accept": [True, False]},
-        {"head_token_ids": [[1] * 5, [2] * 5, [3] * 5], "exact_accept": [True, True, False],
-         "sparse_accept": [True, True, True]},
-    ]}]
-    assert sparse_agreement(position_frame(samples)) == {"positions": 5, "positions_equal": 4, "rounds": 2,
-                                                         "rounds_equal": 1}
-    assert sparse_agreement(position_frame([{"sample_id": "t", "trace": [{"head_token_ids": [[1] * 5]}]}])) is None
+    samples = [
+        {
+            "sample_id": "s",
+            "trace": [
+                {
+                    "head_token_ids": [[1] * 5, [2] * 5],
+                    "exact_accept": [True, False],
+                    "sparse_accept": [True, False],
+                },
+                {
+                    "head_token_ids": [[1] * 5, [2] * 5, [3] * 5],
+                    "exact_accept": [True, True, False],
+                    "sparse_accept": [True, True, True],
+                },
+            ],
+        }
+    ]
+    assert sparse_agreement(position_frame(samples)) == {
+        "positions": 5,
+        "positions_equal": 4,
+        "rounds": 2,
+        "rounds_equal": 1,
+    }
+    assert (
+        sparse_agreement(
+            position_frame([{"sample_id": "t", "trace": [{"head_token_ids": [[1] * 5]}]}])
+        )
+        is None
+    )
 
 
 def test_clopper_pearson_lower_bound():
     from analysis.tables.table3 import clopper_pearson_lower
 
     assert clopper_pearson_lower(0, 10) == 0.0
-    assert 1 - clopper_pearson_lower(1000, 1000) == pytest.approx(1 - 0.05 ** (1 / 1000), rel=1e-6)  # k = n: alpha^(1/n)
+    assert 1 - clopper_pearson_lower(1000, 1000) == pytest.approx(
+        1 - 0.05 ** (1 / 1000), rel=1e-6
+    )  # k = n: alpha^(1/n)
     assert clopper_pearson_lower(95, 100) < 0.95 < clopper_pearson_lower(990, 1000) + 0.05

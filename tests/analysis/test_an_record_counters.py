@@ -22,10 +22,16 @@ RUNS = REPO_ROOT / "results" / "runs"
 
 
 def _runs() -> list[Path]:
-    return sorted(p for p in RUNS.glob("*") if (p / "samples.jsonl").is_file()) if RUNS.is_dir() else []
+    return (
+        sorted(p for p in RUNS.glob("*") if (p / "samples.jsonl").is_file())
+        if RUNS.is_dir()
+        else []
+    )
 
 
-@pytest.mark.skipif(not _runs(), reason="no committed run records under results/runs/ in this checkout")
+@pytest.mark.skipif(
+    not _runs(), reason="no committed run records under results/runs/ in this checkout"
+)
 @pytest.mark.parametrize("run_dir", _runs(), ids=lambda p: p.name)
 def test_committed_records_satisfy_the_counter_identity(run_dir):
     assert counter_faults(run_dir) == []
@@ -33,8 +39,13 @@ def test_committed_records_satisfy_the_counter_identity(run_dir):
 
 def test_the_check_finds_a_count_past_the_cut(tmp_path):
     """The fault of issue 10 item 1: 17 tokens out, counters for 18 committed."""
-    rec = {"sample_id": "x", "output_token_ids": list(range(17)), "eos_removed": 0,
-           "accepted_per_round": [4, 4, 4, 2], "spec": {"num_drafts": 4, "num_accepted_tokens": 14, "num_speculative_tokens": 5}}
+    rec = {
+        "sample_id": "x",
+        "output_token_ids": list(range(17)),
+        "eos_removed": 0,
+        "accepted_per_round": [4, 4, 4, 2],
+        "spec": {"num_drafts": 4, "num_accepted_tokens": 14, "num_speculative_tokens": 5},
+    }
     (tmp_path / "samples.jsonl").write_text(json.dumps(rec) + "\n")
     assert counter_faults(tmp_path) == ["x: rounds 4 + accepted 14 != emitted 16"]
     rec["spec"]["num_accepted_tokens"], rec["accepted_per_round"] = 12, [4, 4, 2, 2]
@@ -51,8 +62,16 @@ def test_vllm_autoregressive_record_passes_the_counter_identity(tmp_path):
     from runners.backends.vllm_counters import output_counters
 
     counters, per_round = output_counters([], [], 7, 0)
-    sample = {"sample_id": "x/0", "output_token_ids": list(range(8)), "eos_removed": 0,
-              "spec": {"num_drafts": counters.num_drafts, "num_accepted_tokens": counters.num_accepted_tokens,
-                       "num_speculative_tokens": 0}, "accepted_per_round": per_round}
+    sample = {
+        "sample_id": "x/0",
+        "output_token_ids": list(range(8)),
+        "eos_removed": 0,
+        "spec": {
+            "num_drafts": counters.num_drafts,
+            "num_accepted_tokens": counters.num_accepted_tokens,
+            "num_speculative_tokens": 0,
+        },
+        "accepted_per_round": per_round,
+    }
     (tmp_path / "samples.jsonl").write_text(json.dumps(sample) + "\n")
     assert per_round == [0] * 7 and counter_faults(tmp_path) == []

@@ -26,11 +26,28 @@ def _table6_runs(results, *, profile="default", backend="hf", p_drops=(0.3,), **
         return _vllm(c) if backend == "vllm" else c
 
     tag = f"{profile}-{backend}"
-    item_run(results, f"ar-{tag}", cfg("ar", "gsm8k"), [item_sample("g/0", [], 0, tokens=4, wall_s=2.0)], **run_kw)
-    item_run(results, f"sd-{tag}", cfg("sd", "gsm8k", L=5), [item_sample("g/0", [3, 3], 5, wall_s=4.5)], **run_kw)
+    item_run(
+        results,
+        f"ar-{tag}",
+        cfg("ar", "gsm8k"),
+        [item_sample("g/0", [], 0, tokens=4, wall_s=2.0)],
+        **run_kw,
+    )
+    item_run(
+        results,
+        f"sd-{tag}",
+        cfg("sd", "gsm8k", L=5),
+        [item_sample("g/0", [3, 3], 5, wall_s=4.5)],
+        **run_kw,
+    )
     for p in p_drops:
-        item_run(results, f"dm{p}-{tag}", cfg("dropmatch", "gsm8k", p_drop=p, L=5),
-                 [item_sample("g/0", [3, 4], 5, wall_s=4.0)], **run_kw)
+        item_run(
+            results,
+            f"dm{p}-{tag}",
+            cfg("dropmatch", "gsm8k", p_drop=p, L=5),
+            [item_sample("g/0", [3, 4], 5, wall_s=4.0)],
+            **run_kw,
+        )
 
 
 @pytest.mark.parametrize("name", list(ARTEFACTS))
@@ -39,20 +56,36 @@ def test_every_renderer_exits_nonzero_without_runs(results, name, capsys):
 
     assert main([name, "--profile", "paper"]) == 1
     err = capsys.readouterr().err
-    assert f"[render] {name}: no complete runs for profile=paper" in err and f"./reproduce.sh {name}" in err
+    assert (
+        f"[render] {name}: no complete runs for profile=paper" in err
+        and f"./reproduce.sh {name}" in err
+    )
     assert not (results / name).exists()
 
 
 def test_cli_exit_codes(results):
     run = [sys.executable, "-m", "analysis.render"]
     env = {"DROPMATCH_RESULTS": str(results), "PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"}
-    p = subprocess.run([*run, "table6", "--profile", "paper"], env=env, capture_output=True, text=True, cwd=REPO_ROOT)
-    assert p.returncode == 1 and "no complete runs for profile=paper (its backend: vllm)" in p.stderr
+    p = subprocess.run(
+        [*run, "table6", "--profile", "paper"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    assert (
+        p.returncode == 1 and "no complete runs for profile=paper (its backend: vllm)" in p.stderr
+    )
     p = subprocess.run([*run, "table99"], env=env, capture_output=True, text=True, cwd=REPO_ROOT)
     assert p.returncode == 2 and "unknown artefact 'table99'" in p.stderr
     _table6_runs(results)
-    p = subprocess.run([sys.executable, "-m", "analysis.tables.table6", "--profile", "default"], env=env,
-                       capture_output=True, text=True, cwd=REPO_ROOT)
+    p = subprocess.run(
+        [sys.executable, "-m", "analysis.tables.table6", "--profile", "default"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+    )
     assert p.returncode == 0, p.stderr
     assert (results / "table6" / "table6.md").is_file()
 
@@ -79,12 +112,18 @@ def test_manifest_and_stale_files(results):
     _table6_runs(results, p_drops=(0.1, 0.3))
     render("table6", "default", echo=False)
     man = json.loads((results / "table6" / "manifest.json").read_text())
-    assert man["profile"] == "default" and sorted(man["runs"]) == ["ar-default-hf", "dm0.1-default-hf",
-                                                                   "dm0.3-default-hf", "sd-default-hf"]
+    assert man["profile"] == "default" and sorted(man["runs"]) == [
+        "ar-default-hf",
+        "dm0.1-default-hf",
+        "dm0.3-default-hf",
+        "sd-default-hf",
+    ]
     assert "table6_p0.1_K5.csv" in man["files"] and "table6_per_position.png" in man["files"]
     shutil.rmtree(results / "runs" / "dm0.1-default-hf")
     render("table6", "default", echo=False)
-    assert not (results / "table6" / "table6_p0.1_K5.csv").exists()   # no stale table of a setting now gone
+    assert not (
+        results / "table6" / "table6_p0.1_K5.csv"
+    ).exists()  # no stale table of a setting now gone
     assert (results / "table6" / "table6.csv").exists()
 
 
@@ -97,36 +136,70 @@ def test_no_absolute_paths_in_any_artefact(results):
     _table6_runs(results, p_drops=(0.1, 0.3))
     same = [[1.0] * 3] * 3
     for p in (0.1, 0.3):
-        write_run(results, f"sim-{p}", run_cfg("similarity", "spec_bench", p_drop=p, K=3), summary(float("nan")),
-                  [similarity_line("spec_bench/test/81", same, same)])
+        write_run(
+            results,
+            f"sim-{p}",
+            run_cfg("similarity", "spec_bench", p_drop=p, K=3),
+            summary(float("nan")),
+            [similarity_line("spec_bench/test/81", same, same)],
+        )
     for name in ("table6", "sensitivity", "fig3"):
         render(name, "default", echo=False)
-    assert (results / "fig3" / "fig3.md").read_text().count("![fig3](fig3.png)") == 1   # relative image link
+    assert (results / "fig3" / "fig3.md").read_text().count(
+        "![fig3](fig3.png)"
+    ) == 1  # relative image link
     texts = [p for p in results.glob("*/*") if p.suffix in (".md", ".csv", ".tex", ".json")]
     assert len(texts) > 8
     for p in texts:
         text = p.read_text()
-        assert str(results) not in text and str(REPO_ROOT) not in text and not ABSOLUTE.search(text), p.name
+        assert (
+            str(results) not in text and str(REPO_ROOT) not in text and not ABSOLUTE.search(text)
+        ), p.name
 
 
 def test_footer_commits_identity_and_decision_code(results):
     """Runs from two commits, pinned weights from meta, and two decision-code fingerprints: all said."""
     from analysis.render import render
 
-    ident = {"target": {"sha256": "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-                        "dtype": "bfloat16"}, "draft": {"sha256": "1d9614638d18024d0fbb36575a15f1302a3adf044df1034",
-                                                        "dtype": "bfloat16"}}
-    meta = {"git_sha": "1111111111aa", "model_identity": ident, "decision_code": {"sha256": "d" * 64}}
-    item_run(results, "sd", run_cfg("sd", "gsm8k", L=5), [item_sample("g/0", [3], 5)], meta=meta,
-             git_sha="1111111111aa")
-    item_run(results, "dm", run_cfg("dropmatch", "gsm8k", p_drop=0.3, L=5), [item_sample("g/0", [4], 5)],
-             meta={**meta, "git_sha": "2222222222bb", "decision_code": "e" * 64}, git_sha="2222222222bb")
+    ident = {
+        "target": {
+            "sha256": "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            "dtype": "bfloat16",
+        },
+        "draft": {"sha256": "1d9614638d18024d0fbb36575a15f1302a3adf044df1034", "dtype": "bfloat16"},
+    }
+    meta = {
+        "git_sha": "1111111111aa",
+        "model_identity": ident,
+        "decision_code": {"sha256": "d" * 64},
+    }
+    item_run(
+        results,
+        "sd",
+        run_cfg("sd", "gsm8k", L=5),
+        [item_sample("g/0", [3], 5)],
+        meta=meta,
+        git_sha="1111111111aa",
+    )
+    item_run(
+        results,
+        "dm",
+        run_cfg("dropmatch", "gsm8k", p_drop=0.3, L=5),
+        [item_sample("g/0", [4], 5)],
+        meta={**meta, "git_sha": "2222222222bb", "decision_code": "e" * 64},
+        git_sha="2222222222bb",
+    )
     render("table6", "default", echo=False)
     md = (results / "table6" / "table6.md").read_text()
-    assert "git commits of the runs: 1111111111 (1 run), 2222222222 (1 run) -- 2 commits in one table" in md
+    assert (
+        "git commits of the runs: 1111111111 (1 run), 2222222222 (1 run) -- 2 commits in one table"
+        in md
+    )
     assert "span several commits" not in md
-    assert ("model identity (qwen25coder_0.5b_1.5b): draft dtype bfloat16, sha256 1d9614638d18, "
-            "target dtype bfloat16, sha256 cc324af070c2") in md
+    assert (
+        "model identity (qwen25coder_0.5b_1.5b): draft dtype bfloat16, sha256 1d9614638d18, "
+        "target dtype bfloat16, sha256 cc324af070c2"
+    ) in md
     assert "MIXED decision code: dddddddddddd (1 run), eeeeeeeeeeee (1 run)" in md
 
 
@@ -135,12 +208,20 @@ def test_footer_one_run_spanning_two_commits(results):
     commits, not two runs (seen: a bench run while records were committed)."""
     from analysis.render import render
 
-    item_run(results, "ar", run_cfg("ar", "gsm8k"), [item_sample("g/0", [], 0, tokens=4)],
-             meta={"git_sha": "1111111111aa"}, git_sha="2222222222bb")  # Table 6 shows SD only beside DM runs
+    item_run(
+        results,
+        "ar",
+        run_cfg("ar", "gsm8k"),
+        [item_sample("g/0", [], 0, tokens=4)],
+        meta={"git_sha": "1111111111aa"},
+        git_sha="2222222222bb",
+    )  # Table 6 shows SD only beside DM runs
     render("table6", "default", echo=False)
     md = (results / "table6" / "table6.md").read_text()
-    assert ("git commits of the runs: 1111111111 (1 run), 2222222222 (1 run) -- 2 commits in one table "
-            "(1 of the 1 runs span several commits)") in md
+    assert (
+        "git commits of the runs: 1111111111 (1 run), 2222222222 (1 run) -- 2 commits in one table "
+        "(1 of the 1 runs span several commits)"
+    ) in md
 
 
 def test_git_dirty_ignores_results(tmp_path, monkeypatch):
@@ -172,9 +253,17 @@ def test_git_dirty_ignores_results(tmp_path, monkeypatch):
 def test_model_identity_from_pair_config_when_meta_lacks_it():
     from analysis.load import model_identity
 
-    cfg = {"pair": {"dtype": "float32", "target": {"name": "T", "pinned": {"sha256": "ab" * 32}},
-                    "draft": {"name": "D", "hub_id": "org/D", "revision": "0123456789abcdef0123"}}}
-    assert model_identity(cfg, {}, {}) == "target sha256 abababababab, draft org/D@0123456789ab, dtype float32"
+    cfg = {
+        "pair": {
+            "dtype": "float32",
+            "target": {"name": "T", "pinned": {"sha256": "ab" * 32}},
+            "draft": {"name": "D", "hub_id": "org/D", "revision": "0123456789abcdef0123"},
+        }
+    }
+    assert (
+        model_identity(cfg, {}, {})
+        == "target sha256 abababababab, draft org/D@0123456789ab, dtype float32"
+    )
 
 
 def test_figures_follow_the_style(results):
@@ -185,20 +274,27 @@ def test_figures_follow_the_style(results):
 
     for ds in ("gsm8k", "mmlu", "humaneval"):
         item_run(results, f"sd-{ds}", run_cfg("sd", ds, L=5), [item_sample(f"{ds}/0", [3, 1], 5)])
-        item_run(results, f"dm-{ds}", run_cfg("dropmatch", ds, p_drop=0.3, L=5), [item_sample(f"{ds}/0", [4, 2], 5)])
+        item_run(
+            results,
+            f"dm-{ds}",
+            run_cfg("dropmatch", ds, p_drop=0.3, L=5),
+            [item_sample(f"{ds}/0", [4, 2], 5)],
+        )
     art = table6.build(table6.select(load_runs(), Profile("default")))
     (f,) = art.figures
     axes = f.fig.axes
-    assert [ax.get_title() for ax in axes] == ["GSM8K", "MMLU", "HumanEval"]   # table order
+    assert [ax.get_title() for ax in axes] == ["GSM8K", "MMLU", "HumanEval"]  # table order
     assert [[t.get_text() for t in ax.texts] for ax in axes] == [["(a)"], ["(b)"], ["(c)"]]
-    assert f.fig.texts == [] and f.fig._suptitle is None            # no provenance inside the plot
+    assert f.fig.texts == [] and f.fig._suptitle is None  # no provenance inside the plot
     assert "(a) GSM8K, (b) MMLU, (c) HumanEval" in f.caption
     assert f.fig.get_figwidth() == style.WIDTH["double"]
     colors = {line.get_color() for line in axes[0].lines}
     assert colors == {style.COLORS[0], style.COLORS[1]}
     assert axes[0].xaxis.label.get_fontfamily()[0] == "serif"
-    rates = f.data[(f.data["dataset"] == "gsm8k") & (f.data["method"] == "dropmatch")]["rate"].tolist()
-    assert rates == [1.0, 1.0, 0.5, 0.5, 0.0]    # rounds accepting 4 and 2 of 5
+    rates = f.data[(f.data["dataset"] == "gsm8k") & (f.data["method"] == "dropmatch")][
+        "rate"
+    ].tolist()
+    assert rates == [1.0, 1.0, 0.5, 0.5, 0.0]  # rounds accepting 4 and 2 of 5
 
 
 def test_reproduce_passes_only_the_profile():
@@ -209,8 +305,13 @@ def test_reproduce_passes_only_the_profile():
 
 def _leet(run_dir) -> list[dict]:
     exe = sys.executable.rsplit("/", 1)[0] + "/wandb"
-    out = subprocess.run([exe, "leet", "inspect", "--json", str(run_dir)], capture_output=True, text=True,
-                         timeout=120, check=True).stdout
+    out = subprocess.run(
+        [exe, "leet", "inspect", "--json", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     return [json.loads(line) for line in out.splitlines()]
 
 
@@ -226,11 +327,15 @@ def test_wandb_offline_logs_every_table_and_figure(results, monkeypatch):
     names = {}
     for d in runs:
         for rec in _leet(d):
-            if rec.get("type") == "artifact" and not rec["artifact"]["name"].startswith("run-"):  # not wandb.Table's
+            if rec.get("type") == "artifact" and not rec["artifact"]["name"].startswith(
+                "run-"
+            ):  # not wandb.Table's
                 a = rec["artifact"]
                 names[a["name"]] = {c["path"] for c in a["manifest"]["contents"]}
-    assert names == {"table6": {"table.csv"},
-                     "table6_per_position": {"table.csv", "table6_per_position.png", "table6_per_position.pdf"}}
+    assert names == {
+        "table6": {"table.csv"},
+        "table6_per_position": {"table.csv", "table6_per_position.png", "table6_per_position.pdf"},
+    }
 
 
 def test_footer_names_the_metric_as_scored(results):
@@ -238,9 +343,18 @@ def test_footer_names_the_metric_as_scored(results):
     (seen: Table 1 said "EvalPlus pass@1" while HumanEval was scored by its original check())."""
     from analysis.render import render
 
-    extra = {"quality/metric": "pass@1,check", "quality/note": "HumanEval+ data unavailable offline"}
+    extra = {
+        "quality/metric": "pass@1,check",
+        "quality/note": "HumanEval+ data unavailable offline",
+    }
     item_run(results, "sd", run_cfg("sd", "humaneval", L=5), [item_sample("h/0", [3], 5)], **extra)
-    item_run(results, "dm", run_cfg("dropmatch", "humaneval", p_drop=0.3, L=5), [item_sample("h/0", [4], 5)], **extra)
+    item_run(
+        results,
+        "dm",
+        run_cfg("dropmatch", "humaneval", p_drop=0.3, L=5),
+        [item_sample("h/0", [4], 5)],
+        **extra,
+    )
     render("table6", "default", echo=False)
     md = (results / "table6" / "table6.md").read_text()
     assert "quality metric (as scored): pass@1,check (2 runs)" in md
@@ -253,11 +367,13 @@ def test_table6_other_p_k_tables_come_from_table6s_setting(results):
     from analysis.render import render
 
     item_run(results, "sd", run_cfg("sd", "gsm8k", L=5), [item_sample("g/0", [3], 5)])
-    item_run(results, "dm", run_cfg("dropmatch", "gsm8k", p_drop=0.3, L=5), [item_sample("g/0", [4], 5)])
+    item_run(
+        results, "dm", run_cfg("dropmatch", "gsm8k", p_drop=0.3, L=5), [item_sample("g/0", [4], 5)]
+    )
     same = run_cfg("dropmatch", "gsm8k", p_drop=0.5, K=5, L=5)
     item_run(results, "dm-same", same, [item_sample("g/0", [4], 5)])
     other = run_cfg("dropmatch", "gsm8k", p_drop=0.1, K=1, L=5)
-    other["decoding"]["max_new_tokens"] = 128   # another artefact's cap
+    other["decoding"]["max_new_tokens"] = 128  # another artefact's cap
     item_run(results, "dm-other", other, [item_sample("g/0", [2], 5)])
     render("table6", "default", echo=False)
     names = sorted(p.name for p in (results / "table6").glob("*.md"))

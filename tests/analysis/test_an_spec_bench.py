@@ -16,7 +16,11 @@ from runners.registry import DATASETS, SCORERS, build
 
 
 def spec_bench_file() -> Path:
-    for base in (os.environ.get("DROPMATCH_TEST_DATA"), REPO_ROOT.parent / "shared" / "data", "/work/shared/data"):
+    for base in (
+        os.environ.get("DROPMATCH_TEST_DATA"),
+        REPO_ROOT.parent / "shared" / "data",
+        "/work/shared/data",
+    ):
         if base and (Path(base) / "spec_bench" / "question.jsonl").is_file():
             return Path(base) / "spec_bench" / "question.jsonl"
     pytest.skip("Spec-Bench question.jsonl not found (set DROPMATCH_TEST_DATA)")
@@ -35,11 +39,16 @@ def test_full_and_interleaved():
     first = [s.meta["task"] for s in samples[:6]]
     assert first == ["mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag"]
     s = samples[0]
-    assert s.sample_id == "spec_bench/test/81" and s.messages == [{"role": "user", "content": s.reference["question"]}]
+    assert s.sample_id == "spec_bench/test/81" and s.messages == [
+        {"role": "user", "content": s.reference["question"]}
+    ]
 
 
 def test_limit_offset_tasks_and_file_order():
-    assert [s.sample_id for s in make(limit=2, offset=6).load()] == ["spec_bench/test/82", "spec_bench/test/162"]
+    assert [s.sample_id for s in make(limit=2, offset=6).load()] == [
+        "spec_bench/test/82",
+        "spec_bench/test/162",
+    ]
     qa = make(tasks=["qa"], limit=3).load()
     assert [s.meta["task"] for s in qa] == ["qa"] * 3
     assert [s.meta["question_id"] for s in make(order="file", limit=3).load()] == [81, 82, 83]

@@ -7,8 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from analysis.stats import (B_DEFAULT, Estimate, fmt, mean_ci, paired_speedup, ratio_ci, repeat_spread, tau_ci,
-                            unpaired_speedup)
+from analysis.stats import (
+    B_DEFAULT,
+    Estimate,
+    fmt,
+    mean_ci,
+    paired_speedup,
+    ratio_ci,
+    repeat_spread,
+    tau_ci,
+    unpaired_speedup,
+)
 
 
 def test_constant_sample_has_zero_width():
@@ -29,7 +38,11 @@ def test_two_point_distribution():
     assert e.value == 0.5 and (e.lo, e.hi) == (0.0, 1.0)
     # many items of a fair coin: the interval is close to mean +- 1.96 * sqrt(p(1-p)/n) = 0.5 +- 0.098
     e = mean_ci([0.0, 1.0] * 50)
-    assert e.value == 0.5 and e.lo == pytest.approx(0.402, abs=0.03) and e.hi == pytest.approx(0.598, abs=0.03)
+    assert (
+        e.value == 0.5
+        and e.lo == pytest.approx(0.402, abs=0.03)
+        and e.hi == pytest.approx(0.598, abs=0.03)
+    )
 
 
 def test_nan_items_are_dropped():
@@ -50,7 +63,7 @@ def test_tau_is_a_pooled_ratio_not_a_mean_of_item_taus():
     assert e.value == 2.0
     # resamples: {0,0} -> 4, {1,1} -> 1 + 1/3, {0,1} -> 2
     assert (e.lo, e.hi) == pytest.approx((1 + 1 / 3, 4.0))
-    assert tau_ci([0, 0], [0, 0]).value == 1.0   # no drafts (AR): tau = 1 as runners.counters
+    assert tau_ci([0, 0], [0, 0]).value == 1.0  # no drafts (AR): tau = 1 as runners.counters
 
 
 def test_ratio_ci_share():
@@ -77,7 +90,9 @@ def test_paired_speedup_known_values():
 
 
 def test_repeat_spread():
-    assert repeat_spread([[1.0, 1.2, 1.1], [2.0, 2.0, 2.0], [5.0]]) == pytest.approx(np.median([0.2 / 1.1, 0.0]))
+    assert repeat_spread([[1.0, 1.2, 1.1], [2.0, 2.0, 2.0], [5.0]]) == pytest.approx(
+        np.median([0.2 / 1.1, 0.0])
+    )
     assert math.isnan(repeat_spread([[1.0], [2.0]]))
 
 

@@ -7,7 +7,15 @@ import math
 import pandas as pd
 import pytest
 
-from analysis_fixtures import item_run, item_sample, run_cfg, scored_samples, summary, trace_round, write_run
+from analysis_fixtures import (
+    item_run,
+    item_sample,
+    run_cfg,
+    scored_samples,
+    summary,
+    trace_round,
+    write_run,
+)
 
 
 def _acc(method: str, p: float | None = None, path: int = 0) -> float:
@@ -28,11 +36,17 @@ def table1_runs(results):
     _scored(results, "draft", run_cfg("draft_only", "humaneval"), 0.0)
     for p in (0.1, 0.3, 0.5):
         for i in range(1, 6):
-            _scored(results, f"p{p}-{i}", run_cfg("dropout_path", "humaneval", p_drop=p, path=i, K=1),
-                    _acc("dropout_path", p, i))
+            _scored(
+                results,
+                f"p{p}-{i}",
+                run_cfg("dropout_path", "humaneval", p_drop=p, path=i, K=1),
+                _acc("dropout_path", p, i),
+            )
     # noise that must be ignored: another profile, another dataset
     _scored(results, "other-profile", run_cfg("ar", "humaneval", profile="smoke"), 0.5)
-    _scored(results, "other-ds", run_cfg("dropout_path", "spec_bench", p_drop=0.1, path=1, K=1), 0.5)
+    _scored(
+        results, "other-ds", run_cfg("dropout_path", "spec_bench", p_drop=0.1, path=1, K=1), 0.5
+    )
     return results
 
 
@@ -41,9 +55,21 @@ def test_table1_cells(table1_runs):
 
     assert main(["table1", "--profile", "default"]) == 0
     csv = pd.read_csv(table1_runs / "table1" / "table1.csv").set_index("decoder")
-    assert list(csv.index) == ["H1", "H2", "H3", "H4", "H5", "mean over paths", "target (no dropout)", "draft alone"]
+    assert list(csv.index) == [
+        "H1",
+        "H2",
+        "H3",
+        "H4",
+        "H5",
+        "mean over paths",
+        "target (no dropout)",
+        "draft alone",
+    ]
     assert csv.loc["H1", "p_drop=0.1"] == 100.0 and csv.loc["H3", "p_drop=0.1"] == 50.0
-    assert (csv.loc["H3", "p_drop=0.1_lo"], csv.loc["H3", "p_drop=0.1_hi"]) == (0.0, 100.0)  # items [1, 0]
+    assert (csv.loc["H3", "p_drop=0.1_lo"], csv.loc["H3", "p_drop=0.1_hi"]) == (
+        0.0,
+        100.0,
+    )  # items [1, 0]
     assert csv.loc["H2", "p_drop=0.5"] == 0.0
     # per-problem mean over the 5 paths: problem 0 solved by all, problem 1 by 4 of 5 -> 90 [80, 100]
     assert csv.loc["mean over paths", "p_drop=0.1"] == pytest.approx(90.0)
@@ -70,14 +96,39 @@ def test_table1_no_runs(results, capsys):
 @pytest.fixture
 def trace_runs(results):
     heads_all = [[5] * 5] * 3 + [[5, 5, 5, 5, 6]]
-    r = trace_round(heads_all, draft=[5, 5, 6, 5], target_probs=[0.9, 0.7, 0.8, 0.6],
-                    js_draft=[0.0, 0.01, 0.2, 0.03], js_heads_max=[0.0, 0.02, 0.1, 0.01])
-    samples = [{"sample_id": "humaneval/test/0", "trace": [r]}, {"sample_id": "humaneval/test/1", "trace": [r]}]
-    write_run(results, "dm", run_cfg("dropmatch", "humaneval", p_drop=0.3, L=5, trace=True), summary(1.0), samples)
+    r = trace_round(
+        heads_all,
+        draft=[5, 5, 6, 5],
+        target_probs=[0.9, 0.7, 0.8, 0.6],
+        js_draft=[0.0, 0.01, 0.2, 0.03],
+        js_heads_max=[0.0, 0.02, 0.1, 0.01],
+    )
+    samples = [
+        {"sample_id": "humaneval/test/0", "trace": [r]},
+        {"sample_id": "humaneval/test/1", "trace": [r]},
+    ]
+    write_run(
+        results,
+        "dm",
+        run_cfg("dropmatch", "humaneval", p_drop=0.3, L=5, trace=True),
+        summary(1.0),
+        samples,
+    )
     # same method without traces and with K=3: ignored
-    write_run(results, "dm-notrace", run_cfg("dropmatch", "humaneval", p_drop=0.3, L=5), summary(1.0), samples)
-    write_run(results, "dm-k3", run_cfg("dropmatch", "humaneval", p_drop=0.3, L=5, K=3, trace=True), summary(1.0),
-              [{"sample_id": "x", "trace": [trace_round([[1, 1, 2]], draft=[1])]}])
+    write_run(
+        results,
+        "dm-notrace",
+        run_cfg("dropmatch", "humaneval", p_drop=0.3, L=5),
+        summary(1.0),
+        samples,
+    )
+    write_run(
+        results,
+        "dm-k3",
+        run_cfg("dropmatch", "humaneval", p_drop=0.3, L=5, K=3, trace=True),
+        summary(1.0),
+        [{"sample_id": "x", "trace": [trace_round([[1, 1, 2]], draft=[1])]}],
+    )
     return results
 
 
@@ -116,10 +167,16 @@ def test_duplicate_cells_keep_largest_complete(results):
     from analysis.traces import select_runs
 
     old, new = "2026-11-29T00:00:00", "2026-12-01T00:00:00"
-    write_run(results, "ar-old", run_cfg("ar", "humaneval"), {**summary(0.0, n=1), "date_utc": old}, [])
+    write_run(
+        results, "ar-old", run_cfg("ar", "humaneval"), {**summary(0.0, n=1), "date_utc": old}, []
+    )
     write_run(results, "ar-big", run_cfg("ar", "humaneval"), summary(0.5, n=4), [])
-    write_run(results, "ar-new", run_cfg("ar", "humaneval"), {**summary(1.0, n=2), "date_utc": new}, [])
-    runs = select_runs(load_runs(), dataset="humaneval", profile="default", pair=None, methods=("ar",))
+    write_run(
+        results, "ar-new", run_cfg("ar", "humaneval"), {**summary(1.0, n=2), "date_utc": new}, []
+    )
+    runs = select_runs(
+        load_runs(), dataset="humaneval", profile="default", pair=None, methods=("ar",)
+    )
     assert list(runs["run_id"]) == ["ar-big"]
 
 
@@ -130,26 +187,39 @@ def test_table6_cells_of_one_benchmark_share_one_setting(results):
     from analysis.tables.table6 import select, setting_runs
 
     def cfg(method, L, max_new, trace=False):
-        c = run_cfg(method, "humaneval", p_drop=0.3 if method == "dropmatch" else None, L=L, trace=trace)
+        c = run_cfg(
+            method, "humaneval", p_drop=0.3 if method == "dropmatch" else None, L=L, trace=trace
+        )
         c["decoding"]["max_new_tokens"] = max_new
         return c
 
     old, new = "2026-11-29T00:00:00", "2026-12-01T00:00:00"
-    for m, L in [("ar", 0), ("sd", 5), ("dropmatch", 5)]:      # the sweep at the current cap: 3 cells
+    for m, L in [("ar", 0), ("sd", 5), ("dropmatch", 5)]:  # the sweep at the current cap: 3 cells
         write_run(results, f"{m}-200", cfg(m, L, 200), {**summary(1.0, n=1), "date_utc": new}, [])
-    for m, L in [("ar", 0), ("sd", 5)]:                        # an older cap: 2 cells
+    for m, L in [("ar", 0), ("sd", 5)]:  # an older cap: 2 cells
         write_run(results, f"{m}-96", cfg(m, L, 96), {**summary(0.0, n=1), "date_utc": old}, [])
-    write_run(results, "dm-trace", cfg("dropmatch", 5, 128, trace=True), summary(0.0, n=2), [])  # larger n
+    write_run(
+        results, "dm-trace", cfg("dropmatch", 5, 128, trace=True), summary(0.0, n=2), []
+    )  # larger n
     sel = setting_runs(select(load_runs(), Profile("default")), 0.3, 5)
     assert sorted(sel["run_id"]) == ["ar-200", "dropmatch-200", "sd-200"]
 
 
 def _sd_dm_runs(results, dm_settings, **cfg_kw):
     """SD (tau 4.0, 2 tok/s) and DM runs at each (p_drop, K, accepted per round, wall s) on one GSM8K item."""
-    item_run(results, "sd", run_cfg("sd", "gsm8k", L=5, **cfg_kw), [item_sample("g/0", [3, 3], 5, wall_s=4.5)])
+    item_run(
+        results,
+        "sd",
+        run_cfg("sd", "gsm8k", L=5, **cfg_kw),
+        [item_sample("g/0", [3, 3], 5, wall_s=4.5)],
+    )
     for p, K, rounds, wall in dm_settings:
-        item_run(results, f"dm{p}-{K}", run_cfg("dropmatch", "gsm8k", p_drop=p, K=K, L=5, **cfg_kw),
-                   [item_sample("g/0", rounds, 5, wall_s=wall)])
+        item_run(
+            results,
+            f"dm{p}-{K}",
+            run_cfg("dropmatch", "gsm8k", p_drop=p, K=K, L=5, **cfg_kw),
+            [item_sample("g/0", rounds, 5, wall_s=wall)],
+        )
 
 
 def test_table6_one_table_per_dm_setting_found(results):
@@ -159,16 +229,26 @@ def test_table6_one_table_per_dm_setting_found(results):
     _sd_dm_runs(results, ((0.1, 5, [3, 4], 4.0), (0.3, 5, [4, 4], 5.5), (0.3, 3, [2, 2], 3.0)))
     assert main(["table6", "--profile", "default"]) == 0
     names = sorted(p.name for p in (results / "table6").glob("*.csv"))
-    assert names == ["table6.csv", "table6_p0.1_K5.csv", "table6_p0.1_K5_per_position.csv",
-                     "table6_p0.3_K3.csv", "table6_p0.3_K3_per_position.csv", "table6_per_position.csv"]
+    assert names == [
+        "table6.csv",
+        "table6_p0.1_K5.csv",
+        "table6_p0.1_K5_per_position.csv",
+        "table6_p0.3_K3.csv",
+        "table6_p0.3_K3_per_position.csv",
+        "table6_per_position.csv",
+    ]
     other = pd.read_csv(results / "table6" / "table6_p0.1_K5.csv").set_index("method")
     assert other.loc["dropmatch", "tau"] == 4.5 and other.loc["sd", "tau"] == 4.0
     # SD 9 tokens / 4.5 s = 2 tok/s; DM 10 tokens / 4 s = 2.5 tok/s: one item, so the interval has no width
     assert other.loc["dropmatch", "speedup_vs_sd"] == pytest.approx(1.25)
     assert other.loc["dropmatch", "speedup_vs_sd_lo"] == pytest.approx(1.25)
-    assert other.dtypes["tau"].kind == "f" and other.dtypes["speedup_vs_sd"].kind == "f"  # numbers only
+    assert (
+        other.dtypes["tau"].kind == "f" and other.dtypes["speedup_vs_sd"].kind == "f"
+    )  # numbers only
     md = (results / "table6" / "table6.md").read_text()
-    assert "p_drop=0.3, K=5" in md and "| 1.00 [1.00, 1.00] vs SD" in md  # DM 11 tokens / 5.5 s = SD's 2 tok/s
+    assert (
+        "p_drop=0.3, K=5" in md and "| 1.00 [1.00, 1.00] vs SD" in md
+    )  # DM 11 tokens / 5.5 s = SD's 2 tok/s
 
 
 def test_table6_intervals_and_paired_speedup(results):
@@ -176,14 +256,19 @@ def test_table6_intervals_and_paired_speedup(results):
     from analysis.render import main
 
     sd = [item_sample("g/0", [3, 3], 5, wall_s=4.5), item_sample("g/1", [3, 3], 5, wall_s=2.25)]
-    dm = [item_sample("g/0", [4, 4], 5, tokens=9, wall_s=3.0), item_sample("g/1", [5, 3], 5, tokens=10, wall_s=2.0)]
+    dm = [
+        item_sample("g/0", [4, 4], 5, tokens=9, wall_s=3.0),
+        item_sample("g/1", [5, 3], 5, tokens=10, wall_s=2.0),
+    ]
     item_run(results, "sd", run_cfg("sd", "gsm8k", L=5), sd)
     item_run(results, "dm", run_cfg("dropmatch", "gsm8k", p_drop=0.3, L=5), dm)
     assert main(["table6"]) == 0
     t = pd.read_csv(results / "table6" / "table6.csv").set_index("method")
     assert t.loc["dropmatch", "speedup_vs_sd"] == pytest.approx(8 / 6)
-    assert (t.loc["dropmatch", "speedup_vs_sd_lo"], t.loc["dropmatch", "speedup_vs_sd_hi"]) == \
-        pytest.approx((1.25, 1.5))
+    assert (
+        t.loc["dropmatch", "speedup_vs_sd_lo"],
+        t.loc["dropmatch", "speedup_vs_sd_hi"],
+    ) == pytest.approx((1.25, 1.5))
     assert t.loc["dropmatch", "tau"] == pytest.approx(1 + 16 / 4) and t.loc["dropmatch", "n"] == 2
     assert (t.loc["dropmatch", "tau_lo"], t.loc["dropmatch", "tau_hi"]) == pytest.approx((5.0, 5.0))
     md = (results / "table6" / "table6.md").read_text()

@@ -13,17 +13,31 @@ SDPAIR = "qwen25coder_0.5b_1.5b"
 
 def cfg(method, dataset, *, L, pair=SDPAIR, B=1, spec="draft_model", random_head=False, mnt=16):
     dm = {"p_drop": 0.3, "K": 5, "path": 0} if method.startswith("dropmatch") else {"unused": True}
-    return {"pair": {"name": pair, "eagle3_random_head": random_head}, "dataset": {"name": dataset},
-            "method": {"name": method}, "backend": {"name": "vllm", "batch_size": B, "spec_method": spec},
-            "profile": {"name": "default"}, "L": L, "dropmatch": dm,
-            "decoding": {"temperature": 0.0, "seed": 0, "max_new_tokens": mnt}}
+    return {
+        "pair": {"name": pair, "eagle3_random_head": random_head},
+        "dataset": {"name": dataset},
+        "method": {"name": method},
+        "backend": {"name": "vllm", "batch_size": B, "spec_method": spec},
+        "profile": {"name": "default"},
+        "L": L,
+        "dropmatch": dm,
+        "decoding": {"temperature": 0.0, "seed": 0, "max_new_tokens": mnt},
+    }
 
 
 def summ(n, tps, tau, *, total=None, acc=None):
-    return {"num_samples": n, "num_expected": n, "complete": True, "quality/accuracy": acc,
-            "spec/mean_acceptance_length": tau, "speed/tok_per_s": tps,
-            "speed/tok_per_s_total": tps if total is None else total,
-            "device": "Test CPU", "date_utc": "2026-11-30T08:00:00+00:00", "git_sha": "abc1234def"}
+    return {
+        "num_samples": n,
+        "num_expected": n,
+        "complete": True,
+        "quality/accuracy": acc,
+        "spec/mean_acceptance_length": tau,
+        "speed/tok_per_s": tps,
+        "speed/tok_per_s_total": tps if total is None else total,
+        "device": "Test CPU",
+        "date_utc": "2026-11-30T08:00:00+00:00",
+        "git_sha": "abc1234def",
+    }
 
 
 def samples(ids_per_sample, *, tokens=4, wall=1.0, rounds=(2,), L=10, correct=1.0):
@@ -46,21 +60,32 @@ def test_table5_ratio_per_batch_size(results):
     # each prompt: 4 tokens in its batch's wall time; throughput = sum(tokens) / (sum(wall) / B) = 4 B / wall
     for B, sd_wall, dm_wall in ((1, 2.0, 2.0 / 1.2), (2, 2.0, 2.0 / 1.1), (4, 4.0, 4.0 / 1.2)):
         vrun(results, f"sd{B}", cfg("sd", "gsm8k", L=10, B=B), samples([[1, 2]] * 4, wall=sd_wall))
-        vrun(results, f"dm{B}", cfg("dropmatch", "gsm8k", L=10, B=B), samples([[1]] * 4, wall=dm_wall, rounds=(2, 3)))
+        vrun(
+            results,
+            f"dm{B}",
+            cfg("dropmatch", "gsm8k", L=10, B=B),
+            samples([[1]] * 4, wall=dm_wall, rounds=(2, 3)),
+        )
     vrun(results, "ar4", cfg("ar", "gsm8k", L=0, B=4), samples([[1, 2]] * 4, rounds=(), L=0))
     art = render("table5", "default")
     (t,) = art.tables
     d = t.data
     assert list(d["batch_size"]) == [1, 2, 4]
     assert list(d["dm_over_sd"]) == pytest.approx([1.2, 1.1, 1.2])
-    assert list(d["dm_over_sd_lo"]) == pytest.approx([1.2, 1.1, 1.2])  # same ratio on every prompt: no width
+    assert list(d["dm_over_sd_lo"]) == pytest.approx(
+        [1.2, 1.1, 1.2]
+    )  # same ratio on every prompt: no width
     assert list(d["sd_tok_per_s"]) == pytest.approx([2.0, 4.0, 4.0])
     assert list(d["sd_tau"]) == [3.0] * 3 and list(d["dm_tau"]) == [3.5] * 3
     assert list(t.display["SD"]) == ["1.00×"] * 3
-    assert list(t.display["SD+DM"]) == ["1.20 [1.20, 1.20]×", "1.10 [1.10, 1.10]×", "1.20 [1.20, 1.20]×"]
+    assert list(t.display["SD+DM"]) == [
+        "1.20 [1.20, 1.20]×",
+        "1.10 [1.10, 1.10]×",
+        "1.20 [1.20, 1.20]×",
+    ]
     md = (results / "table5" / "table5.md").read_text()
     assert "4/4 samples identical over 1 SD runs; 2 SD runs without an AR reference run" in md
-    assert "ar4" in art.runs["run_id"].tolist()   # the equality reference is listed in the manifest
+    assert "ar4" in art.runs["run_id"].tolist()  # the equality reference is listed in the manifest
 
 
 def test_table7_eagle_rows_quality_and_random_head_note(results):
@@ -78,32 +103,52 @@ def test_table7_eagle_rows_quality_and_random_head_note(results):
                     rec["quality"]["correct"] = q
             vrun(results, f"e{L}{ds}", cfg("sd", ds, **kw), e)
             vrun(results, f"d{L}{ds}", cfg("dropmatch_naive", ds, **kw), d)
-    vrun(results, "ar", cfg("ar", "mt_bench", L=0, pair=EAGLE, spec="eagle3", random_head=True),
-         samples([[5, 7], [5, 6]], rounds=(), L=0))
+    vrun(
+        results,
+        "ar",
+        cfg("ar", "mt_bench", L=0, pair=EAGLE, spec="eagle3", random_head=True),
+        samples([[5, 7], [5, 6]], rounds=(), L=0),
+    )
     (tab,) = render("table7", "default").tables
     t = tab.display
-    assert list(zip(t["L"], t["Method"])) == [(3, "EAGLE3"), (3, "EAGLE3+DM"), (5, "EAGLE3"), (5, "EAGLE3+DM")]
+    assert list(zip(t["L"], t["Method"])) == [
+        (3, "EAGLE3"),
+        (3, "EAGLE3+DM"),
+        (5, "EAGLE3"),
+        (5, "EAGLE3+DM"),
+    ]
     assert t.iloc[1]["GSM8K Q"] == "50.0 [0.0, 100.0]" and t.iloc[1]["MT-Bench Q"] == "n.j."
-    assert t.iloc[1]["Alpaca speedup"] == "1.50 [1.50, 1.50]×" and t.iloc[0]["Alpaca speedup"] == "1.00 [1.00, 1.00]×"
+    assert (
+        t.iloc[1]["Alpaca speedup"] == "1.50 [1.50, 1.50]×"
+        and t.iloc[0]["Alpaca speedup"] == "1.00 [1.00, 1.00]×"
+    )
     assert tab.data.iloc[1]["alpaca_speedup"] == pytest.approx(1.5)
     md = (results / "table7" / "table7.md").read_text()
     assert "EAGLE3 head: random init (mechanism check, not a speed claim)" in md
     assert "quality: not judged offline" in md
-    assert "DIVERGENCE" in md and "(s0, token 1)" in md   # mt_bench SD [5, 6] vs AR [5, 7]
+    assert "DIVERGENCE" in md and "(s0, token 1)" in md  # mt_bench SD [5, 6] vs AR [5, 7]
 
 
 def test_table10_arms(results):
     from analysis.render import render
 
-    vrun(results, "e", cfg("sd", "komt_bench", L=7, pair=EAGLE, spec="eagle3", random_head=True),
-         samples([[1]], wall=2.0, L=7))
+    vrun(
+        results,
+        "e",
+        cfg("sd", "komt_bench", L=7, pair=EAGLE, spec="eagle3", random_head=True),
+        samples([[1]], wall=2.0, L=7),
+    )
     vrun(results, "s", cfg("sd", "komt_bench", L=7), samples([[1]], wall=4.0 / 3.0, L=7))
     vrun(results, "sdm", cfg("dropmatch_naive", "komt_bench", L=7), samples([[1]], wall=1.0, L=7))
     (tab,) = render("table10", "default").tables
     t = tab.display
     assert list(t["Method"]) == ["EAGLE3", "SD", "SD+DM (naive)"]
     assert list(tab.data["speedup_vs_eagle3"]) == pytest.approx([1.0, 1.5, 2.0])
-    assert list(t["vs EAGLE3"]) == ["1.00 [1.00, 1.00]×", "1.50 [1.50, 1.50]×", "2.00 [2.00, 2.00]×"]
+    assert list(t["vs EAGLE3"]) == [
+        "1.00 [1.00, 1.00]×",
+        "1.50 [1.50, 1.50]×",
+        "2.00 [2.00, 2.00]×",
+    ]
     md = (results / "table10" / "table10.md").read_text()
     assert "random init" in md and "KoMT-Bench" in md
 
@@ -121,7 +166,16 @@ def test_equality_first_divergence():
 def test_load_runs_has_spec_method(results):
     from analysis.load import load_runs
 
-    write_run(results, "e", cfg("sd", "komt_bench", L=7, pair=EAGLE, spec="eagle3", random_head=True),
-              summ(1, 2.0, 1.1), samples([[1]]))
+    write_run(
+        results,
+        "e",
+        cfg("sd", "komt_bench", L=7, pair=EAGLE, spec="eagle3", random_head=True),
+        summ(1, 2.0, 1.1),
+        samples([[1]]),
+    )
     r = load_runs()
-    assert isinstance(r, pd.DataFrame) and r.iloc[0]["spec_method"] == "eagle3" and bool(r.iloc[0]["eagle3_random_head"])
+    assert (
+        isinstance(r, pd.DataFrame)
+        and r.iloc[0]["spec_method"] == "eagle3"
+        and bool(r.iloc[0]["eagle3_random_head"])
+    )

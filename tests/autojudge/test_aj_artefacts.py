@@ -28,19 +28,48 @@ def tiny_records(tiny_pair_dir, tmp_path_factory):
     os.environ.update(DROPMATCH_RESULTS=str(results), DROPMATCH_TINY_PAIR=str(tiny_pair_dir))
     quiet = lambda *_: None  # noqa: E731
     base = ["pair=tiny", "profile=smoke", "L=3", "progress=quiet"]
-    aj = ["method.judge.mining.label=correctness"]  # the random tiny target never answers: label=answer skips all
+    aj = [
+        "method.judge.mining.label=correctness"
+    ]  # the random tiny target never answers: label=answer skips all
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        c = OmegaConf.to_container(compose(config_name="run", overrides=["method=autojudge", *base, *aj]), resolve=True)
+        c = OmegaConf.to_container(
+            compose(config_name="run", overrides=["method=autojudge", *base, *aj]), resolve=True
+        )
         build(c["pair"], c["method"]["judge"], log=quiet)
         for ds in ("gsm8k", "ifeval", "humaneval"):
-            run(compose(config_name="run", overrides=["method=sd", f"dataset={ds}", *base]), log=quiet)
+            run(
+                compose(config_name="run", overrides=["method=sd", f"dataset={ds}", *base]),
+                log=quiet,
+            )
             for thr in THRESHOLDS:
-                run(compose(config_name="run", overrides=["method=autojudge", f"dataset={ds}", f"method.threshold={thr}",
-                                                          *base, *aj]), log=quiet)
+                run(
+                    compose(
+                        config_name="run",
+                        overrides=[
+                            "method=autojudge",
+                            f"dataset={ds}",
+                            f"method.threshold={thr}",
+                            *base,
+                            *aj,
+                        ],
+                    ),
+                    log=quiet,
+                )
                 for p in (0.2, 0.3):
-                    run(compose(config_name="run", overrides=["method=autojudge_dropmatch", f"dataset={ds}",
-                                                              f"method.threshold={thr}", f"dropmatch.p_drop={p}", *base, *aj]),
-                        log=quiet)
+                    run(
+                        compose(
+                            config_name="run",
+                            overrides=[
+                                "method=autojudge_dropmatch",
+                                f"dataset={ds}",
+                                f"method.threshold={thr}",
+                                f"dropmatch.p_drop={p}",
+                                *base,
+                                *aj,
+                            ],
+                        ),
+                        log=quiet,
+                    )
     yield results
     for k, v in old.items():
         os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
@@ -54,17 +83,35 @@ def render(name, results):
 
 def test_table8(tiny_records):
     art = render("table8", tiny_records)
-    assert [t.stem for t in art.tables] == ["table8", "table8_p0.2_K5"]  # the paper's (0.3, 5) first
+    assert [t.stem for t in art.tables] == [
+        "table8",
+        "table8_p0.2_K5",
+    ]  # the paper's (0.3, 5) first
     t = art.tables[0].display
     assert list(t["Method"]) == ["SD"] + ["AJ", "AJ+DM"] * len(THRESHOLDS)
     assert list(t["Threshold"][1:]) == [f"{x:g}" for x in THRESHOLDS for _ in range(2)]
-    assert "[" in t["vs AJ"].iloc[2] and "[" in t["vs SD L=3"].iloc[1] and "[" in t["τ"].iloc[1]  # value [CI]
+    assert (
+        "[" in t["vs AJ"].iloc[2] and "[" in t["vs SD L=3"].iloc[1] and "[" in t["τ"].iloc[1]
+    )  # value [CI]
     d = art.tables[0].data
-    assert set(d["method"]) == {"SD", "AJ", "AJ+DM"} and d["tau_lo"].le(d["tau"]).all() and d["n"].eq(1).all()
-    assert (d[d["method"] == "AJ+DM"]["p_drop"] == 0.3).all() and d["speedup_vs_aj"].notna().sum() == len(THRESHOLDS)
+    assert (
+        set(d["method"]) == {"SD", "AJ", "AJ+DM"}
+        and d["tau_lo"].le(d["tau"]).all()
+        and d["n"].eq(1).all()
+    )
+    assert (d[d["method"] == "AJ+DM"]["p_drop"] == 0.3).all() and d[
+        "speedup_vs_aj"
+    ].notna().sum() == len(THRESHOLDS)
     md = (tiny_records / "table8" / "table8.md").read_text()
-    assert "mined 2 prompts of gsm8k/test from item 1000" in md and "recall of important mismatches" in md
-    assert "never evaluate" in md and "judge thresholds: 0.1, 0.5" in md and "model identity (tiny)" in md
+    assert (
+        "mined 2 prompts of gsm8k/test from item 1000" in md
+        and "recall of important mismatches" in md
+    )
+    assert (
+        "never evaluate" in md
+        and "judge thresholds: 0.1, 0.5" in md
+        and "model identity (tiny)" in md
+    )
     assert "n (items per cell): 1" in md and "bootstrap" in md
 
 
@@ -79,10 +126,14 @@ def test_table9_humaneval_stand_in(tiny_records):
 
 def test_fig5_fig6(tiny_records):
     f5 = render("fig5", tiny_records).figures[0]
-    assert set(f5.data["method"]) == {"SD", "AJ", "AJ+DM"} and sorted(f5.data["p_drop"].dropna().unique()) == [0.2, 0.3]
+    assert set(f5.data["method"]) == {"SD", "AJ", "AJ+DM"} and sorted(
+        f5.data["p_drop"].dropna().unique()
+    ) == [0.2, 0.3]
     assert "(a) AJ+DM at p_drop=0.3, K=5; (b) AJ+DM at p_drop=0.2, K=5" in f5.caption
     f6 = render("fig6", tiny_records).figures[0]
-    assert len(f6.data[(f6.data["method"] == "AJ+DM") & (f6.data["p_drop"] == 0.3)]) == len(THRESHOLDS)
+    assert len(f6.data[(f6.data["method"] == "AJ+DM") & (f6.data["p_drop"] == 0.3)]) == len(
+        THRESHOLDS
+    )
     assert any("out of distribution" in x for x in f6.footer)
     for name in ("fig5", "fig6"):
         assert (tiny_records / name / f"{name}.png").stat().st_size > 1000
@@ -99,18 +150,48 @@ def test_fig1_part_a_and_pending_b(tiny_records):
 @pytest.mark.parametrize("name", ["table8", "table9", "fig1", "fig5", "fig6"])
 def test_no_runs_is_an_error(tmp_path, name):
     env = {**os.environ, "DROPMATCH_RESULTS": str(tmp_path), "PYTHONPATH": str(REPO_ROOT)}
-    out = subprocess.run([sys.executable, "-m", "analysis.render", name, "--profile", "smoke"], cwd=REPO_ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 1 and f"[render] {name}: no complete runs for profile=smoke" in out.stderr
+    out = subprocess.run(
+        [sys.executable, "-m", "analysis.render", name, "--profile", "smoke"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (
+        out.returncode == 1 and f"[render] {name}: no complete runs for profile=smoke" in out.stderr
+    )
 
 
 def test_build_refuses_what_it_cannot_build(tmp_path):
     env = {**os.environ, "DROPMATCH_RESULTS": str(tmp_path), "PYTHONPATH": str(REPO_ROOT)}
-    out = subprocess.run([sys.executable, "-m", "runners.autojudge.build", "method=autojudge", "pair=llama31_8b_70b"],
-                         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 2 and "cannot build the judge here" in out.stderr and "CUDA GPU" in out.stderr
-    out = subprocess.run([sys.executable, "-m", "runners.autojudge.build", "method=sd"], cwd=REPO_ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runners.autojudge.build",
+            "method=autojudge",
+            "pair=llama31_8b_70b",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (
+        out.returncode == 2
+        and "cannot build the judge here" in out.stderr
+        and "CUDA GPU" in out.stderr
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "runners.autojudge.build", "method=sd"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 2 and "has no judge" in out.stderr
 
 
@@ -123,11 +204,23 @@ def test_reproduce_refuses_when_the_judge_cannot_be_built(tmp_path):
     (venv / "bin" / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     (venv / "bin" / "python").chmod(0o755)
     stamp = hashlib.sha256((REPO_ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
-    (venv / ".dropmatch-installed").write_text(stamp + "\n")  # setup() sees an installed venv: installs nothing
-    env = {**os.environ, "DROPMATCH_RESULTS": str(tmp_path / "results"), "DROPMATCH_VENV": str(venv),
-           "PYTHONPATH": str(REPO_ROOT)}
-    out = subprocess.run(["bash", str(REPO_ROOT / "reproduce.sh"), "table8", "pair=llama31_8b_70b"], cwd=REPO_ROOT,
-                         env=env, capture_output=True, text=True, timeout=300)
+    (venv / ".dropmatch-installed").write_text(
+        stamp + "\n"
+    )  # setup() sees an installed venv: installs nothing
+    env = {
+        **os.environ,
+        "DROPMATCH_RESULTS": str(tmp_path / "results"),
+        "DROPMATCH_VENV": str(venv),
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    out = subprocess.run(
+        ["bash", str(REPO_ROOT / "reproduce.sh"), "table8", "pair=llama31_8b_70b"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 2, out.stderr[-2000:]
     assert "cannot build the judge here" in out.stderr and "CUDA GPU" in out.stderr
     assert "table8 refused: its Auto-Judge judge is missing and cannot be built here" in out.stderr

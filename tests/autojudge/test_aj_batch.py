@@ -15,8 +15,13 @@ from runners.backends.hf_loop import HFLoopBackend
 from runners.datasets.base import Sample
 from runners.models.loader import load_pair
 
-PROMPTS = ["Janet has 3 apples and buys 5 more. How many apples?", "def add(a, b):",
-           "Question: what is 12 times 7? Answer step by step.", "A B C D", "The final answer is"]
+PROMPTS = [
+    "Janet has 3 apples and buys 5 more. How many apples?",
+    "def add(a, b):",
+    "Question: what is 12 times 7? Answer step by step.",
+    "A B C D",
+    "The final answer is",
+]
 SAMPLES = [Sample(f"aj/{i}", [{"role": "user", "content": p}]) for i, p in enumerate(PROMPTS)]
 L, CAP = 4, 32
 
@@ -25,27 +30,42 @@ class FeatureTrace(AutoJudge):
     """Auto-Judge whose trace also carries the features it was given (``dd`` [B, L, d_draft], ``dt`` [B, L, d])."""
 
     def _trace(self, inputs):
-        return {**super()._trace(inputs), "dd": inputs.draft_hidden, "dt": inputs.target_hidden[:, 1:]}
+        return {
+            **super()._trace(inputs),
+            "dd": inputs.draft_hidden,
+            "dt": inputs.target_hidden[:, 1:],
+        }
 
 
 @pytest.fixture(scope="module")
 def pair(tiny_pair_dir):
     spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
-    return load_pair({"name": "tiny", "dtype": "float32", "target": spec("target"), "draft": spec("draft")})
+    return load_pair(
+        {"name": "tiny", "dtype": "float32", "target": spec("target"), "draft": spec("draft")}
+    )
 
 
 @pytest.fixture(scope="module")
 def judge(pair):
     F = pair.draft.config.hidden_size + pair.target.config.hidden_size
     g = torch.Generator().manual_seed(3)
-    return JudgeHead(weight=torch.randn(F, generator=g) / F ** 0.5, bias=0.0, mean=torch.zeros(F),
-                     scale=torch.ones(F), features="dd_dt")
+    return JudgeHead(
+        weight=torch.randn(F, generator=g) / F**0.5,
+        bias=0.0,
+        mean=torch.zeros(F),
+        scale=torch.ones(F),
+        features="dd_dt",
+    )
 
 
 def run(pair, rule, B):
     dec = DecodingConfig(num_speculative_tokens=L, max_new_tokens=CAP, trace=True)
-    return {r.sample_id: r for r in HFLoopBackend(pair, batch_size=B, prefix_caching=False).generate(
-        SAMPLES, dec, rule, HeadSpec())}
+    return {
+        r.sample_id: r
+        for r in HFLoopBackend(pair, batch_size=B, prefix_caching=False).generate(
+            SAMPLES, dec, rule, HeadSpec()
+        )
+    }
 
 
 def test_batch_of_two_gives_the_decisions_and_features_of_one(pair, judge):
@@ -55,7 +75,10 @@ def test_batch_of_two_gives_the_decisions_and_features_of_one(pair, judge):
     rounds = 0
     for sid, a in one.items():
         b = two[sid]
-        assert b.output_token_ids == a.output_token_ids and b.accepted_per_round == a.accepted_per_round, sid
+        assert (
+            b.output_token_ids == a.output_token_ids
+            and b.accepted_per_round == a.accepted_per_round
+        ), sid
         assert len(a.trace) == len(b.trace) == len(a.accepted_per_round)
         for ra, rb in zip(a.trace, b.trace):
             for k in ("dd", "dt", "p_important"):
@@ -63,7 +86,9 @@ def test_batch_of_two_gives_the_decisions_and_features_of_one(pair, judge):
             rounds += 1
     assert rounds > 10
     # the judge decides something: it accepts mismatches greedy SD rejects (so the comparison is not vacuous)
-    assert sum(sum(r.accepted_per_round) for r in one.values()) > sum(sum(r.accepted_per_round) for r in greedy.values())
+    assert sum(sum(r.accepted_per_round) for r in one.values()) > sum(
+        sum(r.accepted_per_round) for r in greedy.values()
+    )
 
 
 def test_draft_hidden_is_after_reading_each_draft_token(pair, judge):
@@ -74,8 +99,12 @@ def test_draft_hidden_is_after_reading_each_draft_token(pair, judge):
     committed = [res.output_token_ids[0]]  # the prefill's token
     checked = 0
     for a, rnd in zip(res.accepted_per_round, res.trace):
-        new = res.output_token_ids[len(committed): len(committed) + a + 1]  # d_1..d_a, then the correction
-        for i in range(min(a, len(rnd["dd"]))):  # an accepted draft d_{i+1} is committed: rebuild its context
+        new = res.output_token_ids[
+            len(committed) : len(committed) + a + 1
+        ]  # d_1..d_a, then the correction
+        for i in range(
+            min(a, len(rnd["dd"]))
+        ):  # an accepted draft d_{i+1} is committed: rebuild its context
             seq = torch.tensor([prompt + committed + new[: i + 1]])
             h = pair.draft.model(seq).last_hidden_state[0, -1]
             assert torch.allclose(h, torch.tensor(rnd["dd"][i]), atol=1e-4), i

@@ -16,8 +16,13 @@ from runners.backends.kv_state import KVState
 from runners.datasets.base import Sample
 from runners.models.loader import load_pair
 
-PROMPTS = ["Janet has 3 apples and buys 5 more.", "def add(a, b):", "Question: what is 12 times 7?",
-           "Step by step, we add the numbers", "A B C D. The answer is"]
+PROMPTS = [
+    "Janet has 3 apples and buys 5 more.",
+    "def add(a, b):",
+    "Question: what is 12 times 7?",
+    "Step by step, we add the numbers",
+    "A B C D. The answer is",
+]
 CAP = 24
 
 
@@ -36,8 +41,15 @@ def never_finished(ids):
 
 
 def mine(pair, text, outcome, **kw):
-    return mine_prompt(Tracked(KVState(pair.target)), Tracked(KVState(pair.draft)), prompt_ids(pair, text),
-                       max_new_tokens=CAP, finished=never_finished, outcome=outcome, **kw)
+    return mine_prompt(
+        Tracked(KVState(pair.target)),
+        Tracked(KVState(pair.draft)),
+        prompt_ids(pair, text),
+        max_new_tokens=CAP,
+        finished=never_finished,
+        outcome=outcome,
+        **kw,
+    )
 
 
 def test_toy_labels_known(pair):
@@ -61,13 +73,15 @@ def test_toy_labels_known(pair):
 def test_alternative_is_the_targets_greedy_continuation(pair):
     """Every unimportant substitution leaves a response that the target decodes greedily after it."""
     text = PROMPTS[0]
-    item = mine(pair, text, outcome=lambda r: None)  # nothing ever changes: every mismatch unimportant
+    item = mine(
+        pair, text, outcome=lambda r: None
+    )  # nothing ever changes: every mismatch unimportant
     assert item.mismatches and not any(m.important for m in item.mismatches)
     last = item.mismatches[-1]
     p = prompt_ids(pair, text)
     prefix = p + item.response[: last.pos + 1]
     ref = greedy_continue(Tracked(KVState(pair.target)), prefix, len(p), CAP, never_finished)
-    assert ref[len(p):] == item.response
+    assert ref[len(p) :] == item.response
 
 
 def test_max_mismatches_truncates(pair):
@@ -90,18 +104,28 @@ def test_features_match_the_decoding_backend(pair):
     """At the first mismatch, mining's DT / DD features equal target_hidden / draft_hidden of the SD round."""
     checked = 0
     for text in PROMPTS:
-        item = mine(pair, text, outcome=lambda r: tuple(r))  # every mismatch important: response stays the target's
+        item = mine(
+            pair, text, outcome=lambda r: tuple(r)
+        )  # every mismatch important: response stays the target's
         rec = Recorder()
         out = HFLoopBackend(pair, prefix_caching=False).generate_one(
-            Sample("x", [{"role": "user", "content": text}]), DecodingConfig(num_speculative_tokens=4, max_new_tokens=CAP), rec, HeadSpec())
-        assert out.output_token_ids[: len(item.response)] == item.response[: len(out.output_token_ids)]
+            Sample("x", [{"role": "user", "content": text}]),
+            DecodingConfig(num_speculative_tokens=4, max_new_tokens=CAP),
+            rec,
+            HeadSpec(),
+        )
+        assert (
+            out.output_token_ids[: len(item.response)] == item.response[: len(out.output_token_ids)]
+        )
         produced = 1  # the prefill's token
         for r in rec.rounds:
             drafts, tgt = r.draft_token_ids[0], r.target_logits[0, :-1].argmax(-1)
             miss = (drafts != tgt).nonzero()
             if len(miss):
                 j = int(miss[0])
-                m = next(x for x in item.mismatches if x.pos >= 1)  # pos 0 comes from the prefill, never drafted
+                m = next(
+                    x for x in item.mismatches if x.pos >= 1
+                )  # pos 0 comes from the prefill, never drafted
                 assert m.pos == produced + j and m.draft_token == int(drafts[j])
                 assert torch.allclose(m.dt, r.target_hidden[0, j + 1], atol=1e-4)
                 assert torch.allclose(m.dd, r.draft_hidden[0, j], atol=1e-4)

@@ -16,13 +16,19 @@ def test_modes_declared():
     assert "autojudge" in supported_modes({"name": "hf"})
     assert "autojudge" not in supported_modes({"name": "vllm"})
     assert modes_of({"method": {"criterion": "autojudge"}, "L": 4}) == ["autojudge"]
-    assert modes_of({"method": {"criterion": "autojudge_dropmatch", "uses_dropmatch": True}, "L": 4}) == \
-        ["dropmatch", "autojudge"]
+    assert modes_of(
+        {"method": {"criterion": "autojudge_dropmatch", "uses_dropmatch": True}, "L": 4}
+    ) == ["dropmatch", "autojudge"]
 
 
 @pytest.mark.parametrize("method", ["autojudge", "autojudge_dropmatch"])
 def test_vllm_refuses_autojudge(method):
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="run", overrides=[f"method={method}", "backend=vllm", "pair=tiny", "profile=smoke"])
-    with pytest.raises(ConfigError, match=f"method={method} is not supported by backend=vllm .*autojudge"):
+        cfg = compose(
+            config_name="run",
+            overrides=[f"method={method}", "backend=vllm", "pair=tiny", "profile=smoke"],
+        )
+    with pytest.raises(
+        ConfigError, match=f"method={method} is not supported by backend=vllm .*autojudge"
+    ):
         resolve_run_config(cfg, identify_models=False)

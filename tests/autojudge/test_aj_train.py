@@ -24,10 +24,29 @@ PAIR = {"name": "synthetic", "target": {"name": "t"}, "draft": {"name": "d"}, "d
 
 
 def judge_cfg(**mining):
-    return {"name": "gsm8k", "version": 1,
-            "mining": {"dataset": "gsm8k", "split": "test", "offset": 1000, "limit": 40, "source_order": ["pinned"],
-                       "max_new_tokens": 16, "max_mismatches": None, "label": "answer", "features": "dd_dt", **mining},
-            "train": {"val_fraction": 0.25, "seed": 52, "C_grid": [1.0, 10.0], "quantiles": 26, "refit_on_all": False}}
+    return {
+        "name": "gsm8k",
+        "version": 1,
+        "mining": {
+            "dataset": "gsm8k",
+            "split": "test",
+            "offset": 1000,
+            "limit": 40,
+            "source_order": ["pinned"],
+            "max_new_tokens": 16,
+            "max_mismatches": None,
+            "label": "answer",
+            "features": "dd_dt",
+            **mining,
+        },
+        "train": {
+            "val_fraction": 0.25,
+            "seed": 52,
+            "C_grid": [1.0, 10.0],
+            "quantiles": 26,
+            "refit_on_all": False,
+        },
+    }
 
 
 def write_records(cfg, n_prompts=40, per_prompt=6, seed=0):
@@ -41,9 +60,19 @@ def write_records(cfg, n_prompts=40, per_prompt=6, seed=0):
             dd = g.normal(size=(per_prompt, D_DRAFT)).astype(np.float32)
             dt = g.normal(size=(per_prompt, D)).astype(np.float32)
             dt[:, 0] += np.where(y, 3.0, -3.0)
-            rec.append({"sample_id": f"s{i}", "mismatches": [{"important": bool(v)} for v in y],
-                        "features": {"d_draft": D_DRAFT, "d_target": D, "dd": encode_rows(list(torch.from_numpy(dd)), D_DRAFT),
-                                     "dt": encode_rows(list(torch.from_numpy(dt)), D)}, "wall_s": 0.0})
+            rec.append(
+                {
+                    "sample_id": f"s{i}",
+                    "mismatches": [{"important": bool(v)} for v in y],
+                    "features": {
+                        "d_draft": D_DRAFT,
+                        "d_target": D,
+                        "dd": encode_rows(list(torch.from_numpy(dd)), D_DRAFT),
+                        "dt": encode_rows(list(torch.from_numpy(dt)), D),
+                    },
+                    "wall_s": 0.0,
+                }
+            )
         rec.write_summary({"complete": True, "num_expected": n_prompts, "num_samples": n_prompts})
     return rec
 
@@ -52,7 +81,11 @@ def test_known_separation_and_torch_scoring(results_dir):
     cfg = judge_cfg()
     write_records(cfg)
     info = train(PAIR, cfg, log=lambda *_: None)
-    assert info["roc_auc_val"] > 0.95 and info["num_mismatches"] == 240 and info["num_val_prompts"] == 10
+    assert (
+        info["roc_auc_val"] > 0.95
+        and info["num_mismatches"] == 240
+        and info["num_val_prompts"] == 10
+    )
     by_t = {m["threshold"]: m for m in info["metrics_val"]}
     assert by_t[0.5]["recall_important"] > 0.9 and by_t[0.0]["recall_important"] == 1.0
     assert by_t[1.0]["recall_important"] == 0.0 and by_t[1.0]["accept_rate"] == 1.0
@@ -61,7 +94,9 @@ def test_known_separation_and_torch_scoring(results_dir):
     # the torch head reproduces the stored validation probabilities from the same features
     g = np.random.default_rng(1)
     x = torch.from_numpy(g.normal(size=(1, 4, D_DRAFT + D)).astype(np.float32))
-    x[0, :, D_DRAFT] = torch.tensor([3.0, -3.0, 3.0, -3.0])  # clearly important / unimportant points
+    x[0, :, D_DRAFT] = torch.tensor(
+        [3.0, -3.0, 3.0, -3.0]
+    )  # clearly important / unimportant points
     th = torch.zeros(1, 5, D)
     th[0, 1:] = x[0, :, D_DRAFT:]
     p = head.prob_important(th, x[..., :D_DRAFT])
@@ -81,7 +116,9 @@ def test_judge_reused_and_rekeyed(results_dir):
     other["train"]["C_grid"] = [1.0]
     assert judge_key(PAIR, other) != a["judge_key"]
     assert judge_key(PAIR, judge_cfg(limit=41)) != a["judge_key"]  # the mining config is in the key
-    assert judge_key({**PAIR, "target": {"name": "t", "local_path": "/x"}}, cfg) == a["judge_key"]  # not where from
+    assert (
+        judge_key({**PAIR, "target": {"name": "t", "local_path": "/x"}}, cfg) == a["judge_key"]
+    )  # not where from
 
 
 def test_train_refuses_without_records(results_dir):
@@ -93,29 +130,55 @@ def test_split_and_metrics_helpers():
     tr, va = split_prompts(10, 0.1, 52)
     assert len(va) == 1 and sorted(np.concatenate([tr, va]).tolist()) == list(range(10))
     m = threshold_metrics(np.array([0.1, 0.6, 0.9]), np.array([0, 1, 1]), [0.5])[0]
-    assert m["recall_important"] == 1.0 and m["precision_important"] == 1.0 and abs(m["accept_rate"] - 1 / 3) < 1e-9
+    assert (
+        m["recall_important"] == 1.0
+        and m["precision_important"] == 1.0
+        and abs(m["accept_rate"] - 1 / 3) < 1e-9
+    )
 
 
 def _cli(args, env):
-    return subprocess.run([sys.executable, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.mark.slow
 def test_tiny_build_then_run_and_refusal(tiny_pair_dir, results_dir):
-    env = {**os.environ, "DROPMATCH_TINY_PAIR": str(tiny_pair_dir), "DROPMATCH_RESULTS": str(results_dir),
-           "PYTHONPATH": str(REPO_ROOT), "DROPMATCH_THREADS": "1"}
+    env = {
+        **os.environ,
+        "DROPMATCH_TINY_PAIR": str(tiny_pair_dir),
+        "DROPMATCH_RESULTS": str(results_dir),
+        "PYTHONPATH": str(REPO_ROOT),
+        "DROPMATCH_THREADS": "1",
+    }
     # the random tiny target never writes a final answer: label=answer would skip every prompt (nothing to learn)
-    base = ["pair=tiny", "profile=smoke", "L=3", "progress=quiet", "method.judge.mining.label=correctness"]  # AJ methods only
+    base = [
+        "pair=tiny",
+        "profile=smoke",
+        "L=3",
+        "progress=quiet",
+        "method.judge.mining.label=correctness",
+    ]  # AJ methods only
     refused = _cli(["-m", "runners.main", "method=autojudge", *base], env)
-    assert refused.returncode == 2 and "has not been built" in refused.stderr and "runners.autojudge.build" in refused.stderr
+    assert (
+        refused.returncode == 2
+        and "has not been built" in refused.stderr
+        and "runners.autojudge.build" in refused.stderr
+    )
     built = _cli(["-m", "runners.autojudge.build", "method=autojudge", *base], env)
     assert built.returncode == 0, built.stderr[-2000:]
     judges = list((results_dir / "autojudge" / "judges").iterdir())
-    assert len(judges) == 1 and json.loads((judges[0] / "judge.json").read_text())["num_prompts"] == 2
+    assert (
+        len(judges) == 1 and json.loads((judges[0] / "judge.json").read_text())["num_prompts"] == 2
+    )
     for method in ("autojudge", "autojudge_dropmatch"):
         ran = _cli(["-m", "runners.main", f"method={method}", *base], env)
         assert ran.returncode == 0, ran.stderr[-2000:]
-    overlap = _cli(["-m", "runners.main", "method=autojudge", *base, "dataset.offset=999", "dataset.limit=5"], env)
+    overlap = _cli(
+        ["-m", "runners.main", "method=autojudge", *base, "dataset.offset=999", "dataset.limit=5"],
+        env,
+    )
     assert overlap.returncode == 2 and "overlap" in overlap.stderr
 
 
@@ -128,7 +191,9 @@ def test_prompt_folds_hold_out_each_prompt_once():
     held = np.concatenate([va for _, va in folds])
     assert sorted(held.tolist()) == list(range(15))  # every row held out exactly once
     for tr, va in folds:
-        assert not set(groups[tr]) & set(groups[va])  # a prompt never straddles train and held-out rows
+        assert not set(groups[tr]) & set(
+            groups[va]
+        )  # a prompt never straddles train and held-out rows
 
 
 def test_cv_selection_refits_on_all_and_reports_out_of_fold_metrics(results_dir):
@@ -152,18 +217,28 @@ def test_selection_is_validated(results_dir):
     cfg = judge_cfg()
     cfg["train"] = {**cfg["train"], "selection": "loo"}
     write_records(cfg, n_prompts=4)
-    with pytest.raises(ConfigError, match=r"method\.judge\.train\.selection='loo'.*allowed: val, cv"):
+    with pytest.raises(
+        ConfigError, match=r"method\.judge\.train\.selection='loo'.*allowed: val, cv"
+    ):
         train(PAIR, cfg, log=lambda *_: None)
 
 
 def test_train_entry_point_finds_its_config(tmp_path):
     # regression: a relative config_path resolved against runners.autojudge.build broke `-m runners.autojudge.train`
     env = {**os.environ, "DROPMATCH_RESULTS": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-m", "runners.autojudge.train", "method=autojudge"],
-                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, env=env)
+    out = subprocess.run(
+        [sys.executable, "-m", "runners.autojudge.train", "method=autojudge"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     text = out.stdout + out.stderr
     assert "Primary config module" not in text
-    assert out.returncode != 0 and "mining records" in text and "missing or unfinished" in text, text[-2000:]
+    assert out.returncode != 0 and "mining records" in text and "missing or unfinished" in text, (
+        text[-2000:]
+    )
 
 
 def test_build_uses_an_existing_judge_without_its_mining_records(results_dir):
@@ -177,5 +252,7 @@ def test_build_uses_an_existing_judge_without_its_mining_records(results_dir):
     info = train(PAIR, cfg, log=lambda *_: None)
     shutil.rmtree(rec.dir)
     lines = []
-    out = build(PAIR, cfg, "build", log=lines.append)  # mining would need the (absent) model and data
+    out = build(
+        PAIR, cfg, "build", log=lines.append
+    )  # mining would need the (absent) model and data
     assert out["judge_key"] == info["judge_key"] and "mining and training skipped" in lines[0]

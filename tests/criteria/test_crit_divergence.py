@@ -43,7 +43,9 @@ class TestJSDivergence:
         q[0, 0] /= q[0, 0].sum()
         js = js_divergence(p, q)
         assert js.shape == (4, 3) and js.dtype == torch.float64
-        ref = [[js_reference(p[i, j].tolist(), q[i, j].tolist()) for j in range(3)] for i in range(4)]
+        ref = [
+            [js_reference(p[i, j].tolist(), q[i, j].tolist()) for j in range(3)] for i in range(4)
+        ]
         ref = torch.tensor(ref, dtype=torch.float64)
         torch.testing.assert_close(js, ref, rtol=1e-10, atol=1e-12)
         torch.testing.assert_close(js_divergence(q, p), js, rtol=0, atol=1e-15)
@@ -52,7 +54,9 @@ class TestJSDivergence:
         p = torch.tensor([0.0, 0.25, 0.75, 0.0])
         assert js_divergence(p, p).item() == 0.0
         js = js_divergence(p, torch.tensor([0.0, 0.75, 0.25, 0.0]))
-        assert torch.isfinite(js) and js.item() == pytest.approx(js_reference([0, 0.25, 0.75, 0], [0, 0.75, 0.25, 0]))
+        assert torch.isfinite(js) and js.item() == pytest.approx(
+            js_reference([0, 0.25, 0.75, 0], [0, 0.75, 0.25, 0])
+        )
 
     def test_range_on_random_inputs(self):
         g = torch.Generator().manual_seed(2)
@@ -66,7 +70,9 @@ class TestJSDivergence:
         c = torch.tensor([0.5, 0.5])
         js = js_divergence(heads, c.unsqueeze(0))
         assert js.shape == (2,)
-        assert js[0].item() == 0.0 and js[1].item() == pytest.approx(0.75 * math.log(4.0 / 3.0), rel=1e-6)
+        assert js[0].item() == 0.0 and js[1].item() == pytest.approx(
+            0.75 * math.log(4.0 / 3.0), rel=1e-6
+        )
 
 
 class TestCentroid:
@@ -94,7 +100,11 @@ class TestMajority:
             ([1, 4, 4, 4, 1], 4, 3),  # the larger group wins even if it starts later
             ([5, 3, 5, 3, 7], 5, 2),  # 2-2-1 tie: token of the lowest head index (head 0 -> 5)
             ([3, 5, 5, 3, 7], 3, 2),  # same tie, other order -> 3
-            ([7, 5, 3, 5, 3], 5, 2),  # tie between 5 and 3; head 1 (5) precedes head 2 (3); 7 has 1 vote
+            (
+                [7, 5, 3, 5, 3],
+                5,
+                2,
+            ),  # tie between 5 and 3; head 1 (5) precedes head 2 (3); 7 has 1 vote
             ([9, 8, 7, 6, 5], 9, 1),  # all differ: head 0
             ([2], 2, 1),  # K = 1
         ],
@@ -112,7 +122,15 @@ class TestMajority:
 
 class TestAgreementPattern:
     def test_names_k5(self):
-        assert agreement_pattern_names(5) == ["5", "4-1", "3-2", "3-1-1", "2-2-1", "2-1-1-1", "1-1-1-1-1"]
+        assert agreement_pattern_names(5) == [
+            "5",
+            "4-1",
+            "3-2",
+            "3-1-1",
+            "2-2-1",
+            "2-1-1-1",
+            "1-1-1-1-1",
+        ]
         assert agreement_pattern_names(1) == ["1"]
         assert agreement_pattern_names(4) == ["4", "3-1", "2-2", "2-1-1", "1-1-1-1"]
         with pytest.raises(ValueError, match="K"):
@@ -133,9 +151,20 @@ class TestAgreementPattern:
         names = agreement_pattern_names(5)
         codes = agreement_pattern(ids)
         assert codes.dtype == torch.int64
-        assert [names[c] for c in codes.tolist()] == ["5", "4-1", "3-2", "3-1-1", "2-2-1", "2-1-1-1", "1-1-1-1-1"]
+        assert [names[c] for c in codes.tolist()] == [
+            "5",
+            "4-1",
+            "3-2",
+            "3-1-1",
+            "2-2-1",
+            "2-1-1-1",
+            "1-1-1-1-1",
+        ]
 
     def test_batched_shape_and_k1(self):
-        assert agreement_pattern(torch.zeros(2, 3, 1, dtype=torch.int64)).tolist() == [[0, 0, 0], [0, 0, 0]]
+        assert agreement_pattern(torch.zeros(2, 3, 1, dtype=torch.int64)).tolist() == [
+            [0, 0, 0],
+            [0, 0, 0],
+        ]
         ids = torch.tensor([[[1, 1, 2], [1, 2, 3]]])
         assert agreement_pattern(ids).tolist() == [[1, 2]]  # "2-1", "1-1-1"

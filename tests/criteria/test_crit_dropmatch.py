@@ -45,16 +45,29 @@ def heads_from_tokens(tokens: list[list[list[int]]], vocab: int) -> torch.Tensor
     return 8.0 * torch.nn.functional.one_hot(torch.tensor(tokens), vocab).float()
 
 
-def model_round(B: int, L: int, K: int, p_drop: float, seed: int, V: int = 12, d: int = 16, temperature: float = 0.0):
+def model_round(
+    B: int,
+    L: int,
+    K: int,
+    p_drop: float,
+    seed: int,
+    V: int = 12,
+    d: int = 16,
+    temperature: float = 0.0,
+):
     """A round whose target/head logits come from dropout_head_logits on random hidden states."""
     g = gen(seed)
     hidden, W = torch.randn(B * (L + 1), d, generator=g), torch.randn(V, d, generator=g) / 2
-    out = dropout_head_logits(hidden, W, num_heads=K, p_drop=p_drop, generator=gen(seed + 1))  # [N, 1+K, V]
+    out = dropout_head_logits(
+        hidden, W, num_heads=K, p_drop=p_drop, generator=gen(seed + 1)
+    )  # [N, 1+K, V]
     target = out[:, 0].reshape(B, L + 1, V)
     heads = out[:, 1:].reshape(B, L + 1, K, V)
     draft_probs = torch.softmax(torch.randn(B, L, V, generator=g), -1)
     drafts = torch.where(
-        torch.rand(B, L, generator=g) < 0.75, target[:, :L].argmax(-1), torch.randint(0, V, (B, L), generator=g)
+        torch.rand(B, L, generator=g) < 0.75,
+        target[:, :L].argmax(-1),
+        torch.randint(0, V, (B, L), generator=g),
     )
     return VerifyInputs(drafts, target, draft_probs, heads, temperature=temperature)
 
@@ -66,14 +79,19 @@ class TestSettings:
         assert isinstance(r, Criterion)
         assert (r.majority, r.include_target, r.needs_heads) == ("strict", False, True)
         assert r.needs_draft_probs is (rule is DropMatchJS)
-        assert not hasattr(r, "num_heads") and not hasattr(r, "p_drop")  # K / p_drop travel in a HeadSpec
+        assert not hasattr(r, "num_heads") and not hasattr(
+            r, "p_drop"
+        )  # K / p_drop travel in a HeadSpec
         r = rule(majority="plurality", include_target=True)
         assert (r.majority, r.include_target) == ("plurality", True)
 
     @pytest.mark.parametrize("rule", RULES)
     @pytest.mark.parametrize(
         "kwargs, field",
-        [(dict(majority="most"), "dropmatch.majority"), (dict(include_target=1), "dropmatch.include_target")],
+        [
+            (dict(majority="most"), "dropmatch.majority"),
+            (dict(include_target=1), "dropmatch.include_target"),
+        ],
     )
     def test_invalid_settings_raise(self, rule, kwargs, field):
         with pytest.raises(ValueError, match=rf"{field}=.*allowed values"):
@@ -104,7 +122,9 @@ class TestPDropZeroIsGreedy:
         inputs = model_round(B=64, L=5, K=K, p_drop=0.0, seed=3)
         a, b = rule()(inputs), GreedyMatch()(inputs)
         assert torch.equal(a.accept_mask, b.accept_mask)
-        assert torch.equal(a.num_accepted, b.num_accepted) and torch.equal(a.next_token_ids, b.next_token_ids)
+        assert torch.equal(a.num_accepted, b.num_accepted) and torch.equal(
+            a.next_token_ids, b.next_token_ids
+        )
         assert len(set(b.num_accepted.tolist())) >= 4  # a non-trivial mix of acceptance lengths
 
     def test_dropout_changes_decisions(self):
@@ -118,23 +138,34 @@ class TestPDropZeroIsGreedy:
 class TestNaive:
     def test_hand_case_and_prefix_closure(self):
         V = 5
-        heads = heads_from_tokens([[[1, 2, 2], [3, 3, 3], [0, 0, 0], [4, 4, 4]]], V)  # [1, L+1=4, K=3, V]
+        heads = heads_from_tokens(
+            [[[1, 2, 2], [3, 3, 3], [0, 0, 0], [4, 4, 4]]], V
+        )  # [1, L+1=4, K=3, V]
         target = 8.0 * torch.nn.functional.one_hot(torch.tensor([[1, 1, 0, 4]]), V).float()
-        drafts = torch.tensor([[2, 4, 0]])  # pos 0: in heads (not target argmax); pos 1: miss; pos 2: hit after a miss
+        drafts = torch.tensor(
+            [[2, 4, 0]]
+        )  # pos 0: in heads (not target argmax); pos 1: miss; pos 2: hit after a miss
         out = DropMatchNaive()(VerifyInputs(drafts, target, None, heads), trace=True)
         assert out.accept_mask.tolist() == [[True, False, False]]
-        assert out.num_accepted.tolist() == [1] and out.next_token_ids.tolist() == [1]  # target argmax at pos 1
+        assert out.num_accepted.tolist() == [1] and out.next_token_ids.tolist() == [
+            1
+        ]  # target argmax at pos 1
         assert out.trace["accepted_by_naive"].tolist() == [[True, False, True]]
         assert GreedyMatch()(VerifyInputs(drafts, target)).num_accepted.tolist() == [0]
 
     def test_all_accepted_gives_bonus_and_mixed_batch(self):
         V = 6
-        heads = heads_from_tokens([[[1, 1], [2, 3], [0, 0]], [[4, 4], [5, 5], [0, 0]]], V)  # [2, 3, K=2, V]
+        heads = heads_from_tokens(
+            [[[1, 1], [2, 3], [0, 0]], [[4, 4], [5, 5], [0, 0]]], V
+        )  # [2, 3, K=2, V]
         target = 8.0 * torch.nn.functional.one_hot(torch.tensor([[1, 2, 5], [4, 1, 2]]), V).float()
         drafts = torch.tensor([[1, 3], [0, 5]])
         out = DropMatchNaive()(VerifyInputs(drafts, target, None, heads))
         assert out.accept_mask.tolist() == [[True, True], [False, False]]
-        assert out.next_token_ids.tolist() == [5, 4]  # bonus at L for row 0; target argmax at 0 for row 1
+        assert out.next_token_ids.tolist() == [
+            5,
+            4,
+        ]  # bonus at L for row 0; target argmax at 0 for row 1
 
     def test_k1_is_match_with_the_single_head(self):
         V = 4
@@ -151,7 +182,9 @@ class TestNaive:
         inputs.head_logits = inputs.head_logits.clone()
         inputs.head_logits[:, -1] = torch.randn(8, 3, 12)
         b = DropMatchNaive()(inputs)
-        assert torch.equal(a.accept_mask, b.accept_mask) and torch.equal(a.next_token_ids, b.next_token_ids)
+        assert torch.equal(a.accept_mask, b.accept_mask) and torch.equal(
+            a.next_token_ids, b.next_token_ids
+        )
 
 
 def js_hand_round():
@@ -172,7 +205,9 @@ def js_hand_round():
     heads = torch.tensor([[c[0] for c in row] + [same] for row in rows])  # [2, 4, 3, V]
     drafts = torch.tensor([[c[1] for c in row] for row in rows])
     draft_probs = torch.tensor([[c[2] for c in row] for row in rows])
-    target = torch.tensor([[[0, 5.0, 0, 0], [0, 0, 0, 5.0], [5.0, 0, 1.0, 0], [0, 0, 5.0, 0]]] * 2)  # [2, 4, V]
+    target = torch.tensor(
+        [[[0, 5.0, 0, 0], [0, 0, 0, 5.0], [5.0, 0, 1.0, 0], [0, 0, 5.0, 0]]] * 2
+    )  # [2, 4, V]
     return VerifyInputs(drafts, target, draft_probs, heads), disp, centroid, dq
 
 
@@ -201,7 +236,10 @@ class TestJS:
         m_js = js_reference(dq, softmax_list([0, 0, 3.0, 0]))
         assert t["js_draft"][0, 1].item() == pytest.approx(m_js, rel=1e-4)
         assert t["head_token_ids"][0, 0].tolist() == [0, 1, 2]
-        assert t["majority_token_ids"].tolist() == [[0, 2, 2], [2, 2, 0]]  # 1-1-1 tie -> head 0's token
+        assert t["majority_token_ids"].tolist() == [
+            [0, 2, 2],
+            [2, 2, 0],
+        ]  # 1-1-1 tie -> head 0's token
         assert t["majority_counts"].tolist() == [[1, 3, 3], [3, 3, 1]]
         names = agreement_pattern_names(3)
         assert [names[c] for c in t["agreement_pattern"][0].tolist()] == ["1-1-1", "3", "3"]
@@ -214,7 +252,9 @@ class TestJS:
     def test_majority_fallback_needed_when_heads_collapse(self):
         # All heads identical -> max JS = 0: a near-identical draft distribution fails Eq. 6, Eq. 7 saves it.
         inputs, *_ = js_hand_round()
-        inputs.head_logits = torch.tensor([0, 0, 3.0, 0]).expand(2, 4, 3, 4).clone()  # every head = token 2
+        inputs.head_logits = (
+            torch.tensor([0, 0, 3.0, 0]).expand(2, 4, 3, 4).clone()
+        )  # every head = token 2
         inputs.draft_token_ids = torch.tensor([[2, 2, 2], [2, 2, 2]])
         inputs.draft_probs = torch.softmax(torch.tensor([0, 0, 2.9, 0]), -1).expand(2, 3, 4).clone()
         out = DropMatchJS()(inputs, trace=True)
@@ -230,8 +270,12 @@ class TestJS:
         head = torch.tensor([0, 0, 3.0, 0])
         heads = head.expand(2, 2, 3, 4).clone()
         q = torch.softmax(head, -1).expand(2, 1, 4).clone()
-        out = DropMatchJS()(VerifyInputs(torch.tensor([[1], [2]]), torch.zeros(2, 2, 4), q, heads), trace=True)
-        assert out.trace["js_draft"].tolist() == [[0.0], [0.0]] and out.trace["js_heads_max"].tolist() == [[0.0], [0.0]]
+        out = DropMatchJS()(
+            VerifyInputs(torch.tensor([[1], [2]]), torch.zeros(2, 2, 4), q, heads), trace=True
+        )
+        assert out.trace["js_draft"].tolist() == [[0.0], [0.0]] and out.trace[
+            "js_heads_max"
+        ].tolist() == [[0.0], [0.0]]
         assert out.num_accepted.tolist() == [1, 1]
         assert out.trace["accepted_by_js"].tolist() == [[True], [True]]
         assert out.trace["draft_agrees_majority"].tolist() == [[False], [True]]
@@ -253,7 +297,9 @@ class TestJS:
         V = 5
         heads = torch.zeros(2, 1, 3, V)
         target = 8.0 * torch.nn.functional.one_hot(torch.tensor([[3], [1]]), V).float()
-        inputs = VerifyInputs(torch.zeros(2, 0, dtype=torch.int64), target, torch.zeros(2, 0, V), heads)
+        inputs = VerifyInputs(
+            torch.zeros(2, 0, dtype=torch.int64), target, torch.zeros(2, 0, V), heads
+        )
         out = rule()(inputs, trace=True)
         assert out.accept_mask.shape == (2, 0) and out.num_accepted.tolist() == [0, 0]
         assert out.next_token_ids.tolist() == [3, 1]
@@ -262,8 +308,14 @@ class TestJS:
 
 class TestTrace:
     KEYS = {
-        "head_token_ids", "target_token_ids", "majority_token_ids", "majority_counts", "agreement_pattern",
-        "majority_target_prob", "accepted_by_naive", "draft_agrees_majority",
+        "head_token_ids",
+        "target_token_ids",
+        "majority_token_ids",
+        "majority_counts",
+        "agreement_pattern",
+        "majority_target_prob",
+        "accepted_by_naive",
+        "draft_agrees_majority",
     }
     JS_KEYS = {"js_draft", "js_heads_max", "accepted_by_js", "accepted_by_majority"}
 
@@ -276,7 +328,12 @@ class TestTrace:
         assert out.trace["head_token_ids"].shape == (B, L, K)
         for key in (self.KEYS | self.JS_KEYS) - {"head_token_ids"}:
             assert out.trace[key].shape == (B, L), key
-        for key in ["accepted_by_naive", "draft_agrees_majority", "accepted_by_js", "accepted_by_majority"]:
+        for key in [
+            "accepted_by_naive",
+            "draft_agrees_majority",
+            "accepted_by_js",
+            "accepted_by_majority",
+        ]:
             assert out.trace[key].dtype == torch.bool, key
         assert out.trace["js_draft"].dtype == torch.float32
         assert rule()(inputs).trace is None
@@ -327,7 +384,9 @@ class TestSampling:
         torch.testing.assert_close(t["js_draft"], js_divergence(inputs.draft_probs, centroid))
         torch.testing.assert_close(t["js_heads_max"], expected_heads)
         raw = inputs.head_logits[:, :3]
-        untempered = js_divergence(torch.softmax(raw, -1), torch.softmax(raw.mean(-2), -1).unsqueeze(-2)).amax(-1)
+        untempered = js_divergence(
+            torch.softmax(raw, -1), torch.softmax(raw.mean(-2), -1).unsqueeze(-2)
+        ).amax(-1)
         assert not torch.allclose(t["js_heads_max"], untempered)
 
     def test_head_tokens_and_next_token_follow_tempered_softmax(self):
@@ -344,7 +403,9 @@ class TestSampling:
         assert out.num_accepted.sum().item() == 0
         next_counts = torch.bincount(out.next_token_ids, minlength=V)
         assert chi2(next_counts, torch.softmax(target_row / T, -1)) < CHI2_CRIT_DF9
-        assert chi2(next_counts, torch.softmax(target_row, -1)) > CHI2_CRIT_DF9  # temperature matters
+        assert (
+            chi2(next_counts, torch.softmax(target_row, -1)) > CHI2_CRIT_DF9
+        )  # temperature matters
         head_counts = torch.bincount(out.trace["head_token_ids"].flatten(), minlength=V)
         p_head = torch.softmax(head_row / T, -1)
         assert head_counts[0].item() == 0
@@ -362,10 +423,15 @@ def test_bfloat16_inputs_match_float32(rule):
         inputs.head_logits.bfloat16(),
     )
     high = VerifyInputs(
-        inputs.draft_token_ids, low.target_logits.float(), low.draft_probs.float(), low.head_logits.float()
+        inputs.draft_token_ids,
+        low.target_logits.float(),
+        low.draft_probs.float(),
+        low.head_logits.float(),
     )
     a, b = rule()(low, trace=True), rule()(high, trace=True)
-    assert torch.equal(a.accept_mask, b.accept_mask) and torch.equal(a.next_token_ids, b.next_token_ids)
+    assert torch.equal(a.accept_mask, b.accept_mask) and torch.equal(
+        a.next_token_ids, b.next_token_ids
+    )
     assert a.trace["majority_target_prob"].dtype == torch.float32
 
 
@@ -383,15 +449,32 @@ class TestMajorityAndTargetOptions:
         for k, tok in enumerate(head_tokens):
             heads[0, :, k, tok] += 0.01
         target = 8.0 * torch.nn.functional.one_hot(torch.tensor([[target_token, 0]]), V).float()
-        draft_probs = torch.nn.functional.one_hot(torch.tensor([[V - 1]]), V).float() * 0.9 + 0.1 / V
+        draft_probs = (
+            torch.nn.functional.one_hot(torch.tensor([[V - 1]]), V).float() * 0.9 + 0.1 / V
+        )
         return VerifyInputs(torch.tensor([[draft]]), target, draft_probs, heads)
 
     @pytest.mark.parametrize(
         "tokens, draft, strict, plurality",
         [
-            ([1, 2, 3, 4, 5], 1, False, True),  # 1-1-1-1-1: no strict majority; plurality ties -> head 0 (token 1)
-            ([1, 2, 3, 4, 5], 2, False, False),  # ... and only the earliest head's token under plurality
-            ([4, 6, 4, 6, 5], 4, False, True),  # 2-2-1: no strict majority; plurality -> head 0's token 4
+            (
+                [1, 2, 3, 4, 5],
+                1,
+                False,
+                True,
+            ),  # 1-1-1-1-1: no strict majority; plurality ties -> head 0 (token 1)
+            (
+                [1, 2, 3, 4, 5],
+                2,
+                False,
+                False,
+            ),  # ... and only the earliest head's token under plurality
+            (
+                [4, 6, 4, 6, 5],
+                4,
+                False,
+                True,
+            ),  # 2-2-1: no strict majority; plurality -> head 0's token 4
             ([4, 6, 4, 6, 5], 6, False, False),
             ([3, 3, 3, 6, 5], 3, True, True),  # 3-1-1: a strict majority
         ],
@@ -406,8 +489,12 @@ class TestMajorityAndTargetOptions:
 
     @pytest.mark.parametrize("rule", RULES)
     def test_include_target_accepts_the_targets_own_token(self, rule):
-        inputs = self.collapsed_js_round([1, 2, 3, 4, 5], draft=6, target_token=6)  # no head proposes 6
-        assert rule()(inputs).num_accepted.tolist() == [0]  # Algorithm 1 / Eq. 4 reject the target's token
+        inputs = self.collapsed_js_round(
+            [1, 2, 3, 4, 5], draft=6, target_token=6
+        )  # no head proposes 6
+        assert rule()(inputs).num_accepted.tolist() == [
+            0
+        ]  # Algorithm 1 / Eq. 4 reject the target's token
         assert rule(include_target=True)(inputs).num_accepted.tolist() == [1]
 
     @pytest.mark.parametrize("rule", RULES)

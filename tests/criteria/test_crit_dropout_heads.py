@@ -15,7 +15,11 @@ def gen(seed: int) -> torch.Generator:
 
 def setup(N=4, d=16, V=11, seed=0):
     g = gen(seed)
-    return torch.randn(N, d, generator=g), torch.randn(V, d, generator=g), torch.randn(V, generator=g)
+    return (
+        torch.randn(N, d, generator=g),
+        torch.randn(V, d, generator=g),
+        torch.randn(V, generator=g),
+    )
 
 
 class MatmulCounter(TorchDispatchMode):
@@ -60,10 +64,14 @@ def test_masks_are_inverted_dropout_fresh_per_position_and_head():
     # With W = I the logits are the masked, scaled hidden units themselves.
     N, d, K, p = 6, 400, 4, 0.3
     h = torch.full((N, d), 2.0)  # identical positions: any difference comes from the masks
-    out = dropout_head_logits(h, torch.eye(d), num_heads=K, p_drop=p, generator=gen(3))  # [N, 1+K, d]
+    out = dropout_head_logits(
+        h, torch.eye(d), num_heads=K, p_drop=p, generator=gen(3)
+    )  # [N, 1+K, d]
     heads = out[:, 1:]
     kept = heads != 0
-    torch.testing.assert_close(heads[kept], torch.full_like(heads[kept], 2.0 / (1 - p)))  # scale 1/(1-p)
+    torch.testing.assert_close(
+        heads[kept], torch.full_like(heads[kept], 2.0 / (1 - p))
+    )  # scale 1/(1-p)
     frac = kept.float().mean().item()
     n = N * K * d
     assert abs(frac - (1 - p)) < 5 * ((p * (1 - p) / n) ** 0.5)  # Bernoulli(1 - p) per unit

@@ -13,19 +13,34 @@ from criteria.dropout_heads import HeadSpec, LMHead, candidate_tokens, dropout_h
 from criteria.verify import head_logits, verify_round
 
 
-def lm_round(seed: int, B: int = 16, L: int = 5, K: int = 5, p_drop: float = 0.3, V: int = 1000, d: int = 32,
-             T: float = 0.0, agree: float = 0.8) -> VerifyInputs:
+def lm_round(
+    seed: int,
+    B: int = 16,
+    L: int = 5,
+    K: int = 5,
+    p_drop: float = 0.3,
+    V: int = 1000,
+    d: int = 32,
+    T: float = 0.0,
+    agree: float = 0.8,
+) -> VerifyInputs:
     """A round shaped like a real one: sharp target logits, drafts mostly the target's token, draft probs
     close to the target's."""
     g = torch.Generator().manual_seed(seed)
     hidden, W = torch.randn(B * (L + 1), d, generator=g), torch.randn(V, d, generator=g)
-    out = dropout_head_logits(hidden, W, num_heads=K, p_drop=p_drop, generator=torch.Generator().manual_seed(seed + 1))
+    out = dropout_head_logits(
+        hidden, W, num_heads=K, p_drop=p_drop, generator=torch.Generator().manual_seed(seed + 1)
+    )
     target = out[:, 0].reshape(B, L + 1, V)
     heads = out[:, 1:].reshape(B, L + 1, K, V)
     draft_logits = target[:, :L] + 1.5 * torch.randn(B, L, V, generator=g)
-    drafts = torch.where(torch.rand(B, L, generator=g) < agree, target[:, :L].argmax(-1), draft_logits.argmax(-1))
+    drafts = torch.where(
+        torch.rand(B, L, generator=g) < agree, target[:, :L].argmax(-1), draft_logits.argmax(-1)
+    )
     gen = torch.Generator().manual_seed(seed + 2) if T > 0 else None
-    return VerifyInputs(drafts, target, torch.softmax(draft_logits, -1), heads, temperature=T, generator=gen)
+    return VerifyInputs(
+        drafts, target, torch.softmax(draft_logits, -1), heads, temperature=T, generator=gen
+    )
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -40,7 +55,9 @@ def test_lazy_js_decides_as_the_full_test(seed, p_drop):
     assert torch.equal(fast.accept_mask, full.accept_mask)
     assert torch.equal(fast.next_token_ids, full.next_token_ids)
     # the rounds exercise both branches of Algorithm 1
-    assert bool(full.trace["accepted_by_majority"].any()) or bool(full.trace["accepted_by_js"].any())
+    assert bool(full.trace["accepted_by_majority"].any()) or bool(
+        full.trace["accepted_by_js"].any()
+    )
 
 
 def test_lazy_js_values_are_the_full_values():
@@ -50,7 +67,9 @@ def test_lazy_js_values_are_the_full_values():
     jd, jh = js_statistics(inputs.head_logits[:, :L], inputs.draft_probs, 0.0)
     for t in range(L):
         rows = torch.tensor([1, 4, 6])
-        d1, h1 = js_statistics(inputs.head_logits[rows, t : t + 1], inputs.draft_probs[rows, t : t + 1], 0.0)
+        d1, h1 = js_statistics(
+            inputs.head_logits[rows, t : t + 1], inputs.draft_probs[rows, t : t + 1], 0.0
+        )
         assert torch.equal(d1[:, 0], jd[rows, t]) and torch.equal(h1[:, 0], jh[rows, t])
 
 
@@ -60,7 +79,9 @@ def test_sampling_rounds_unchanged_by_the_fast_path(rule, T):
     """At T > 0 the random draws (head tokens, emitted token) are the same with and without a trace."""
     a = rule()(lm_round(5, T=T))
     b = rule()(lm_round(5, T=T), trace=True)
-    assert torch.equal(a.accept_mask, b.accept_mask) and torch.equal(a.next_token_ids, b.next_token_ids)
+    assert torch.equal(a.accept_mask, b.accept_mask) and torch.equal(
+        a.next_token_ids, b.next_token_ids
+    )
 
 
 def test_heads_skip_the_bonus_position_with_the_same_stream():
@@ -74,7 +95,9 @@ def test_heads_skip_the_bonus_position_with_the_same_stream():
     assert h_full.shape == (2, 6, 5, 50) and h_l.shape == (2, 5, 5, 50)
     torch.testing.assert_close(h_l, h_full[:, :5], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(t_l, t_full)
-    ref = dropout_head_logits(hidden[1], W, num_heads=5, p_drop=0.3, generator=gens()[1])  # [6, 6, 50]
+    ref = dropout_head_logits(
+        hidden[1], W, num_heads=5, p_drop=0.3, generator=gens()[1]
+    )  # [6, 6, 50]
     torch.testing.assert_close(h_full[1], ref[:, 1:], rtol=1e-5, atol=1e-5)
 
 
@@ -84,8 +107,14 @@ def test_sparse_heads_are_the_exact_heads_at_the_candidates():
     q = torch.softmax(torch.randn(3, 5, 80, generator=g), -1)
     gens = lambda: [torch.Generator().manual_seed(s) for s in (4, 5, 6)]  # noqa: E731
     _, exact, _ = head_logits(hidden, LMHead(W), HeadSpec(5, 0.3), gens(), positions=5)
-    target, sparse, ids = head_logits(hidden, LMHead(W), HeadSpec(5, 0.3, top_n=8), gens(), positions=5, draft_probs=q)
-    assert ids.shape == (3, 5, 17) and sparse.shape == (3, 5, 5, 17) and bool((ids[..., -1] == -1).all())
+    target, sparse, ids = head_logits(
+        hidden, LMHead(W), HeadSpec(5, 0.3, top_n=8), gens(), positions=5, draft_probs=q
+    )
+    assert (
+        ids.shape == (3, 5, 17)
+        and sparse.shape == (3, 5, 5, 17)
+        and bool((ids[..., -1] == -1).all())
+    )
     # the rest entry: the plain head's log-sum-exp outside the candidates
     outside = target[:, :5].scatter(-1, ids[..., :-1], float("-inf")).logsumexp(-1)
     torch.testing.assert_close(sparse[..., -1], outside[:, :, None].expand(3, 5, 5))
@@ -97,7 +126,9 @@ def test_sparse_heads_are_the_exact_heads_at_the_candidates():
         for t in range(5):
             kept = ids[b, t][real[b, t, 0]].tolist()
             assert len(kept) == len(set(kept))
-            assert set(target[b, t].topk(8).indices.tolist()) | set(q[b, t].topk(8).indices.tolist()) == set(kept)
+            assert set(target[b, t].topk(8).indices.tolist()) | set(
+                q[b, t].topk(8).indices.tolist()
+            ) == set(kept)
 
 
 def test_candidate_tokens_bonus_position_takes_the_targets_top_2n():
@@ -114,7 +145,11 @@ def _round_inputs(seed: int, B: int, V: int, match: float, L: int = 5, d: int = 
     g = torch.Generator().manual_seed(seed)
     hidden, W = torch.randn(B, L + 1, d, generator=g), 3 * torch.randn(V, d, generator=g)
     target = (hidden @ W.T).argmax(-1)
-    drafts = torch.where(torch.rand(B, L, generator=g) < match, target[:, :L], torch.randint(0, V, (B, L), generator=g))
+    drafts = torch.where(
+        torch.rand(B, L, generator=g) < match,
+        target[:, :L],
+        torch.randint(0, V, (B, L), generator=g),
+    )
     q = torch.softmax((hidden[:, :L] @ W.T) + torch.randn(B, L, V, generator=g), -1)
     return hidden, W, drafts, q
 
@@ -130,11 +165,29 @@ def test_sparse_variant_agrees_with_the_exact_rule_on_most_rounds(rule):
     hidden, W, drafts, q = _round_inputs(7, B, 400, 0.8)
     gens = lambda: [torch.Generator().manual_seed(100 + i) for i in range(B)]  # noqa: E731
     r = CRITERIA.get(rule)()
-    exact = verify_round(hidden, LMHead(W), drafts, r, HeadSpec(5, 0.3), temperature=0.0, generators=gens(),
-                         draft_probs=q)
-    sparse = verify_round(hidden, LMHead(W), drafts, r, HeadSpec(5, 0.3, top_n=32), temperature=0.0,
-                          generators=gens(), draft_probs=q)
-    same = (exact.num_accepted == sparse.num_accepted) & (exact.next_token_ids == sparse.next_token_ids)
+    exact = verify_round(
+        hidden,
+        LMHead(W),
+        drafts,
+        r,
+        HeadSpec(5, 0.3),
+        temperature=0.0,
+        generators=gens(),
+        draft_probs=q,
+    )
+    sparse = verify_round(
+        hidden,
+        LMHead(W),
+        drafts,
+        r,
+        HeadSpec(5, 0.3, top_n=32),
+        temperature=0.0,
+        generators=gens(),
+        draft_probs=q,
+    )
+    same = (exact.num_accepted == sparse.num_accepted) & (
+        exact.next_token_ids == sparse.next_token_ids
+    )
     assert same.float().mean() >= 0.9, same.float().mean()
     assert exact.num_accepted.float().mean() > 0.5  # rounds that accept something
 
@@ -159,8 +212,17 @@ def test_sparse_check_traces_both_verdicts_and_leaves_the_run_exact(T):
 
     def run(spec, trace=True):
         gens = [torch.Generator().manual_seed(200 + i) for i in range(B)]
-        res = verify_round(hidden, LMHead(W), drafts, r, spec, temperature=T, generators=gens, draft_probs=q,
-                           trace=trace)
+        res = verify_round(
+            hidden,
+            LMHead(W),
+            drafts,
+            r,
+            spec,
+            temperature=T,
+            generators=gens,
+            draft_probs=q,
+            trace=trace,
+        )
         return res, [gg.get_state() for gg in gens]
 
     exact, s_exact = run(HeadSpec(5, 0.3))
@@ -168,10 +230,14 @@ def test_sparse_check_traces_both_verdicts_and_leaves_the_run_exact(T):
     sparse, _ = run(HeadSpec(5, 0.3, top_n=16))
     assert torch.equal(checked.accept_mask, exact.accept_mask)
     assert torch.equal(checked.next_token_ids, exact.next_token_ids)
-    assert all(torch.equal(a, b) for a, b in zip(s_exact, s_checked))  # the run's streams move on unchanged
+    assert all(
+        torch.equal(a, b) for a, b in zip(s_exact, s_checked)
+    )  # the run's streams move on unchanged
     assert torch.equal(checked.trace["exact_accept"], exact.accept_mask)
     assert torch.equal(checked.trace["sparse_accept"], sparse.accept_mask)
-    assert run(HeadSpec(5, 0.3, check_top_n=16), trace=False)[0].trace is None  # no traces: no check
+    assert (
+        run(HeadSpec(5, 0.3, check_top_n=16), trace=False)[0].trace is None
+    )  # no traces: no check
 
 
 def test_sparse_check_covering_the_vocabulary_agrees_everywhere():
@@ -182,15 +248,28 @@ def test_sparse_check_covering_the_vocabulary_agrees_everywhere():
 
     B, L, V = 32, 5, 64
     hidden, W, drafts, q = _round_inputs(12, B, V, 0.6, d=16)
-    res = verify_round(hidden, LMHead(W), drafts, CRITERIA.get("dropmatch_js")(), HeadSpec(5, 0.3, check_top_n=V),
-                       temperature=0.0, generators=[torch.Generator().manual_seed(i) for i in range(B)],
-                       draft_probs=q, trace=True)
+    res = verify_round(
+        hidden,
+        LMHead(W),
+        drafts,
+        CRITERIA.get("dropmatch_js")(),
+        HeadSpec(5, 0.3, check_top_n=V),
+        temperature=0.0,
+        generators=[torch.Generator().manual_seed(i) for i in range(B)],
+        draft_probs=q,
+        trace=True,
+    )
     assert 0 < int(res.num_accepted.sum()) < B * L
     assert torch.equal(res.trace["sparse_accept"], res.trace["exact_accept"])
 
 
-@pytest.mark.parametrize("kw, match", [({"check_top_n": 0}, "dropmatch.sparse_check_top_n"),
-                                       ({"check_top_n": 8, "top_n": 8}, "sparse_top_n=null")])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"check_top_n": 0}, "dropmatch.sparse_check_top_n"),
+        ({"check_top_n": 8, "top_n": 8}, "sparse_top_n=null"),
+    ],
+)
 def test_sparse_check_validated(kw, match):
     with pytest.raises(ValueError, match=match):
         HeadSpec(5, 0.3, **kw)

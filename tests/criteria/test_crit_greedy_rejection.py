@@ -41,16 +41,24 @@ class TestGreedyMatch:
         assert out.num_accepted.tolist() == [0] and out.next_token_ids.tolist() == [1]
 
     def test_prefix_closed_and_mixed_batch(self):
-        drafts = torch.tensor([[1, 0, 3], [1, 2, 0], [0, 2, 3]])  # pos 2 matches in row 0 but comes after a miss
+        drafts = torch.tensor(
+            [[1, 0, 3], [1, 2, 0], [0, 2, 3]]
+        )  # pos 2 matches in row 0 but comes after a miss
         target = one_hot_logits([[1, 2, 3, 4], [1, 2, 3, 5], [1, 2, 3, 4]])
         out = GreedyMatch()(VerifyInputs(drafts, target), trace=True)
-        assert out.accept_mask.tolist() == [[True, False, False], [True, True, False], [False, False, False]]
+        assert out.accept_mask.tolist() == [
+            [True, False, False],
+            [True, True, False],
+            [False, False, False],
+        ]
         assert out.num_accepted.tolist() == [1, 2, 0]
         assert out.next_token_ids.tolist() == [2, 3, 1]
         assert out.trace["target_token_ids"].tolist() == [[1, 2, 3]] * 3
 
     def test_empty_draft(self):
-        out = GreedyMatch()(VerifyInputs(torch.zeros(2, 0, dtype=torch.int64), one_hot_logits([[4], [2]])))
+        out = GreedyMatch()(
+            VerifyInputs(torch.zeros(2, 0, dtype=torch.int64), one_hot_logits([[4], [2]]))
+        )
         assert out.accept_mask.shape == (2, 0) and out.num_accepted.tolist() == [0, 0]
         assert out.next_token_ids.tolist() == [4, 2]
 
@@ -82,7 +90,9 @@ class TestRejection:
         inputs = random_round(64, 4, seed=0, temperature=0.0)
         inputs.draft_probs = None  # not needed at T = 0
         a, b = RejectionSampling()(inputs), GreedyMatch()(inputs)
-        assert torch.equal(a.accept_mask, b.accept_mask) and torch.equal(a.next_token_ids, b.next_token_ids)
+        assert torch.equal(a.accept_mask, b.accept_mask) and torch.equal(
+            a.next_token_ids, b.next_token_ids
+        )
         assert len(set(a.num_accepted.tolist())) > 2  # a mix of outcomes, not a trivial batch
 
     def test_seeded_determinism_and_no_global_rng(self):
@@ -95,8 +105,13 @@ class TestRejection:
         inputs.generator = gen(12)
         c = RejectionSampling()(inputs)
         assert torch.equal(torch.get_rng_state(), state)
-        assert torch.equal(a.accept_mask, b.accept_mask) and torch.equal(a.next_token_ids, b.next_token_ids)
-        assert not (torch.equal(a.accept_mask, c.accept_mask) and torch.equal(a.next_token_ids, c.next_token_ids))
+        assert torch.equal(a.accept_mask, b.accept_mask) and torch.equal(
+            a.next_token_ids, b.next_token_ids
+        )
+        assert not (
+            torch.equal(a.accept_mask, c.accept_mask)
+            and torch.equal(a.next_token_ids, c.next_token_ids)
+        )
 
     def test_requires_draft_probs_and_generator_when_sampling(self):
         inputs = random_round(2, 3, seed=0)
@@ -123,7 +138,9 @@ class TestRejection:
         target[:, 0, 3] = -float("inf")  # p(3) = 0 at position 0
         drafts = torch.full((B, 1), 3)
         q = torch.full((B, 1, V), 1.0 / V)
-        out = RejectionSampling()(VerifyInputs(drafts, target, q, temperature=1.0, generator=gen(4)), trace=True)
+        out = RejectionSampling()(
+            VerifyInputs(drafts, target, q, temperature=1.0, generator=gen(4)), trace=True
+        )
         assert out.num_accepted.tolist() == [0] * B
         assert not bool((out.next_token_ids == 3).any())
         assert out.trace["accept_probs"].tolist() == [[0.0]] * B
@@ -133,7 +150,11 @@ class TestRejection:
         target[:, 0, 7] = 50.0
         out = RejectionSampling()(
             VerifyInputs(
-                torch.zeros(3, 0, dtype=torch.int64), target, torch.zeros(3, 0, V), temperature=1.0, generator=gen(0)
+                torch.zeros(3, 0, dtype=torch.int64),
+                target,
+                torch.zeros(3, 0, V),
+                temperature=1.0,
+                generator=gen(0),
             )
         )
         assert out.num_accepted.tolist() == [0, 0, 0] and out.next_token_ids.tolist() == [7, 7, 7]
@@ -148,7 +169,9 @@ def lossless_run():
     g = gen(123)
     logits = torch.randn(L_LOSSLESS + 1, V, generator=g)  # [L+1, V], the same context for every row
     q = torch.softmax(torch.randn(L_LOSSLESS, V, generator=g), -1)  # [L, V]
-    drafts = torch.multinomial(q, N_LOSSLESS, replacement=True, generator=g).T.contiguous()  # [N, L] ~ q
+    drafts = torch.multinomial(
+        q, N_LOSSLESS, replacement=True, generator=g
+    ).T.contiguous()  # [N, L] ~ q
     inputs = VerifyInputs(
         drafts,
         logits.expand(N_LOSSLESS, -1, -1).clone(),

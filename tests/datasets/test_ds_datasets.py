@@ -57,7 +57,9 @@ class TestLoading:
     @pytest.mark.parametrize("name", NAMES)
     def test_full_size_unique_ids_json(self, name: str, make_dataset) -> None:
         ds = make_dataset(name)
-        docs = ds.selected_docs()  # the whole canonical order (ids and docs; prompts are built per window)
+        docs = (
+            ds.selected_docs()
+        )  # the whole canonical order (ids and docs; prompts are built per window)
         assert len(docs) == FULL_SIZES[name]
         assert ds.provenance.startswith("local:")
         ids = [i for i, _ in docs]
@@ -68,7 +70,9 @@ class TestLoading:
             assert isinstance(s, Sample)
             json.dumps({"m": s.messages, "r": s.reference, "meta": s.meta})  # JSON-serialisable
             # MMLU (mmlu_llama) and HumanEval (EvalPlus) end with a pre-filled assistant turn
-            assert s.messages[-1]["role"] == ("assistant" if name in ("mmlu", "humaneval") else "user")
+            assert s.messages[-1]["role"] == (
+                "assistant" if name in ("mmlu", "humaneval") else "user"
+            )
 
     @pytest.mark.parametrize("name", NAMES)
     def test_offset_limit_window_is_stable(self, name: str, make_dataset) -> None:
@@ -80,15 +84,26 @@ class TestLoading:
         assert make_dataset(name, limit=0).load() == []
 
     def test_gsm8k_ids_are_row_indices(self, make_dataset, shared_data: Path) -> None:
-        rows = [json.loads(line) for line in (shared_data / "gsm8k/test.jsonl").read_text().splitlines()]
+        rows = [
+            json.loads(line) for line in (shared_data / "gsm8k/test.jsonl").read_text().splitlines()
+        ]
         samples = make_dataset("gsm8k", offset=17, limit=2).load()
         assert samples[0].sample_id == "gsm8k/test/17"
-        assert samples[0].reference == {"question": rows[17]["question"], "answer": rows[17]["answer"]}
+        assert samples[0].reference == {
+            "question": rows[17]["question"],
+            "answer": rows[17]["answer"],
+        }
         assert samples[0].meta["target"] == rows[17]["answer"].split("####")[-1].strip()
 
     def test_local_path_may_be_a_folder(self, make_dataset, shared_data: Path) -> None:
-        ds = make_dataset("humaneval", limit=3, source={"local_path": str(shared_data / "humaneval")})
-        assert [s.sample_id for s in ds.load()] == ["humaneval/test/0", "humaneval/test/1", "humaneval/test/2"]
+        ds = make_dataset(
+            "humaneval", limit=3, source={"local_path": str(shared_data / "humaneval")}
+        )
+        assert [s.sample_id for s in ds.load()] == [
+            "humaneval/test/0",
+            "humaneval/test/1",
+            "humaneval/test/2",
+        ]
 
     def test_bad_window_rejected(self, make_dataset) -> None:
         with pytest.raises(ValueError):
@@ -103,17 +118,29 @@ def lm_eval_task(name: str, docs: list[dict], tmp_path: Path, **overrides) -> An
 
     data = tmp_path / f"{name}.jsonl"
     data.write_text("".join(json.dumps(d) + "\n" for d in docs))
-    spec = {"task": name, "dataset_path": "json", "dataset_name": None, "test_split": "test",
-            "validation_split": None, "fewshot_split": None,
-            "dataset_kwargs": {"data_files": {"test": str(data)}, "cache_dir": str(tmp_path / "hf")}, **overrides}
+    spec = {
+        "task": name,
+        "dataset_path": "json",
+        "dataset_name": None,
+        "test_split": "test",
+        "validation_split": None,
+        "fewshot_split": None,
+        "dataset_kwargs": {"data_files": {"test": str(data)}, "cache_dir": str(tmp_path / "hf")},
+        **overrides,
+    }
     return TaskManager().load([{"group": "user", "task": [spec]}])["tasks"][name]
 
 
 def build_chat_requests(task: Any) -> list[Any]:
     """The requests lm-eval's evaluate() makes for a chat model (apply_chat_template + fewshot_as_multiturn),
     with a chat template that renders ``[messages, add_generation_prompt]`` as JSON."""
-    task.build_all_requests(apply_chat_template=True, fewshot_as_multiturn=True,
-                            chat_template=lambda msgs, add_generation_prompt=True: json.dumps([msgs, add_generation_prompt]))
+    task.build_all_requests(
+        apply_chat_template=True,
+        fewshot_as_multiturn=True,
+        chat_template=lambda msgs, add_generation_prompt=True: json.dumps(
+            [msgs, add_generation_prompt]
+        ),
+    )
     return task.instances
 
 
@@ -123,7 +150,9 @@ class TestGsm8kPrompt:
         assert len(s.messages) == 17
         assert [m["role"] for m in s.messages] == ["user", "assistant"] * 8 + ["user"]
         for user, assistant in zip(s.messages[0:16:2], s.messages[1:16:2]):
-            assert user["content"].startswith("Given the following problem, reason and give a final answer")
+            assert user["content"].startswith(
+                "Given the following problem, reason and give a final answer"
+            )
             assert "The final answer is [answer]" in user["content"]
             assert assistant["content"].rsplit("The final answer is ", 1)[1].strip().isdigit()
         assert s.reference["question"] in s.messages[-1]["content"]
@@ -179,8 +208,12 @@ class TestMmlu:
 
     def test_subject_filter(self, make_dataset) -> None:
         samples = make_dataset("mmlu", subjects=["virology", "anatomy"], limit=4).load()
-        assert [s.sample_id for s in samples] == ["mmlu/test/anatomy/0", "mmlu/test/virology/0",
-                                                   "mmlu/test/anatomy/1", "mmlu/test/virology/1"]
+        assert [s.sample_id for s in samples] == [
+            "mmlu/test/anatomy/0",
+            "mmlu/test/virology/0",
+            "mmlu/test/anatomy/1",
+            "mmlu/test/virology/1",
+        ]
         with pytest.raises(ValueError, match="unknown subjects"):
             make_dataset("mmlu", subjects=["astrology"]).load()
 
@@ -192,39 +225,85 @@ class TestMmlu:
         assert s.messages[0]["content"] == (
             "Given the following question and four candidate answers (A, B, C and D), choose the best answer.\n"
             f"Question: {doc['question'].strip()}\nA. {doc['choices'][0]}\nB. {doc['choices'][1]}\n"
-            f"C. {doc['choices'][2]}\nD. {doc['choices'][3]}\nYour response should end with \"The best answer is "
-            "[the_answer_letter]\" where the [the_answer_letter] is one of A, B, C or D.")
-        assert s.messages[1] == {"role": "assistant", "content": "The best answer is"}  # gen_prefix, continued
-        assert s.meta["target"] == "ABCD"[doc["answer"]] + "." and s.meta["lm_eval_task"] == "mmlu_llama_abstract_algebra"
+            f'C. {doc["choices"][2]}\nD. {doc["choices"][3]}\nYour response should end with "The best answer is '
+            '[the_answer_letter]" where the [the_answer_letter] is one of A, B, C or D.'
+        )
+        assert s.messages[1] == {
+            "role": "assistant",
+            "content": "The best answer is",
+        }  # gen_prefix, continued
+        assert (
+            s.meta["target"] == "ABCD"[doc["answer"]] + "."
+            and s.meta["lm_eval_task"] == "mmlu_llama_abstract_algebra"
+        )
         assert ds.stop == ["."] and ds.max_new_tokens == 10
 
     def test_older_generative_config_rebuilds_its_prompts(self, make_dataset) -> None:
         """A run configured before mmlu_llama (scorer lm_eval_mmlu_generative, no lm_eval_task) is rescored
         against the zero-shot mmlu_generative prompt it answered."""
-        s = make_dataset("mmlu", limit=1, lm_eval_task=None, num_fewshot=None, scorer="lm_eval_mmlu_generative").load()[0]
+        s = make_dataset(
+            "mmlu", limit=1, lm_eval_task=None, num_fewshot=None, scorer="lm_eval_mmlu_generative"
+        ).load()[0]
         assert s.meta["lm_eval_task"] == "mmlu_abstract_algebra_generative"
-        assert s.messages[0] == {"role": "system", "content": "The following are multiple choice questions (with "
-                                 "answers) about abstract algebra.\n\n"}
-        assert s.messages[1]["content"].endswith("\nAnswer:") and s.meta["target"] == "ABCD"[s.reference["answer"]]
+        assert s.messages[0] == {
+            "role": "system",
+            "content": "The following are multiple choice questions (with "
+            "answers) about abstract algebra.\n\n",
+        }
+        assert (
+            s.messages[1]["content"].endswith("\nAnswer:")
+            and s.meta["target"] == "ABCD"[s.reference["answer"]]
+        )
 
     def test_row_formats(self) -> None:
         from runners.datasets.mmlu import normalize_row
 
-        flat = {"question": "q", "answer_a": "a", "answer_b": "b", "answer_c": "c", "answer_d": "d",
-                "correct_answer": "C", "topic": "high school physics"}
-        hub = {"question": "q", "subject": "high_school_physics", "choices": ["a", "b", "c", "d"], "answer": 2}
-        assert normalize_row(flat) == normalize_row(hub) == {
-            "question": "q", "subject": "high_school_physics", "choices": ["a", "b", "c", "d"], "answer": 2}
-        header = {"question": "question", "answer_a": "answer_a", "answer_b": "answer_b", "answer_c": "answer_c",
-                  "answer_d": "answer_d", "correct_answer": "answer", "topic": "college mathematics"}
+        flat = {
+            "question": "q",
+            "answer_a": "a",
+            "answer_b": "b",
+            "answer_c": "c",
+            "answer_d": "d",
+            "correct_answer": "C",
+            "topic": "high school physics",
+        }
+        hub = {
+            "question": "q",
+            "subject": "high_school_physics",
+            "choices": ["a", "b", "c", "d"],
+            "answer": 2,
+        }
+        assert (
+            normalize_row(flat)
+            == normalize_row(hub)
+            == {
+                "question": "q",
+                "subject": "high_school_physics",
+                "choices": ["a", "b", "c", "d"],
+                "answer": 2,
+            }
+        )
+        header = {
+            "question": "question",
+            "answer_a": "answer_a",
+            "answer_b": "answer_b",
+            "answer_c": "answer_c",
+            "answer_d": "answer_d",
+            "correct_answer": "answer",
+            "topic": "college mathematics",
+        }
         assert normalize_row(header) is None
 
     def test_equals_lm_eval_requests(self, make_dataset, tmp_path: Path) -> None:
         samples = make_dataset("mmlu", subjects=["college_physics"], limit=3).load()
-        task = lm_eval_task("mmlu_llama_college_physics", [s.reference for s in samples], tmp_path, num_fewshot=0)
+        task = lm_eval_task(
+            "mmlu_llama_college_physics", [s.reference for s in samples], tmp_path, num_fewshot=0
+        )
         for s, inst in zip(samples, build_chat_requests(task)):
             msgs, add_generation_prompt = json.loads(inst.args[0])
-            assert msgs == s.messages and add_generation_prompt is False  # lm-eval continues the prefill
+            assert (
+                msgs == s.messages and add_generation_prompt is False
+            )  # lm-eval continues the prefill
             assert inst.args[1]["until"] == ["."] and inst.args[1]["max_gen_toks"] == 10
 
 
@@ -235,8 +314,11 @@ class TestIfevalAndHumaneval:
         assert s.sample_id == f"ifeval/train/{first['key']}"
         assert s.messages == [{"role": "user", "content": first["prompt"]}]
         assert {k: s.reference[k] for k in ("key", "prompt", "instruction_id_list")} == {
-            k: first[k] for k in ("key", "prompt", "instruction_id_list")}
-        for ours, theirs in zip(s.reference["kwargs"], first["kwargs"]):  # lm-eval's doc: unused args are None
+            k: first[k] for k in ("key", "prompt", "instruction_id_list")
+        }
+        for ours, theirs in zip(
+            s.reference["kwargs"], first["kwargs"]
+        ):  # lm-eval's doc: unused args are None
             assert {k: v for k, v in ours.items() if v is not None} == theirs
 
     def test_humaneval_prompt_is_evalplus_instruct(self, make_dataset, tiny_pair_dir: Path) -> None:
@@ -249,10 +331,16 @@ class TestIfevalAndHumaneval:
 
         tok = AutoTokenizer.from_pretrained(tiny_pair_dir / "target")  # ChatML, as Qwen's
         for s in make_dataset("humaneval", offset=30, limit=3).load():
-            theirs = make_raw_chat_prompt(s.reference["prompt"].strip() + "\n", INSTRUCTION_PREFIX, RESPONSE_PREFIX, tok)
+            theirs = make_raw_chat_prompt(
+                s.reference["prompt"].strip() + "\n", INSTRUCTION_PREFIX, RESPONSE_PREFIX, tok
+            )
             assert prompt_text(tok, s.messages) == theirs and theirs.endswith("tests:\n```python\n")
             assert [m["role"] for m in s.messages] == ["user", "assistant"]
-            assert s.meta["task_id"] == s.reference["task_id"] == f"HumanEval/{s.sample_id.split('/')[-1]}"
+            assert (
+                s.meta["task_id"]
+                == s.reference["task_id"]
+                == f"HumanEval/{s.sample_id.split('/')[-1]}"
+            )
 
 
 def test_import_is_light() -> None:
@@ -260,10 +348,14 @@ def test_import_is_light() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, runners.datasets, runners.scorers; "
-            "heavy = [m for m in ('lm_eval', 'evalplus', 'datasets', 'nltk', 'torch') if m in sys.modules]; "
-            "assert not heavy, heavy")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
+    code = (
+        "import sys, runners.datasets, runners.scorers; "
+        "heavy = [m for m in ('lm_eval', 'evalplus', 'datasets', 'nltk', 'torch') if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
 
 

@@ -17,7 +17,9 @@ def build(name, **over):
     import runners.datasets  # noqa: F401
     from runners.registry import DATASETS, build as build_
 
-    cfg = yaml.safe_load((REPO_ROOT / "conf" / "dataset" / f"{name}.yaml").read_text(encoding="utf-8"))
+    cfg = yaml.safe_load(
+        (REPO_ROOT / "conf" / "dataset" / f"{name}.yaml").read_text(encoding="utf-8")
+    )
     return build_(DATASETS, {**cfg, **over})
 
 
@@ -36,14 +38,26 @@ def test_loads_80_first_turn_prompts(name):
     ds = build(name)
     s = ds.load()
     assert len(s) == 80 and ds.provenance.startswith("pinned:")
-    assert len({x.sample_id for x in s}) == 80 and all(x.sample_id.startswith(f"{name}/test/") for x in s)
-    assert all(len(x.messages) == 1 and x.messages[0]["role"] == "user" and x.messages[0]["content"] for x in s)
+    assert len({x.sample_id for x in s}) == 80 and all(
+        x.sample_id.startswith(f"{name}/test/") for x in s
+    )
+    assert all(
+        len(x.messages) == 1 and x.messages[0]["role"] == "user" and x.messages[0]["content"]
+        for x in s
+    )
 
 
 def test_ids_and_window():
-    assert [x.sample_id for x in build("mt_bench", offset=2, limit=2).load()] == ["mt_bench/test/83", "mt_bench/test/84"]
+    assert [x.sample_id for x in build("mt_bench", offset=2, limit=2).load()] == [
+        "mt_bench/test/83",
+        "mt_bench/test/84",
+    ]
     ko = build("komt_bench", limit=1).load()[0]
-    assert ko.sample_id == "komt_bench/test/81" and ko.meta["num_turns"] == 2 and "하와이" in ko.messages[0]["content"]
+    assert (
+        ko.sample_id == "komt_bench/test/81"
+        and ko.meta["num_turns"] == 2
+        and "하와이" in ko.messages[0]["content"]
+    )
     assert build("eagle_gsm8k", limit=1).load()[0].sample_id == "eagle_gsm8k/test/0"
 
 

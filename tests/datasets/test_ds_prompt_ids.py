@@ -23,14 +23,21 @@ import pytest
 from runners.datasets.base import prompt_text, prompt_token_ids
 from runners.paths import cache_dir
 
-CASES = {"gsm8k": ("gsm8k_cot_llama", {}, {"offset": 7, "limit": 2}),
-         "mmlu": ("mmlu_llama_high_school_physics", {"num_fewshot": 0},
-                  {"subjects": ["high_school_physics"], "limit": 2}),
-         "ifeval": ("ifeval", {}, {"offset": 3, "limit": 2})}
+CASES = {
+    "gsm8k": ("gsm8k_cot_llama", {}, {"offset": 7, "limit": 2}),
+    "mmlu": (
+        "mmlu_llama_high_school_physics",
+        {"num_fewshot": 0},
+        {"subjects": ["high_school_physics"], "limit": 2},
+    ),
+    "ifeval": ("ifeval", {}, {"offset": 3, "limit": 2}),
+}
 
 
 def real_tokenizer_dir() -> Path | None:
-    found = sorted((cache_dir() / "models").glob("Qwen--Qwen2.5-Coder-1.5B-Instruct-*/tokenizer.json"))
+    found = sorted(
+        (cache_dir() / "models").glob("Qwen--Qwen2.5-Coder-1.5B-Instruct-*/tokenizer.json")
+    )
     return found[0].parent if found else None
 
 
@@ -52,12 +59,23 @@ def test_prompt_ids_equal_lm_evals(name: str, hflm: Any, make_dataset, tmp_path:
     samples = make_dataset(name, **window).load()
     data = tmp_path / "docs.jsonl"
     data.write_text("".join(json.dumps(s.reference) + "\n" for s in samples))
-    spec = {"task": task_name, "dataset_path": "json", "dataset_name": None, "test_split": "test",
-            "validation_split": None, "fewshot_split": None,
-            "dataset_kwargs": {"data_files": {"test": str(data)}, "cache_dir": str(tmp_path / "hf")}, **overrides}
+    spec = {
+        "task": task_name,
+        "dataset_path": "json",
+        "dataset_name": None,
+        "test_split": "test",
+        "validation_split": None,
+        "fewshot_split": None,
+        "dataset_kwargs": {"data_files": {"test": str(data)}, "cache_dir": str(tmp_path / "hf")},
+        **overrides,
+    }
     task = TaskManager().load([{"group": "user", "task": [spec]}])["tasks"][task_name]
-    task.build_all_requests(apply_chat_template=True, fewshot_as_multiturn=True,
-                            chat_template=hflm.apply_chat_template, tokenizer_name=hflm.tokenizer_name)
+    task.build_all_requests(
+        apply_chat_template=True,
+        fewshot_as_multiturn=True,
+        chat_template=hflm.apply_chat_template,
+        tokenizer_name=hflm.tokenizer_name,
+    )
     assert len(task.instances) == len(samples) == 2
     for sample, inst in zip(samples, task.instances):
         context = inst.args[0]

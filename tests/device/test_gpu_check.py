@@ -19,7 +19,9 @@ def _check():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch sees none on this machine)")
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU (torch sees none on this machine)"
+)
 def test_gpu_check_on_cuda(capsys):
     assert _check().main(["--device", "cuda"]) == 0, capsys.readouterr().out
 

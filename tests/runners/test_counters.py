@@ -2,7 +2,12 @@ from __future__ import annotations
 
 import pytest
 
-from runners.counters import SpecDecodeCounters, acceptance_rate, mean_acceptance_length, per_position_rate
+from runners.counters import (
+    SpecDecodeCounters,
+    acceptance_rate,
+    mean_acceptance_length,
+    per_position_rate,
+)
 
 
 def test_observe_and_derived():

@@ -25,9 +25,22 @@ from runners.datasets.base import Sample
 from runners.models.loader import load_pair
 from runners.paths import REPO_ROOT
 
-FACTORIES = {torch.rand, torch.randn, torch.randint, torch.randperm, torch.zeros, torch.ones, torch.full,
-             torch.empty, torch.arange, torch.linspace, torch.eye, torch.tensor, torch.as_tensor,
-             torch.scalar_tensor}
+FACTORIES = {
+    torch.rand,
+    torch.randn,
+    torch.randint,
+    torch.randperm,
+    torch.zeros,
+    torch.ones,
+    torch.full,
+    torch.empty,
+    torch.arange,
+    torch.linspace,
+    torch.eye,
+    torch.tensor,
+    torch.as_tensor,
+    torch.scalar_tensor,
+}
 OURS = tuple(str(REPO_ROOT / d) for d in ("runners", "criteria"))
 
 
@@ -53,23 +66,36 @@ class FactoryCalls(TorchFunctionMode):
 @pytest.fixture(scope="module")
 def pair(tiny_pair_dir):
     spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
-    return load_pair({"name": "tiny", "dtype": "float32", "target": spec("target"), "draft": spec("draft")})
+    return load_pair(
+        {"name": "tiny", "dtype": "float32", "target": spec("target"), "draft": spec("draft")}
+    )
 
 
-SAMPLES = [Sample(f"dev/{i}", [{"role": "user", "content": p}])
-           for i, p in enumerate(["def add(a, b):", "Janet has 3 apples.", "A B C D"])]
-CASES = [(0, "autoregressive", HeadSpec(), 0.0), (4, "greedy_match", HeadSpec(), 0.0),
-         (4, "dropmatch_js", HeadSpec(5, 0.3), 0.0), (4, "dropmatch_naive", HeadSpec(5, 0.3), 1.0),
-         (4, "rejection", HeadSpec(), 1.0), (0, "dropout_path", HeadSpec(1, 0.3), 1.0)]
+SAMPLES = [
+    Sample(f"dev/{i}", [{"role": "user", "content": p}])
+    for i, p in enumerate(["def add(a, b):", "Janet has 3 apples.", "A B C D"])
+]
+CASES = [
+    (0, "autoregressive", HeadSpec(), 0.0),
+    (4, "greedy_match", HeadSpec(), 0.0),
+    (4, "dropmatch_js", HeadSpec(5, 0.3), 0.0),
+    (4, "dropmatch_naive", HeadSpec(5, 0.3), 1.0),
+    (4, "rejection", HeadSpec(), 1.0),
+    (0, "dropout_path", HeadSpec(1, 0.3), 1.0),
+]
 
 
 @pytest.mark.parametrize("L,crit,heads,T", CASES, ids=[f"{c[1]}-T{c[3]}" for c in CASES])
 def test_every_factory_call_names_the_models_device(pair, L, crit, heads, T):
     """B = 2 over three samples (rows join, leave, refill, compact); traces on."""
     mode = FactoryCalls()
-    dec = DecodingConfig(num_speculative_tokens=L, max_new_tokens=24, temperature=T, trace=True, stop=["xyz"])
+    dec = DecodingConfig(
+        num_speculative_tokens=L, max_new_tokens=24, temperature=T, trace=True, stop=["xyz"]
+    )
     with mode:
-        out = list(HFLoopBackend(pair, batch_size=2).generate(SAMPLES, dec, CRITERIA.get(crit)(), heads))
+        out = list(
+            HFLoopBackend(pair, batch_size=2).generate(SAMPLES, dec, CRITERIA.get(crit)(), heads)
+        )
     assert len(out) == 3
     assert len(mode.calls) > 10, "the mode saw no factory calls: the check would pass vacuously"
     device = pair.target.get_output_embeddings().weight.device
@@ -88,7 +114,11 @@ def test_every_generator_is_on_the_models_device(pair, monkeypatch):
 
     monkeypatch.setattr(hf_loop, "make_generator", spy)
     dec = DecodingConfig(num_speculative_tokens=3, max_new_tokens=16, temperature=1.0)
-    list(HFLoopBackend(pair, batch_size=2).generate(SAMPLES, dec, CRITERIA.get("dropmatch_js")(), HeadSpec(5, 0.3)))
+    list(
+        HFLoopBackend(pair, batch_size=2).generate(
+            SAMPLES, dec, CRITERIA.get("dropmatch_js")(), HeadSpec(5, 0.3)
+        )
+    )
     device = pair.target.get_output_embeddings().weight.device
     assert len(made) == len(SAMPLES)
     assert all(g.device == device and torch.device(d) == device for g, d in made)
@@ -98,5 +128,13 @@ def test_the_checker_catches_a_missing_device(pair):
     """The mode is not vacuous: a factory call without a device in our code is reported."""
     mode = FactoryCalls()
     with mode:
-        exec(compile("import torch\ntorch.zeros(3)\n", str(REPO_ROOT / "runners" / "probe.py"), "exec"), {})
-    assert mode.calls == [("runners/probe.py", "zeros", None)] or mode.calls[-1][1:] == ("zeros", None)
+        exec(
+            compile(
+                "import torch\ntorch.zeros(3)\n", str(REPO_ROOT / "runners" / "probe.py"), "exec"
+            ),
+            {},
+        )
+    assert mode.calls == [("runners/probe.py", "zeros", None)] or mode.calls[-1][1:] == (
+        "zeros",
+        None,
+    )

@@ -15,13 +15,16 @@ from runners.validate import ConfigError
 YES, NO = (lambda: True), (lambda: False)
 
 
-@pytest.mark.parametrize("device,cpu,cuda,want", [
-    ("cpu", YES, NO, "bfloat16"),
-    ("cpu", NO, YES, "float32"),
-    ("cuda", NO, YES, "bfloat16"),
-    ("cuda:1", YES, NO, "float32"),  # a GPU without bf16: float32, whatever the CPU has
-    ("meta", YES, YES, "float32"),
-])
+@pytest.mark.parametrize(
+    "device,cpu,cuda,want",
+    [
+        ("cpu", YES, NO, "bfloat16"),
+        ("cpu", NO, YES, "float32"),
+        ("cuda", NO, YES, "bfloat16"),
+        ("cuda:1", YES, NO, "float32"),  # a GPU without bf16: float32, whatever the CPU has
+        ("meta", YES, YES, "float32"),
+    ],
+)
 def test_auto_picks_bf16_only_on_bf16_hardware(device, cpu, cuda, want):
     assert resolve_dtype({"dtype": "auto", "device": device}, cpu_bf16=cpu, cuda_bf16=cuda) == want
 
@@ -38,7 +41,9 @@ def test_missing_dtype_means_float32():
 
 @pytest.mark.parametrize("bad", ["fp32", "bf16", "Auto", 32, None])
 def test_bad_dtype_names_the_field(bad):
-    with pytest.raises(ValueError, match=r"pair\.dtype=.*allowed: auto, float32, bfloat16, float16"):
+    with pytest.raises(
+        ValueError, match=r"pair\.dtype=.*allowed: auto, float32, bfloat16, float16"
+    ):
         resolve_dtype({"dtype": bad})
 
 
@@ -47,7 +52,11 @@ def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
     f.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16 fma\n\nflags\t: fpu\n")
     flags = cpu_flags(str(f))
     assert flags == {"fpu", "sse", "avx512f", "avx512_bf16", "fma"}
-    assert cpu_has_fast_bf16(flags) and cpu_has_fast_bf16({"amx_bf16"}) and not cpu_has_fast_bf16({"avx512f", "fma"})
+    assert (
+        cpu_has_fast_bf16(flags)
+        and cpu_has_fast_bf16({"amx_bf16"})
+        and not cpu_has_fast_bf16({"avx512f", "fma"})
+    )
 
 
 def test_this_machine_resolves_by_its_flags():
@@ -60,7 +69,9 @@ def test_this_machine_resolves_by_its_flags():
 
 def _cfg(*overrides):
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        return compose(config_name="run", overrides=["profile=smoke", "method=sd", "L=3", *overrides])
+        return compose(
+            config_name="run", overrides=["profile=smoke", "method=sd", "L=3", *overrides]
+        )
 
 
 def test_run_config_records_the_resolved_dtype():
@@ -83,6 +94,8 @@ def test_bad_dtype_is_a_config_error_before_loading():
 
 def test_loader_loads_in_the_resolved_dtype(tiny_pair_dir):
     spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
-    p = load_pair({"name": "tiny", "dtype": "bfloat16", "target": spec("target"), "draft": spec("draft")})
+    p = load_pair(
+        {"name": "tiny", "dtype": "bfloat16", "target": spec("target"), "draft": spec("draft")}
+    )
     assert p.dtype == "bfloat16" and p.target.get_output_embeddings().weight.dtype == torch.bfloat16
     assert p.draft.get_output_embeddings().weight.dtype == torch.bfloat16

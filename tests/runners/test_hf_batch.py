@@ -30,7 +30,9 @@ SAMPLES = [Sample(f"b/{i}", [{"role": "user", "content": p}]) for i, p in enumer
 @pytest.fixture(scope="module")
 def pair(tiny_pair_dir):
     spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
-    return load_pair({"name": "tiny", "dtype": "float32", "target": spec("target"), "draft": spec("draft")})
+    return load_pair(
+        {"name": "tiny", "dtype": "float32", "target": spec("target"), "draft": spec("draft")}
+    )
 
 
 def run(pair, B, L, crit, heads=HeadSpec(), n=40, **kw):
@@ -47,7 +49,13 @@ CASES = [
     ("dm_naive", 4, "dropmatch_naive", HeadSpec(5, 0.3), {}),
     ("dm_js_T1", 4, "dropmatch_js", HeadSpec(5, 0.3), {"temperature": 1.0}),
     ("dm_js_trace", 5, "dropmatch_js", HeadSpec(5, 0.3), {"trace": True}),  # Tables 2-3 run batched
-    ("dropout_path", 0, "dropout_path", HeadSpec(1, 0.3), {"seed_stream": 3}),  # Table 1 / Fig. 3 paths
+    (
+        "dropout_path",
+        0,
+        "dropout_path",
+        HeadSpec(1, 0.3),
+        {"seed_stream": 3},
+    ),  # Table 1 / Fig. 3 paths
 ]
 
 
@@ -73,12 +81,19 @@ def test_batch_of_four_decides_as_batch_of_one(pair, name, L, crit, heads, kw):
         assert b.output_token_ids == a.output_token_ids, (name, sid)
         assert b.accepted_per_round == a.accepted_per_round, (name, sid)
         assert b.counters.to_dict() == a.counters.to_dict(), (name, sid)
-        assert _same_trace(b.trace, a.trace), (name, sid)  # decisions exact; JS/probabilities to batch-shape rounding
+        assert _same_trace(b.trace, a.trace), (
+            name,
+            sid,
+        )  # decisions exact; JS/probabilities to batch-shape rounding
         c = b.counters
-        assert L == 0 or c.num_drafts + c.num_accepted_tokens == max(0, len(b.output_token_ids) - 1 + b.eos_removed)
+        assert L == 0 or c.num_drafts + c.num_accepted_tokens == max(
+            0, len(b.output_token_ids) - 1 + b.eos_removed
+        )
         lengths.add(len(b.output_token_ids))
         assert b.share_s is not None and 0 <= b.share_s <= b.wall_s + 1e-6
-        assert a.share_s == pytest.approx(a.wall_s, rel=0.05, abs=5e-3)  # B = 1: the sample has the batch alone
+        assert a.share_s == pytest.approx(
+            a.wall_s, rel=0.05, abs=5e-3
+        )  # B = 1: the sample has the batch alone
     if L > 1:  # rows advance at different speeds: per-row acceptance differs
         assert len({tuple(r.accepted_per_round[:3]) for r in four.values()}) > 1
 
@@ -100,7 +115,9 @@ def test_results_come_as_rows_finish(pair):
     """Each result is yielded when its row finishes: a short cap finishes first even when queued later."""
     be = HFLoopBackend(pair, batch_size=4)
     dec = DecodingConfig(num_speculative_tokens=3, max_new_tokens=30)
-    order = [r.sample_id for r in be.generate(SAMPLES, dec, CRITERIA.get("greedy_match")(), HeadSpec())]
+    order = [
+        r.sample_id for r in be.generate(SAMPLES, dec, CRITERIA.get("greedy_match")(), HeadSpec())
+    ]
     assert sorted(order) == sorted(s.sample_id for s in SAMPLES) and len(order) == len(set(order))
 
 
@@ -146,7 +163,10 @@ def test_time_the_caller_spends_between_results_is_not_counted(pair):
 
     be = HFLoopBackend(pair, batch_size=3)
     dec = DecodingConfig(num_speculative_tokens=3, max_new_tokens=20)
-    fast = {r.sample_id: r for r in be.generate(SAMPLES, dec, CRITERIA.get("greedy_match")(), HeadSpec())}
+    fast = {
+        r.sample_id: r
+        for r in be.generate(SAMPLES, dec, CRITERIA.get("greedy_match")(), HeadSpec())
+    }
     slow = {}
     for r in be.generate(SAMPLES, dec, CRITERIA.get("greedy_match")(), HeadSpec()):
         slow[r.sample_id] = r

@@ -37,7 +37,9 @@ def rule(name, **kw):
 def _gen(pair, prompt, L, crit, n=40, prefix_caching=True, heads=HeadSpec(), **kw):
     be = HFLoopBackend(pair, prefix_caching=prefix_caching)
     s = Sample(f"t/{hash(prompt) % 1000}", [{"role": "user", "content": prompt}])
-    return be.generate_one(s, DecodingConfig(num_speculative_tokens=L, max_new_tokens=n, **kw), crit or AR, heads)
+    return be.generate_one(
+        s, DecodingConfig(num_speculative_tokens=L, max_new_tokens=n, **kw), crit or AR, heads
+    )
 
 
 def assert_identity(out):
@@ -45,7 +47,10 @@ def assert_identity(out):
     c = out.counters
     emitted = max(0, len(out.output_token_ids) - 1 + out.eos_removed)
     assert c.num_drafts + c.num_accepted_tokens == emitted
-    assert sum(out.accepted_per_round) == c.num_accepted_tokens and len(out.accepted_per_round) == c.num_drafts
+    assert (
+        sum(out.accepted_per_round) == c.num_accepted_tokens
+        and len(out.accepted_per_round) == c.num_drafts
+    )
 
 
 @pytest.mark.parametrize("L", [1, 3, 7])
@@ -53,8 +58,12 @@ def test_greedy_sd_and_dm_p0_equal_ar(pair, L):
     partial = 0
     for prompt in PROMPTS:
         ar = _gen(pair, prompt, 0, None)
-        for crit, heads in ((rule("rejection"), HeadSpec()), (rule("greedy_match"), HeadSpec()),
-                            (rule("dropmatch_js"), HeadSpec(5, 0.0)), (rule("dropmatch_naive"), HeadSpec(3, 0.0))):
+        for crit, heads in (
+            (rule("rejection"), HeadSpec()),
+            (rule("greedy_match"), HeadSpec()),
+            (rule("dropmatch_js"), HeadSpec(5, 0.0)),
+            (rule("dropmatch_naive"), HeadSpec(3, 0.0)),
+        ):
             out = _gen(pair, prompt, L, crit, heads=heads)
             assert out.output_token_ids == ar.output_token_ids, (crit.name, prompt)
             assert_identity(out)
@@ -77,7 +86,9 @@ def test_counters_invariants(pair):
     out = _gen(pair, PROMPTS[0], 4, rule("dropmatch_js"), heads=HeadSpec(5, 0.3), n=60)
     c = out.counters
     assert sum(c.num_accepted_tokens_per_pos) == c.num_accepted_tokens
-    assert all(a >= b for a, b in zip(c.num_accepted_tokens_per_pos, c.num_accepted_tokens_per_pos[1:]))
+    assert all(
+        a >= b for a, b in zip(c.num_accepted_tokens_per_pos, c.num_accepted_tokens_per_pos[1:])
+    )
     assert c.num_accepted_tokens <= c.num_draft_tokens <= 4 * c.num_drafts
     assert c.num_drafts == len(out.accepted_per_round)
     assert sum(out.accepted_per_round) == c.num_accepted_tokens
@@ -108,7 +119,7 @@ def test_kv_rollback_matches_recompute(pair):
     st.rollback(len(prompt) + 2)
     h = st.forward(other)
     ref = KVState(pair.target)
-    h_ref = ref.forward(prompt + drafts[:2] + other)[-len(other):]
+    h_ref = ref.forward(prompt + drafts[:2] + other)[-len(other) :]
     assert st.length == ref.length == len(prompt) + 2 + len(other)
     torch.testing.assert_close(h, h_ref, rtol=1e-4, atol=1e-4)
 
@@ -126,7 +137,9 @@ def test_stop_strings_cut_ids_and_sd_equals_ar(pair):
     """Issue 10 item 2: ids end at the token that completes the stop; greedy SD ids == AR ids for every stop."""
     free = _gen(pair, PROMPTS[0], 0, None, n=40)
     text = free.output_text
-    stops = sorted({text[i : i + 2] for i in range(2, len(text) - 2) if text[i : i + 2].strip()})[:20]
+    stops = sorted({text[i : i + 2] for i in range(2, len(text) - 2) if text[i : i + 2].strip()})[
+        :20
+    ]
     assert len(stops) >= 5
     tok = pair.tokenizer
     for stop in stops:
@@ -156,8 +169,9 @@ def test_dropout_path_and_draft_only_decode(pair):
 def test_eos_inside_an_accepted_run(pair):
     """Issue 10 item 1: an EOS inside the accepted drafts ends the output there; later tokens are not counted."""
     s = Sample("t/eos", [{"role": "user", "content": PROMPTS[0]}])
-    free = HFLoopBackend(pair).generate_one(s, DecodingConfig(num_speculative_tokens=0, max_new_tokens=40), AR,
-                                            HeadSpec())
+    free = HFLoopBackend(pair).generate_one(
+        s, DecodingConfig(num_speculative_tokens=0, max_new_tokens=40), AR, HeadSpec()
+    )
     seen = 0
     for pos in range(3, 20):
         eos = free.output_token_ids[pos]
@@ -167,7 +181,11 @@ def test_eos_inside_an_accepted_run(pair):
         for L, crit in ((0, AR), (5, rule("greedy_match"))):
             be = HFLoopBackend(pair)
             be.eos_ids = set(be.eos_ids) | {eos}
-            outs.append(be.generate_one(s, DecodingConfig(num_speculative_tokens=L, max_new_tokens=40), crit, HeadSpec()))
+            outs.append(
+                be.generate_one(
+                    s, DecodingConfig(num_speculative_tokens=L, max_new_tokens=40), crit, HeadSpec()
+                )
+            )
         ar, sd = outs
         assert sd.output_token_ids == ar.output_token_ids == free.output_token_ids[:pos]
         assert sd.stop_reason == "eos" and sd.eos_removed == 1

@@ -23,10 +23,10 @@ def test_run_fills_its_hydra_job_log(run_main, main_env, runs_root):
     (log,) = _job_logs(main_env)
     text = log.read_text()
     summary = f"[run {rec.name}] done: tau="
-    assert summary in text and "[runners.run][INFO]" in text           # time, logger and level in the file
-    assert f"[run {rec.name}] sd L=2 gsm8k n=1: 0 done, 1 to go" in text   # the progress lines too
+    assert summary in text and "[runners.run][INFO]" in text  # time, logger and level in the file
+    assert f"[run {rec.name}] sd L=2 gsm8k n=1: 0 done, 1 to go" in text  # the progress lines too
     out_line = next(ln for ln in p.stdout.splitlines() if summary in ln)
-    assert out_line.startswith(summary)                                  # the terminal line stays plain
+    assert out_line.startswith(summary)  # the terminal line stays plain
     assert summary not in p.stderr
 
 
@@ -40,7 +40,10 @@ def test_log_level_switch(run_main, main_env, monkeypatch):
     assert "done: tau=" not in log.read_text()
     main_env["DROPMATCH_LOG_LEVEL"] = "loud"
     bad = run_main("method=ar", multirun=False)
-    assert bad.returncode == 2 and "DROPMATCH_LOG_LEVEL='loud' is invalid; allowed: DEBUG, INFO, WARNING" in bad.stderr
+    assert (
+        bad.returncode == 2
+        and "DROPMATCH_LOG_LEVEL='loud' is invalid; allowed: DEBUG, INFO, WARNING" in bad.stderr
+    )
 
 
 def test_console_splits_streams_and_follows_replaced_streams(capsys, monkeypatch):
@@ -49,7 +52,7 @@ def test_console_splits_streams_and_follows_replaced_streams(capsys, monkeypatch
     log.propagate = False
     try:
         console(logger=log)
-        console(logger=log)                       # idempotent: still one pair of console handlers
+        console(logger=log)  # idempotent: still one pair of console handlers
         assert sum(isinstance(h, Console) for h in log.handlers) == 2
         log.info("progress line")
         log.warning("something odd")

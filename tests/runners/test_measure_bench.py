@@ -18,15 +18,26 @@ def tiny(tiny_pair_dir):
     from runners.registry import DATASETS, build
     from runners.run import resolve_run_config  # noqa: F401  (registries)
 
-    pair = load_pair({"name": "tiny", "target": {"name": "t", "local_path": str(tiny_pair_dir / "target"), "order": ["local"]},
-                      "draft": {"name": "d", "local_path": str(tiny_pair_dir / "draft"), "order": ["local"]}})
+    pair = load_pair(
+        {
+            "name": "tiny",
+            "target": {
+                "name": "t",
+                "local_path": str(tiny_pair_dir / "target"),
+                "order": ["local"],
+            },
+            "draft": {"name": "d", "local_path": str(tiny_pair_dir / "draft"), "order": ["local"]},
+        }
+    )
     from omegaconf import OmegaConf
 
     from runners.paths import REPO_ROOT
 
     ds = OmegaConf.to_container(OmegaConf.load(REPO_ROOT / "conf" / "dataset" / "gsm8k.yaml"))
     sample = build(DATASETS, {**ds, "limit": 1}).load()[0]
-    ids = pair.tokenizer.apply_chat_template(sample.messages, add_generation_prompt=True, tokenize=True)
+    ids = pair.tokenizer.apply_chat_template(
+        sample.messages, add_generation_prompt=True, tokenize=True
+    )
     return pair, sample, [int(i) for i in (ids["input_ids"] if hasattr(ids, "keys") else ids)]
 
 
@@ -45,14 +56,22 @@ def test_hf_assisted_drafts_exactly_L_and_equals_ar(tiny):
     eos = sorted(end_of_sequence_ids(pair.tokenizer, pair.target.generation_config.eos_token_id))
     before = pair.draft.generation_config.to_dict()
     L, cap = 3, 40
-    a = hf_generate(pair.target, prompt, eos_ids=eos, pad_id=eos[0], max_new_tokens=cap, draft=pair.draft, L=L)
+    a = hf_generate(
+        pair.target, prompt, eos_ids=eos, pad_id=eos[0], max_new_tokens=cap, draft=pair.draft, L=L
+    )
     assert pair.draft.generation_config.to_dict() == before
     rounds = a["rounds"]
     assert rounds >= 1 and L * (rounds - L) <= a["draft_forwards"] <= L * rounds
     assert a["tokens"] == len(a["output_token_ids"]) and 0 < a["decode_s"] <= a["seconds"]
     ar = hf_generate(pair.target, prompt, eos_ids=eos, pad_id=eos[0], max_new_tokens=cap)
-    ours = our_generate(HFLoopBackend(pair, prefix_caching=False), sample, L=0,
-                        rule=(CRITERIA.get("autoregressive")(), HeadSpec()), max_new_tokens=cap, seed=0)
+    ours = our_generate(
+        HFLoopBackend(pair, prefix_caching=False),
+        sample,
+        L=0,
+        rule=(CRITERIA.get("autoregressive")(), HeadSpec()),
+        max_new_tokens=cap,
+        seed=0,
+    )
     assert a["output_token_ids"] == ar["output_token_ids"] == ours["output_token_ids"]
     assert all(math.isfinite(x["seconds"]) and x["seconds"] > 0 for x in (a, ar, ours))
 
@@ -64,9 +83,18 @@ def test_first_mismatch():
 
 
 def _arm(ids, seconds, rounds=0, accepted=0, verify_s=0.0, criterion_s=0.0):
-    return {"output_token_ids": ids, "tokens": len(ids), "seconds": seconds, "decode_tokens": len(ids) - 1,
-            "decode_s": seconds / 2, "rounds": rounds, "accepted": accepted, "verify_passes": rounds,
-            "verify_s": verify_s, "criterion_s": criterion_s}
+    return {
+        "output_token_ids": ids,
+        "tokens": len(ids),
+        "seconds": seconds,
+        "decode_tokens": len(ids) - 1,
+        "decode_s": seconds / 2,
+        "rounds": rounds,
+        "accepted": accepted,
+        "verify_passes": rounds,
+        "verify_s": verify_s,
+        "criterion_s": criterion_s,
+    }
 
 
 def test_summarize_bench_by_hand():
@@ -74,20 +102,49 @@ def test_summarize_bench_by_hand():
     lines = []
     for rep in (0, 1):
         for pid in ("a", "b"):
-            lines.append({"kind": "prompt", "prompt_id": pid, "repeat": rep, "prompt_tokens": 100,
-                          "model": {"dtype": "float32", "threads": 2}, "loadavg_1min": 1.5,
-                          "arms": {"ar": _arm(ids, 2.0, rounds=9, verify_s=0.9),
-                                   "sd": _arm(ids, 1.0, rounds=3, accepted=6, verify_s=0.6, criterion_s=0.03),
-                                   "sd_dm": _arm(ids[:4] + [99] + ids[5:], 0.5, rounds=2, accepted=7, verify_s=0.5,
-                                                 criterion_s=0.1)}})
+            lines.append(
+                {
+                    "kind": "prompt",
+                    "prompt_id": pid,
+                    "repeat": rep,
+                    "prompt_tokens": 100,
+                    "model": {"dtype": "float32", "threads": 2},
+                    "loadavg_1min": 1.5,
+                    "arms": {
+                        "ar": _arm(ids, 2.0, rounds=9, verify_s=0.9),
+                        "sd": _arm(ids, 1.0, rounds=3, accepted=6, verify_s=0.6, criterion_s=0.03),
+                        "sd_dm": _arm(
+                            ids[:4] + [99] + ids[5:],
+                            0.5,
+                            rounds=2,
+                            accepted=7,
+                            verify_s=0.5,
+                            criterion_s=0.1,
+                        ),
+                    },
+                }
+            )
     s = summarize_bench(lines, ["ar", "sd", "sd_dm"], L=5, context=64)
-    assert s["bench/ar/tok_per_s"] == pytest.approx(5.0) and s["bench/sd/tok_per_s"] == pytest.approx(10.0)
-    assert s["bench/sd/x_ar"] == pytest.approx(2.0) and s["bench/sd/x_ar_repeat_std"] == pytest.approx(0.0)
-    assert s["bench/sd/x_ar_median"] == pytest.approx(2.0) and s["bench/sd_dm/x_ar_median"] == pytest.approx(4.0)
-    assert s["bench/sd/tau"] == pytest.approx(1 + 6 / 3) and s["bench/sd_dm/tau"] == pytest.approx(1 + 7 / 2)
+    assert s["bench/ar/tok_per_s"] == pytest.approx(5.0) and s[
+        "bench/sd/tok_per_s"
+    ] == pytest.approx(10.0)
+    assert s["bench/sd/x_ar"] == pytest.approx(2.0) and s[
+        "bench/sd/x_ar_repeat_std"
+    ] == pytest.approx(0.0)
+    assert s["bench/sd/x_ar_median"] == pytest.approx(2.0) and s[
+        "bench/sd_dm/x_ar_median"
+    ] == pytest.approx(4.0)
+    assert s["bench/sd/tau"] == pytest.approx(1 + 6 / 3) and s["bench/sd_dm/tau"] == pytest.approx(
+        1 + 7 / 2
+    )
     assert s["bench/sd/identical_to_ar"] == 4 and s["bench/sd_dm/identical_to_ar"] == 0
-    assert s["bench/sd_dm/first_mismatches"][0] == {"prompt_id": "a", "repeat": 0, "position": 4, "ar_token": 4,
-                                                    "arm_token": 99}
+    assert s["bench/sd_dm/first_mismatches"][0] == {
+        "prompt_id": "a",
+        "repeat": 0,
+        "position": 4,
+        "ar_token": 4,
+        "arm_token": 99,
+    }
     # in the loop: SD verify 0.2 s/pass vs AR 0.1 s/step; DM (0.25 + 0.05) - SD (0.2 + 0.01) = 0.09 s = 45% of 0.2
     assert s["bench/in_situ/verify_over_decode"] == pytest.approx(2.0)
     assert s["bench/in_situ/dm_overhead_share"] == pytest.approx(0.45)
@@ -97,18 +154,35 @@ def test_summarize_bench_by_hand():
 def test_bench_records_resume_and_table(run_main, runs_root, main_env, monkeypatch):
     """experiment=bench on the tiny pair (float32, 1 prompt, 2 repeats, 2 latency repeats): one record with 4
     lines, every greedy arm equal to AR; rerun skipped; a cut record resumes; results/bench from the record."""
-    args = ["experiment=bench", "pair.dtype=float32", "dataset.limit=1", "decoding.max_new_tokens=12",
-            "method.timing_repeats=2", "method.latency_repeats=2", "method.context=16"]
+    args = [
+        "experiment=bench",
+        "pair.dtype=float32",
+        "dataset.limit=1",
+        "decoding.max_new_tokens=12",
+        "method.timing_repeats=2",
+        "method.latency_repeats=2",
+        "method.context=16",
+    ]
     p = run_main(*args)
     assert p.returncode == 0, p.stderr[-3000:]
     (rec,) = list(runs_root.iterdir())
     s = json.loads((rec / "summary.json").read_text())
-    assert s["complete"] and s["num_samples"] == 4 and s["bench/num_lines"] == 2 and s["model/dtype"] == "float32"
+    assert (
+        s["complete"]
+        and s["num_samples"] == 4
+        and s["bench/num_lines"] == 2
+        and s["model/dtype"] == "float32"
+    )
     for arm in ("ar", "hf_ar", "sd", "hf_assisted", "sd_dm"):
-        assert 0 < s[f"bench/{arm}/tok_per_s"] < 1e6 and math.isfinite(s[f"bench/{arm}/decode_tok_per_s"])
+        assert 0 < s[f"bench/{arm}/tok_per_s"] < 1e6 and math.isfinite(
+            s[f"bench/{arm}/decode_tok_per_s"]
+        )
     for arm in ("hf_ar", "sd", "hf_assisted"):
         assert s[f"bench/{arm}/identical_to_ar"] == 2, s[f"bench/{arm}/first_mismatches"]
-    assert s["bench/latency/verify_over_decode"] > 0 and s["bench/in_situ/dm_overhead_share"] == s["bench/in_situ/dm_overhead_share"]
+    assert (
+        s["bench/latency/verify_over_decode"] > 0
+        and s["bench/in_situ/dm_overhead_share"] == s["bench/in_situ/dm_overhead_share"]
+    )
     assert "1 runs: 0 done, 1 skipped" in run_main(*args).stderr
 
     lines = (rec / "samples.jsonl").read_text().splitlines(keepends=True)
@@ -128,17 +202,28 @@ def test_bench_records_resume_and_table(run_main, runs_root, main_env, monkeypat
     assert pd.api.types.is_float_dtype(t["tok_per_s"]) and (t["tok_per_s"] > 0).all()
     assert t.loc[t["arm"] == "ar", "x_ar"].item() == 1.0
     s = json.loads((rec / "summary.json").read_text())
-    for arm in ("sd", "sd_dm", "hf_assisted"):  # the ratios are the summary's; one prompt: a zero-width interval
+    for arm in (
+        "sd",
+        "sd_dm",
+        "hf_assisted",
+    ):  # the ratios are the summary's; one prompt: a zero-width interval
         x = t[t["arm"] == arm].iloc[0]
-        assert x["x_ar"] == pytest.approx(s[f"bench/{arm}/x_ar"]) and x["x_ar_lo"] == pytest.approx(x["x_ar"])
+        assert x["x_ar"] == pytest.approx(s[f"bench/{arm}/x_ar"]) and x["x_ar_lo"] == pytest.approx(
+            x["x_ar"]
+        )
     md = (runs_root.parent / "bench" / "bench.md").read_text()
     assert "transformers assisted generation" in md and "verify(L+1)/decode" in md
     assert "n (prompts x repeats per run): 1x2" in md and "× our AR [95% CI]" in md
 
 
-@pytest.mark.parametrize("override, field", [("method.arms=[sd,hf_assisted]", "method.arms"),
-                                             ("backend.prefix_caching=true", "prefix_caching"),
-                                             ("decoding.temperature=0.7", "decoding.temperature")])
+@pytest.mark.parametrize(
+    "override, field",
+    [
+        ("method.arms=[sd,hf_assisted]", "method.arms"),
+        ("backend.prefix_caching=true", "prefix_caching"),
+        ("decoding.temperature=0.7", "decoding.temperature"),
+    ],
+)
 def test_bench_bad_config_exit_2(run_main, runs_root, override, field):
     p = run_main("experiment=bench", override)
     assert p.returncode == 2 and field in p.stderr, p.stderr[-2000:]

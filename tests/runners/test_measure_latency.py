@@ -27,10 +27,18 @@ def test_verify_timer_tiny(tiny_target):
     assert all(0 < t < 10 and math.isfinite(t) for ln in lines for t in ln["seconds"].values())
     s = summarize_timings(lines)
     for comp in COMPONENTS:
-        assert s[f"latency/{comp}/q25_ms"] <= s[f"latency/{comp}/median_ms"] <= s[f"latency/{comp}/q75_ms"]
+        assert (
+            s[f"latency/{comp}/q25_ms"]
+            <= s[f"latency/{comp}/median_ms"]
+            <= s[f"latency/{comp}/q75_ms"]
+        )
     assert s["latency/verify_over_decode"] > 0 and s["latency/dm_overhead_share"] > 0
-    assert math.isfinite(s["latency/dm_round_share"])  # the decision as verify_round runs it (DM - SD)
-    assert math.isfinite(s["latency/dm_sparse_round_share"])  # the opt-in sparse variant, same round
+    assert math.isfinite(
+        s["latency/dm_round_share"]
+    )  # the decision as verify_round runs it (DM - SD)
+    assert math.isfinite(
+        s["latency/dm_sparse_round_share"]
+    )  # the opt-in sparse variant, same round
     no_sparse = VerifyTimer(tiny_target, L=5, K=5, p_drop=0.3, context=16).time_once()
     assert set(no_sparse) == set(COMPONENTS) - {"verify_round_dm_sparse"}
 
@@ -41,15 +49,32 @@ def test_verify_timer_rejects_L0(tiny_target):
 
 
 def test_paired_ratios_by_hand():
-    r = paired_ratios({"decode_step": 0.2, "verify_pass": 0.5, "lm_head": 0.01, "mc_dropout_heads": 0.03,
-                       "js_divergence": 0.02, "dropmatch_criterion": 0.025})
+    r = paired_ratios(
+        {
+            "decode_step": 0.2,
+            "verify_pass": 0.5,
+            "lm_head": 0.01,
+            "mc_dropout_heads": 0.03,
+            "js_divergence": 0.02,
+            "dropmatch_criterion": 0.025,
+        }
+    )
     assert r["verify_over_decode"] == pytest.approx(2.5)
     assert r["dm_overhead_share"] == pytest.approx((0.02 + 0.02) / 0.5)
     assert r["dm_rule_share"] == pytest.approx((0.02 + 0.025) / 0.5)
     assert "dm_round_share" not in r  # records made before the in-loop components
-    r = paired_ratios({"decode_step": 0.2, "verify_pass": 0.5, "lm_head": 0.01, "mc_dropout_heads": 0.03,
-                       "js_divergence": 0.02, "dropmatch_criterion": 0.025, "verify_round_sd": 0.012,
-                       "verify_round_dm": 0.017})
+    r = paired_ratios(
+        {
+            "decode_step": 0.2,
+            "verify_pass": 0.5,
+            "lm_head": 0.01,
+            "mc_dropout_heads": 0.03,
+            "js_divergence": 0.02,
+            "dropmatch_criterion": 0.025,
+            "verify_round_sd": 0.012,
+            "verify_round_dm": 0.017,
+        }
+    )
     assert r["dm_round_share"] == pytest.approx(0.005 / 0.5)
 
 
@@ -62,11 +87,21 @@ def test_latency_sweep_records_resume_and_table(run_main, runs_root, main_env, m
     dirs = sorted(runs_root.iterdir())
     assert len(dirs) == 4
     for d in dirs:
-        assert {f.name for f in d.iterdir()} >= {"config.json", "meta.json", "samples.jsonl", "summary.json"}
+        assert {f.name for f in d.iterdir()} >= {
+            "config.json",
+            "meta.json",
+            "samples.jsonl",
+            "summary.json",
+        }
         s = json.loads((d / "summary.json").read_text())
-        assert s["complete"] and s["num_samples"] == 3 and s["model/dtype"] in ("float32", "bfloat16")
+        assert (
+            s["complete"] and s["num_samples"] == 3 and s["model/dtype"] in ("float32", "bfloat16")
+        )
         assert s["latency/n_input"] == s["latency/L"] + 1 and s["latency/verify_pass/median_ms"] > 0
-    assert {json.loads((d / "summary.json").read_text())["model/dtype"] for d in dirs} == {"float32", "bfloat16"}
+    assert {json.loads((d / "summary.json").read_text())["model/dtype"] for d in dirs} == {
+        "float32",
+        "bfloat16",
+    }
 
     again = run_main(*args)
     assert "4 runs: 0 done, 4 skipped" in again.stderr, again.stderr[-2000:]
@@ -89,10 +124,15 @@ def test_latency_sweep_records_resume_and_table(run_main, runs_root, main_env, m
     assert len(art.runs) == 4
     out = runs_root.parent / "table4"
     t = pd.read_csv(out / "table4.csv")
-    assert len(t) == 4 * len(table4.LABELS) and set(t["L"]) == {5, 10} and (t["n_repeats"] == 3).all()
+    assert (
+        len(t) == 4 * len(table4.LABELS) and set(t["L"]) == {5, 10} and (t["n_repeats"] == 3).all()
+    )
     verify = t[t["component"] == table4.LABELS["verify_pass"]]
     assert (verify["pct_of_verify_measured"] == 100.0).all()
-    assert ((verify["median_ms_lo"] <= verify["median_ms"]) & (verify["median_ms"] <= verify["median_ms_hi"])).all()
+    assert (
+        (verify["median_ms_lo"] <= verify["median_ms"])
+        & (verify["median_ms"] <= verify["median_ms_hi"])
+    ).all()
     tgt = pd.read_csv(out / "table4_targets.csv")
     assert len(tgt) == 4 and (tgt[["verify_over_decode", "dm_overhead_pct"]] > 0).all().all()
     for d in dirs:  # the table's medians are the records' summaries
@@ -104,8 +144,10 @@ def test_latency_sweep_records_resume_and_table(run_main, runs_root, main_env, m
     assert "dm_overhead_pct [95% CI]" in md and "n (timed repeats per run): 3, 3, 3, 3" in md
 
 
-@pytest.mark.parametrize("override, field", [("method.timing_repeats=0", "method.timing_repeats"),
-                                             ("pair.dtype=int8", "pair.dtype")])
+@pytest.mark.parametrize(
+    "override, field",
+    [("method.timing_repeats=0", "method.timing_repeats"), ("pair.dtype=int8", "pair.dtype")],
+)
 def test_latency_bad_config_exit_2(run_main, runs_root, override, field):
     p = run_main("method=latency", override, multirun=False)
     assert p.returncode == 2 and field in p.stderr, p.stderr[-2000:]

@@ -16,9 +16,19 @@ def test_cosine_matrix_real_sbert():
 
     t0 = time.perf_counter()
     model = load_sbert()
-    sim = cosine_matrix(["A cat sits on the mat.", "A kitten is sitting on a rug.", "Stock prices fell sharply today."],
-                        model)
-    assert sim.shape == (3, 3) and np.allclose(np.diag(sim), 1.0, atol=1e-5) and np.allclose(sim, sim.T)
+    sim = cosine_matrix(
+        [
+            "A cat sits on the mat.",
+            "A kitten is sitting on a rug.",
+            "Stock prices fell sharply today.",
+        ],
+        model,
+    )
+    assert (
+        sim.shape == (3, 3)
+        and np.allclose(np.diag(sim), 1.0, atol=1e-5)
+        and np.allclose(sim, sim.T)
+    )
     assert sim[0, 1] > 0.5 > sim[0, 2]
     assert time.perf_counter() - t0 < 120
 
@@ -35,12 +45,22 @@ def test_sbert_load_leaves_the_hub_reachable_for_the_nli_judge():
 
     # the hub itself is unreachable on offline machines: the network probe is pinned to "answers", so what is
     # checked is only that nothing in the process switched the hub off
-    code = ("import os\nimport runners.measure.judges as j\nfrom runners.measure.judges import DEBERTA_MNLI, nli_available\n"
-            "j.hub_reachable = lambda *a, **k: True\n"
-            "from runners.measure.similarity import load_sbert\nload_sbert()\nimport huggingface_hub.constants as c\n"
-            "print(os.environ.get('HF_HUB_OFFLINE'), c.HF_HUB_OFFLINE, nli_available(DEBERTA_MNLI))")
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    p = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                       timeout=300)
+    code = (
+        "import os\nimport runners.measure.judges as j\nfrom runners.measure.judges import DEBERTA_MNLI, nli_available\n"
+        "j.hub_reachable = lambda *a, **k: True\n"
+        "from runners.measure.similarity import load_sbert\nload_sbert()\nimport huggingface_hub.constants as c\n"
+        "print(os.environ.get('HF_HUB_OFFLINE'), c.HF_HUB_OFFLINE, nli_available(DEBERTA_MNLI))"
+    )
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    }
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.split() == ["None", "False", "True"]

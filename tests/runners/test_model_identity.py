@@ -31,8 +31,9 @@ def resolved(*overrides: str) -> dict:
     from runners.run import resolve_run_config
 
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        return resolve_run_config(compose("run", overrides=["profile=smoke", "dataset=gsm8k", "method=sd",
-                                                            *overrides]))
+        return resolve_run_config(
+            compose("run", overrides=["profile=smoke", "dataset=gsm8k", "method=sd", *overrides])
+        )
 
 
 def test_local_directories_with_other_weights_get_other_ids(tiny_pair_dir, tmp_path, monkeypatch):
@@ -50,8 +51,11 @@ def test_local_directories_with_other_weights_get_other_ids(tiny_pair_dir, tmp_p
     assert ids["orig"] == ids["moved"]  # same weights elsewhere: one run
     assert ids["orig"] != ids["other"]  # other weights: another run
     c = resolved("pair=tiny")  # (DROPMATCH_TINY_PAIR -> other)
-    assert c["model_identity"]["target"] == {"source": "local", "dtype": "float32",
-                                             "weights_sha256": weights_sha256(other / "target")}
+    assert c["model_identity"]["target"] == {
+        "source": "local",
+        "dtype": "float32",
+        "weights_sha256": weights_sha256(other / "target"),
+    }
 
 
 def test_embedded_pair_on_other_weights_gets_another_id(tiny_pair_dir, tmp_path):
@@ -59,18 +63,31 @@ def test_embedded_pair_on_other_weights_gets_another_id(tiny_pair_dir, tmp_path)
     kept). A local directory of other weights, or the same prepared pinned weights, are told apart."""
     auto = resolved(f"pair={EMBEDDED}")
     assert auto["model_identity"]["target"] == {
-        "source": "pinned", "kind": "pip_chunk_gguf", "dtype": resolve_dtype({"dtype": "auto", "device": "cpu"}),
-        "sha256": "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"}
+        "source": "pinned",
+        "kind": "pip_chunk_gguf",
+        "dtype": resolve_dtype({"dtype": "auto", "device": "cpu"}),
+        "sha256": "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    }
     # dtype auto is resolved by this machine: the resolved dtype enters the id
     assert run_id_of(auto) != run_id_of({k: v for k, v in auto.items() if k != "model_identity"})
-    pinned = resolved(f"pair={EMBEDDED}", "pair.dtype=float32")  # dtype fixed by the config: nothing added
-    assert run_id_of(pinned) == run_id_of({k: v for k, v in pinned.items() if k != "model_identity"})
+    pinned = resolved(
+        f"pair={EMBEDDED}", "pair.dtype=float32"
+    )  # dtype fixed by the config: nothing added
+    assert run_id_of(pinned) == run_id_of(
+        {k: v for k, v in pinned.items() if k != "model_identity"}
+    )
 
-    other = resolved(f"pair={EMBEDDED}", "pair.dtype=float32", f"pair.target.local_path={tiny_pair_dir / 'target'}")
+    other = resolved(
+        f"pair={EMBEDDED}",
+        "pair.dtype=float32",
+        f"pair.target.local_path={tiny_pair_dir / 'target'}",
+    )
     assert other["model_identity"]["target"]["source"] == "local"
     assert run_id_of(other) != run_id_of(pinned)
 
-    prepared = tmp_path / "prepared"  # what runners.models.sources.prepare_pinned leaves: marker = sha256
+    prepared = (
+        tmp_path / "prepared"
+    )  # what runners.models.sources.prepare_pinned leaves: marker = sha256
     prepared.mkdir()
     (prepared / ".complete").write_text(pinned["model_identity"]["target"]["sha256"] + "\n")
     same = resolved(f"pair={EMBEDDED}", "pair.dtype=float32", f"pair.target.local_path={prepared}")
@@ -89,11 +106,22 @@ def test_hub_revision_is_resolved_and_hashed(monkeypatch, tmp_path):
         def __init__(self):
             self.sha = next(shas)
 
-    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda self, repo, revision=None, timeout=None: Info())
-    over = [f"pair={EMBEDDED}", "pair.dtype=float32", "pair.target.order=[hub]", "pair.draft.order=[hub]"]
+    monkeypatch.setattr(
+        huggingface_hub.HfApi, "model_info", lambda self, repo, revision=None, timeout=None: Info()
+    )
+    over = [
+        f"pair={EMBEDDED}",
+        "pair.dtype=float32",
+        "pair.target.order=[hub]",
+        "pair.draft.order=[hub]",
+    ]
     first = resolved(*over)
-    assert first["model_identity"]["target"] == {"source": "hub", "hub_id": "Qwen/Qwen2.5-Coder-1.5B-Instruct",
-                                                 "revision": "a" * 40, "dtype": "float32"}
+    assert first["model_identity"]["target"] == {
+        "source": "hub",
+        "hub_id": "Qwen/Qwen2.5-Coder-1.5B-Instruct",
+        "revision": "a" * 40,
+        "dtype": "float32",
+    }
     clear_memo()
     second = resolved(*over)
     assert second["model_identity"]["target"]["revision"] == "b" * 40
@@ -111,12 +139,24 @@ def test_hub_revision_is_resolved_and_hashed(monkeypatch, tmp_path):
 
 def test_dtype_comes_from_resolve_dtype(tiny_pair_dir, monkeypatch):
     monkeypatch.setenv("DROPMATCH_TINY_PAIR", str(tiny_pair_dir))
-    ident = model_identity({"dtype": "auto", "target": {"name": "t", "local_path": str(tiny_pair_dir / "target"),
-                                                        "order": ["local"]}})
+    ident = model_identity(
+        {
+            "dtype": "auto",
+            "target": {
+                "name": "t",
+                "local_path": str(tiny_pair_dir / "target"),
+                "order": ["local"],
+            },
+        }
+    )
     from runners.models.dtype import resolve_dtype
 
-    assert ident["target"]["dtype"] == resolve_dtype({"dtype": "auto", "device": "cpu"})  # by this CPU's flags
-    assert run_id_of(resolved("pair=tiny", "pair.dtype=bfloat16")) != run_id_of(resolved("pair=tiny"))
+    assert ident["target"]["dtype"] == resolve_dtype(
+        {"dtype": "auto", "device": "cpu"}
+    )  # by this CPU's flags
+    assert run_id_of(resolved("pair=tiny", "pair.dtype=bfloat16")) != run_id_of(
+        resolved("pair=tiny")
+    )
 
 
 def test_unavailable_weights_write_no_record(tmp_path, monkeypatch):
@@ -130,7 +170,9 @@ def test_unavailable_weights_write_no_record(tmp_path, monkeypatch):
 
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
         cfg = compose("run", overrides=["pair=tiny", "profile=smoke", "method=sd"])
-    with pytest.raises(ModelUnavailableError, match=r"pair.target: model 'tiny-random-qwen2-target' is unavailable"):
+    with pytest.raises(
+        ModelUnavailableError, match=r"pair.target: model 'tiny-random-qwen2-target' is unavailable"
+    ):
         run(cfg, log=lambda *_: None)
     assert not (tmp_path / "results" / "runs").exists()
 
@@ -141,15 +183,42 @@ def test_record_holds_the_identity(tiny_pair_dir, tmp_path):
     import subprocess
     import sys
 
-    env = {**os.environ, "DROPMATCH_TINY_PAIR": str(tiny_pair_dir), "DROPMATCH_RESULTS": str(tmp_path / "r"),
-           "DROPMATCH_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "DROPMATCH_THREADS": "1"}
-    p = subprocess.run([sys.executable, "-m", "runners.main", "pair=tiny", "profile=smoke", "method=sd", "L=2",
-                        "decoding.max_new_tokens=4", "progress=quiet"], cwd=REPO_ROOT, env=env,
-                       capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "DROPMATCH_TINY_PAIR": str(tiny_pair_dir),
+        "DROPMATCH_RESULTS": str(tmp_path / "r"),
+        "DROPMATCH_CACHE": str(tmp_path / "cache"),
+        "HF_HUB_OFFLINE": "1",
+        "DROPMATCH_THREADS": "1",
+    }
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runners.main",
+            "pair=tiny",
+            "profile=smoke",
+            "method=sd",
+            "L=2",
+            "decoding.max_new_tokens=4",
+            "progress=quiet",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     (run_dir,) = (tmp_path / "r" / "runs").iterdir()
-    expect = {role: {"source": "local", "dtype": "float32", "weights_sha256": weights_sha256(tiny_pair_dir / role)}
-              for role in ("target", "draft")}
+    expect = {
+        role: {
+            "source": "local",
+            "dtype": "float32",
+            "weights_sha256": weights_sha256(tiny_pair_dir / role),
+        }
+        for role in ("target", "draft")
+    }
     assert json.loads((run_dir / "config.json").read_text())["model_identity"] == expect
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["model_identity"] == expect and meta["sessions"][0]["model_identity"] == expect

@@ -32,11 +32,24 @@ def test_cap_one_token_into_a_round():
     assert kept == [5, 5, 3]  # the third round emitted only 4 tokens before the cap
     assert identity_holds(out, kept)
     c = round_counters(kept, 5)
-    assert (c.num_drafts, c.num_accepted_tokens, c.num_accepted_tokens_per_pos) == (3, 13, [3, 3, 3, 2, 2])
+    assert (c.num_drafts, c.num_accepted_tokens, c.num_accepted_tokens_per_pos) == (
+        3,
+        13,
+        [3, 3, 3, 2, 2],
+    )
 
 
 def test_eos_inside_the_accepted_run():
-    raw = [0, 1, 2, 3, EOS, 5, 6, 7]  # prefill token, then round 1 accepted 4 drafts + bonus (incl. the EOS at 4th)
+    raw = [
+        0,
+        1,
+        2,
+        3,
+        EOS,
+        5,
+        6,
+        7,
+    ]  # prefill token, then round 1 accepted 4 drafts + bonus (incl. the EOS at 4th)
     out = finalize(raw, TOK, {EOS}, [], max_new_tokens=50)
     assert out.token_ids == [0, 1, 2, 3] and out.stop_reason == "eos" and out.eos_removed == 1
     kept = cut_rounds([4, 1], out.emitted)  # round 2 never reaches the output
@@ -53,7 +66,9 @@ def test_stop_string_cuts_the_ids_at_the_completing_token():
     out = finalize(raw, TOK, {EOS}, ["lo w"], max_new_tokens=50)
     assert out.text == "hel" and out.stop_reason == "stop"
     assert out.token_ids == raw[:7]  # ends at 'w', the token that completes "lo w"
-    kept = cut_rounds([3, 3, 2], out.emitted)  # rounds of 4, 4, 3 tokens; 6 of them are in the output
+    kept = cut_rounds(
+        [3, 3, 2], out.emitted
+    )  # rounds of 4, 4, 3 tokens; 6 of them are in the output
     assert kept == [3, 1] and identity_holds(out, kept)
 
 

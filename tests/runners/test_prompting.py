@@ -33,7 +33,9 @@ def test_prompt_functions_pass_the_template_options(tokenizer):
 
     plain = tokenizer.decode(prompt_token_ids(tokenizer, MESSAGES, {}))
     off = tokenizer.decode(prompt_token_ids(tokenizer, MESSAGES, {"enable_thinking": False}))
-    assert plain.endswith("<|im_start|>assistant\n")  # the template's default: the model opens <think> itself
+    assert plain.endswith(
+        "<|im_start|>assistant\n"
+    )  # the template's default: the model opens <think> itself
     assert off == plain + "<think>\n\n</think>\n\n"
     assert prompt_text(tokenizer, MESSAGES, {"enable_thinking": False}) == off
     assert prompt_token_ids(tokenizer, MESSAGES) == prompt_token_ids(tokenizer, MESSAGES, {})
@@ -59,8 +61,10 @@ def _resolved(*overrides: str) -> dict:
     from runners.run import resolve_run_config
 
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        return resolve_run_config(compose("run", overrides=["profile=smoke", "method=sd", *overrides]),
-                                  identify_models=False)
+        return resolve_run_config(
+            compose("run", overrides=["profile=smoke", "method=sd", *overrides]),
+            identify_models=False,
+        )
 
 
 def test_options_are_recorded_and_part_of_the_id(monkeypatch):
@@ -70,23 +74,32 @@ def test_options_are_recorded_and_part_of_the_id(monkeypatch):
     monkeypatch.setattr(validate, "_installed", lambda package: True)
     monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
     qwen3 = _resolved("pair=qwen3_4b_32b")
-    assert qwen3["pair"]["chat_template_kwargs"] == {"enable_thinking": False}  # config.json holds the resolved config
+    assert qwen3["pair"]["chat_template_kwargs"] == {
+        "enable_thinking": False
+    }  # config.json holds the resolved config
     thinking = _resolved("pair=qwen3_4b_32b", "pair.chat_template_kwargs.enable_thinking=true")
     assert thinking["pair"]["chat_template_kwargs"] == {"enable_thinking": True}
     assert run_id_of(qwen3) != run_id_of(thinking)
     # the default {} adds nothing to the id: runs made before the field existed keep their ids
     tiny = _resolved("pair=tiny")
     assert tiny["pair"]["chat_template_kwargs"] == {}
-    without = {**tiny, "pair": {k: v for k, v in tiny["pair"].items() if k != "chat_template_kwargs"}}
+    without = {
+        **tiny,
+        "pair": {k: v for k, v in tiny["pair"].items() if k != "chat_template_kwargs"},
+    }
     assert run_id_of(tiny) == run_id_of(without)
 
 
-@pytest.mark.parametrize("value", ["[1]", "{tokenize: false}", "{continue_final_message: true}", "7"])
+@pytest.mark.parametrize(
+    "value", ["[1]", "{tokenize: false}", "{continue_final_message: true}", "7"]
+)
 def test_bad_options_are_refused(value, monkeypatch):
     from runners.validate import ConfigError
 
     monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
-    with pytest.raises(ConfigError, match=r"pair.chat_template_kwargs=.* is invalid; allowed: a mapping"):
+    with pytest.raises(
+        ConfigError, match=r"pair.chat_template_kwargs=.* is invalid; allowed: a mapping"
+    ):
         _resolved("pair=tiny", "~pair.chat_template_kwargs", f"+pair.chat_template_kwargs={value}")
 
 
@@ -101,7 +114,9 @@ def test_loaded_pair_carries_the_options(tiny_pair_dir: Path):
     assert pair.chat_template_kwargs == {"enable_thinking": False}
 
 
-def test_a_record_never_names_a_prompt_the_backend_did_not_send(tiny_pair_dir, tmp_path, monkeypatch):
+def test_a_record_never_names_a_prompt_the_backend_did_not_send(
+    tiny_pair_dir, tmp_path, monkeypatch
+):
     """With Qwen3-style options the HF backend applies them: the recorded prompt (and the prompt sent, which
     run.py checks against it before generating) ends in the closed <think> block."""
     import json
@@ -122,8 +137,24 @@ def test_a_record_never_names_a_prompt_the_backend_did_not_send(tiny_pair_dir, t
     monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("DROPMATCH_CACHE", str(tmp_path / "cache"))
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        cfg = compose("run", overrides=["pair=tiny", "profile=smoke", "method=sd", "L=2", "decoding.max_new_tokens=4",
-                                        "progress=quiet", "+pair.chat_template_kwargs.enable_thinking=false"])
+        cfg = compose(
+            "run",
+            overrides=[
+                "pair=tiny",
+                "profile=smoke",
+                "method=sd",
+                "L=2",
+                "decoding.max_new_tokens=4",
+                "progress=quiet",
+                "+pair.chat_template_kwargs.enable_thinking=false",
+            ],
+        )
     summary = run(cfg, log=lambda *_: None)  # before: RuntimeError "backend=hf does not apply ..."
-    rows = (tmp_path / "results" / "runs" / summary["run_id"] / "samples.jsonl").read_text().splitlines()
-    assert json.loads(rows[0])["prompt"]["text"].endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    rows = (
+        (tmp_path / "results" / "runs" / summary["run_id"] / "samples.jsonl")
+        .read_text()
+        .splitlines()
+    )
+    assert json.loads(rows[0])["prompt"]["text"].endswith(
+        "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    )

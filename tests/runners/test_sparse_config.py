@@ -12,7 +12,9 @@ from runners.validate import ConfigError
 
 def _cfg(*overrides):
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        return compose(config_name="run", overrides=["profile=smoke", "method=dropmatch", "L=5", *overrides])
+        return compose(
+            config_name="run", overrides=["profile=smoke", "method=dropmatch", "L=5", *overrides]
+        )
 
 
 def test_default_is_exact():
@@ -35,9 +37,14 @@ def test_check_reaches_the_head_spec_with_trace():
     assert (spec.top_n, spec.check_top_n) == (None, 64)
 
 
-@pytest.mark.parametrize("extra, match", [((), "trace=true"), (("trace=true", "dropmatch.sparse_top_n=8"),
-                                                                "sparse_top_n=null"),
-                                          (("trace=true",), None)])
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        ((), "trace=true"),
+        (("trace=true", "dropmatch.sparse_top_n=8"), "sparse_top_n=null"),
+        (("trace=true",), None),
+    ],
+)
 def test_check_needs_trace_and_the_exact_rule(extra, match):
     bad = "0" if match is None else "64"
     with pytest.raises(ConfigError, match=match or "dropmatch.sparse_check_top_n"):
@@ -50,14 +57,19 @@ def test_table3_resolves_to_the_runs_of_table2():
 
     def rid(exp):
         with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-            cfg = compose(config_name="run", overrides=[f"experiment={exp}", "dataset=humaneval", "method=dropmatch"])
+            cfg = compose(
+                config_name="run",
+                overrides=[f"experiment={exp}", "dataset=humaneval", "method=dropmatch"],
+            )
         return run_id_of(resolve_run_config(cfg, identify_models=False))
 
     assert rid("table2") == rid("table3")
 
 
-@pytest.mark.parametrize("first, second, swept", [("fig3", "fig3_measure", "dataset=spec_bench"),
-                                                   ("table2", "table3", "dataset=humaneval")])
+@pytest.mark.parametrize(
+    "first, second, swept",
+    [("fig3", "fig3_measure", "dataset=spec_bench"), ("table2", "table3", "dataset=humaneval")],
+)
 def test_paired_experiments_share_the_settings_their_run_ids_hash(first, second, swept):
     """A second step that finds the first step's runs by run id (fig3_measure reads fig3's decodes) must resolve
     the same pair, backend (batch size), dataset and caps (seen: fig3_measure without fig3's batch size)."""
@@ -65,8 +77,9 @@ def test_paired_experiments_share_the_settings_their_run_ids_hash(first, second,
 
     def blocks(exp):
         with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-            cfg = OmegaConf.to_container(compose(config_name="run", overrides=[f"experiment={exp}", swept]),
-                                         resolve=True)
+            cfg = OmegaConf.to_container(
+                compose(config_name="run", overrides=[f"experiment={exp}", swept]), resolve=True
+            )
         return {k: cfg[k] for k in ("pair", "backend", "dataset", "decoding", "profile")}
 
     assert blocks(first) == blocks(second)

@@ -28,7 +28,9 @@ class _FixedLM:
                 raise NotImplementedError
 
             def generate_until(self, requests):
-                return [answers[r.args[0]] for r in requests]  # KeyError: lm-eval built another prompt
+                return [
+                    answers[r.args[0]] for r in requests
+                ]  # KeyError: lm-eval built another prompt
 
             def apply_chat_template(self, chat_history, add_generation_prompt=True):
                 return json.dumps(chat_history)
@@ -43,7 +45,9 @@ class _FixedLM:
         return FixedLM()
 
 
-def _lm_eval_user_task(name: str, docs: list[dict[str, Any]], data_dir: Any, **overrides: Any) -> Any:
+def _lm_eval_user_task(
+    name: str, docs: list[dict[str, Any]], data_dir: Any, **overrides: Any
+) -> Any:
     """lm-eval's own task ``name`` loaded the way a user loads one: ``TaskManager`` + a local JSON file as
     its test split (lm-eval's documented ``dataset_path: json``), independent of our ``custom_dataset`` hook."""
     import json
@@ -52,9 +56,16 @@ def _lm_eval_user_task(name: str, docs: list[dict[str, Any]], data_dir: Any, **o
 
     data = data_dir / f"{name}.jsonl"
     data.write_text("".join(json.dumps(d) + "\n" for d in docs))
-    spec = {"task": name, "dataset_path": "json", "dataset_name": None, "test_split": "test",
-            "validation_split": None, "fewshot_split": None,
-            "dataset_kwargs": {"data_files": {"test": str(data)}, "cache_dir": str(data_dir / "hf")}, **overrides}
+    spec = {
+        "task": name,
+        "dataset_path": "json",
+        "dataset_name": None,
+        "test_split": "test",
+        "validation_split": None,
+        "fewshot_split": None,
+        "dataset_kwargs": {"data_files": {"test": str(data)}, "cache_dir": str(data_dir / "hf")},
+        **overrides,
+    }
     return TaskManager().load([{"group": "user", "task": [spec]}])["tasks"][name]
 
 
@@ -83,9 +94,14 @@ def lm_eval_evaluate() -> Callable[..., dict[str, Any]]:
         for task in tasks.values():
             task.set_fewshot_seed(seed=1234)
         answers = {json.dumps(s.messages): o for s, o in zip(samples, outputs)}
-        out = evaluator.evaluate(_FixedLM.make(answers), {"tasks": tasks, "groups": {}, "group_map": {}},
-                                 apply_chat_template=True, fewshot_as_multiturn=True, bootstrap_iters=10,
-                                 log_samples=False)
+        out = evaluator.evaluate(
+            _FixedLM.make(answers),
+            {"tasks": tasks, "groups": {}, "group_map": {}},
+            apply_chat_template=True,
+            fewshot_as_multiturn=True,
+            bootstrap_iters=10,
+            log_samples=False,
+        )
         return out["results"]
 
     return run

@@ -36,7 +36,9 @@ def gsm8k_ds(make_dataset):
 
 @pytest.fixture(scope="module")
 def mmlu_ds(make_dataset):
-    return make_dataset("mmlu", subjects=["college_physics", "virology"], order="subject", limit=None)
+    return make_dataset(
+        "mmlu", subjects=["college_physics", "virology"], order="subject", limit=None
+    )
 
 
 @pytest.fixture(scope="module")
@@ -55,19 +57,28 @@ def by_instruction(ifeval_ds) -> dict[tuple[str, ...], list[Any]]:
 class TestGsm8k:
     def test_protocol(self, gsm8k_ds) -> None:
         sc = scorer_for(gsm8k_ds)
-        assert isinstance(sc, Scorer) and sc.metric == "exact_match,strict-match" and sc.higher_is_better
+        assert (
+            isinstance(sc, Scorer)
+            and sc.metric == "exact_match,strict-match"
+            and sc.higher_is_better
+        )
 
     def test_known_outputs(self, gsm8k_ds) -> None:
         s = gsm8k_ds.load()[0]
         gold = s.meta["target"]
-        outputs = [f"Step one. Step two. The final answer is {gold}",
-                   f"The final answer is ${int(gold):,}.",
-                   f"The final answer is {int(gold) + 1}",
-                   f"I think it is {gold}"]  # no "The final answer is": strict 0, flexible 1
+        outputs = [
+            f"Step one. Step two. The final answer is {gold}",
+            f"The final answer is ${int(gold):,}.",
+            f"The final answer is {int(gold) + 1}",
+            f"I think it is {gold}",
+        ]  # no "The final answer is": strict 0, flexible 1
         res = scorer_for(gsm8k_ds).score([s] * 4, outputs)
         assert [r["correct"] for r in res] == [1, 1, 0, 0]
         assert [r["exact_match,flexible-extract"] for r in res] == [1.0, 1.0, 0.0, 1.0]
-        assert res[0]["filtered,strict-match"] == gold and res[3]["filtered,strict-match"] == "[invalid]"
+        assert (
+            res[0]["filtered,strict-match"] == gold
+            and res[3]["filtered,strict-match"] == "[invalid]"
+        )
 
     def test_malformed_scores_zero(self, gsm8k_ds) -> None:
         s = gsm8k_ds.load()[0]
@@ -76,19 +87,32 @@ class TestGsm8k:
         with pytest.raises(ValueError):
             scorer_for(gsm8k_ds).score([s], [])
 
-    def test_agrees_with_lm_eval(self, gsm8k_ds, tmp_path: Path, lm_eval_evaluate, lm_eval_user_task) -> None:
+    def test_agrees_with_lm_eval(
+        self, gsm8k_ds, tmp_path: Path, lm_eval_evaluate, lm_eval_user_task
+    ) -> None:
         samples = gsm8k_ds.load()
         outputs = []
         for i, s in enumerate(samples):
             gold = s.meta["target"]
-            outputs.append([f"Reasoning... The final answer is {gold}", f"so {gold} apples", "The final answer is 3",
-                            f"The final answer is {gold}.\n\nQ: next", ""][i % 5])
+            outputs.append(
+                [
+                    f"Reasoning... The final answer is {gold}",
+                    f"so {gold} apples",
+                    "The final answer is 3",
+                    f"The final answer is {gold}.\n\nQ: next",
+                    "",
+                ][i % 5]
+            )
         task = lm_eval_user_task("gsm8k_cot_llama", [s.reference for s in samples], tmp_path)
         theirs = lm_eval_evaluate({"gsm8k_cot_llama": task}, samples, outputs)["gsm8k_cot_llama"]
         sc = scorer_for(gsm8k_ds)
         ours = sc.aggregate(sc.score(samples, outputs))
-        for key in ("exact_match,strict-match", "exact_match,flexible-extract",
-                    "exact_match_stderr,strict-match", "exact_match_stderr,flexible-extract"):
+        for key in (
+            "exact_match,strict-match",
+            "exact_match,flexible-extract",
+            "exact_match_stderr,strict-match",
+            "exact_match_stderr,flexible-extract",
+        ):
             assert ours[key] == pytest.approx(float(theirs[key])), key
         assert ours["accuracy"] == ours["exact_match,strict-match"]
         assert ours["accuracy_stderr"] == ours["exact_match_stderr,strict-match"]
@@ -105,7 +129,15 @@ class TestMmlu:
         s = mmlu_ds.load()[0]
         gold = s.meta["target"][0]
         wrong = next(c for c in "ABCD" if c != gold)
-        outputs = [f" {gold}", gold, f" {gold.lower()}", f" ({gold})", f" {gold} because", f" {wrong}", ""]
+        outputs = [
+            f" {gold}",
+            gold,
+            f" {gold.lower()}",
+            f" ({gold})",
+            f" {gold} because",
+            f" {wrong}",
+            "",
+        ]
         res = scorer_for(mmlu_ds).score([s] * len(outputs), outputs)
         assert [r["correct"] for r in res] == [1, 1, 1, 1, 0, 0, 0]
         assert res[0]["filtered,strict_match"] == gold and res[0]["target"] == f"{gold}."
@@ -114,26 +146,38 @@ class TestMmlu:
         s = mmlu_ds.load()[0]
         res = scorer_for(mmlu_ds).score([s] * len(MALFORMED), MALFORMED)
         assert [r["correct"] for r in res] == [0] * len(MALFORMED)
-        assert not any(r.get("scoring_error") for r in res)  # malformed outputs are wrong answers, not errors
+        assert not any(
+            r.get("scoring_error") for r in res
+        )  # malformed outputs are wrong answers, not errors
 
-    def test_agrees_with_lm_eval(self, mmlu_ds, tmp_path: Path, lm_eval_evaluate, lm_eval_user_task) -> None:
+    def test_agrees_with_lm_eval(
+        self, mmlu_ds, tmp_path: Path, lm_eval_evaluate, lm_eval_user_task
+    ) -> None:
         samples = mmlu_ds.load()
         tasks, picked = {}, []
         for subject in ("college_physics", "virology"):
             mine = [s for s in samples if s.meta["subject"] == subject][:15]
             name = f"mmlu_llama_{subject}"
-            tasks[name] = lm_eval_user_task(name, [s.reference for s in mine], tmp_path, num_fewshot=0)
+            tasks[name] = lm_eval_user_task(
+                name, [s.reference for s in mine], tmp_path, num_fewshot=0
+            )
             picked += mine
-        outputs = [[f" {s.meta['target'][0]}", " A", f"{s.meta['target'][0].lower()}", " B because"][i % 4]
-                   for i, s in enumerate(picked)]
+        outputs = [
+            [f" {s.meta['target'][0]}", " A", f"{s.meta['target'][0].lower()}", " B because"][i % 4]
+            for i, s in enumerate(picked)
+        ]
         theirs = lm_eval_evaluate(tasks, picked, outputs)
         sc = scorer_for(mmlu_ds)
         per = sc.score(picked, outputs)
         for name in tasks:
             sel = [r for r, s in zip(per, picked) if s.meta["lm_eval_task"] == name]
             ours = sc.aggregate(sel)
-            assert ours["accuracy"] == pytest.approx(float(theirs[name]["exact_match,strict_match"]))
-            assert ours["accuracy_stderr"] == pytest.approx(float(theirs[name]["exact_match_stderr,strict_match"]))
+            assert ours["accuracy"] == pytest.approx(
+                float(theirs[name]["exact_match,strict_match"])
+            )
+            assert ours["accuracy_stderr"] == pytest.approx(
+                float(theirs[name]["exact_match_stderr,strict_match"])
+            )
         assert 0 < sc.aggregate(per)["accuracy"] < 1
 
 
@@ -141,11 +185,19 @@ class TestIfeval:
     def test_known_outputs(self, ifeval_ds, by_instruction) -> None:
         comma = by_instruction[("punctuation:no_comma",)][0]
         lower = by_instruction[("change_case:english_lowercase",)][0]
-        sentences = next(s for s in by_instruction[("length_constraints:number_sentences",)]
-                         if used(s.reference["kwargs"][0]) == {"relation": "less than", "num_sentences": 6})
-        cases = [(comma, "Hello world. No commas here.", 1, 1), (comma, "Hello, world.", 0, 0),
-                 (lower, "all lowercase text here.", 1, 1), (lower, "Sure Thing:\nall lowercase text here.", 0, 1),
-                 (sentences, "One. Two. Three.", 1, 1), (sentences, EIGHT_SENTENCES, 0, 0)]
+        sentences = next(
+            s
+            for s in by_instruction[("length_constraints:number_sentences",)]
+            if used(s.reference["kwargs"][0]) == {"relation": "less than", "num_sentences": 6}
+        )
+        cases = [
+            (comma, "Hello world. No commas here.", 1, 1),
+            (comma, "Hello, world.", 0, 0),
+            (lower, "all lowercase text here.", 1, 1),
+            (lower, "Sure Thing:\nall lowercase text here.", 0, 1),
+            (sentences, "One. Two. Three.", 1, 1),
+            (sentences, EIGHT_SENTENCES, 0, 0),
+        ]
         sc = scorer_for(ifeval_ds)
         res = sc.score([c[0] for c in cases], [c[1] for c in cases])
         assert [r["correct"] for r in res] == [c[2] for c in cases]
@@ -158,7 +210,10 @@ class TestIfeval:
         s = ifeval_ds.load()[0]
         res = scorer_for(ifeval_ds).score([s] * len(MALFORMED), MALFORMED)
         assert [r["correct"] for r in res] == [0] * len(MALFORMED)
-        assert all(len(r["inst_level_strict_acc,none"]) == len(s.reference["instruction_id_list"]) for r in res)
+        assert all(
+            len(r["inst_level_strict_acc,none"]) == len(s.reference["instruction_id_list"])
+            for r in res
+        )
 
     def test_deterministic_despite_random_checker(self, ifeval_ds) -> None:
         """Key 1122's letter_frequency has letter "#": lm-eval draws a random letter; we seed per item."""
@@ -168,42 +223,72 @@ class TestIfeval:
         first = sc.score([s], [out])
         assert all(sc.score([s], [out]) == first for _ in range(5))
         others = ifeval_ds.load()[:3]
-        in_batch = sc.score(others + [s], ["x"] * 3 + [out])[-1]  # same score at another position in a batch
+        in_batch = sc.score(others + [s], ["x"] * 3 + [out])[
+            -1
+        ]  # same score at another position in a batch
         assert in_batch == first[0]
 
-    @pytest.mark.parametrize("key,instruction,answer", [
-        # an English answer for "all lowercase, in English" (langdetect unseeded: en/it about 60/40)
-        (2728, "change_case:english_lowercase", "sure! here is the plan: pasta, pizza, tiramisu. buon appetito!"),
-        # a Korean answer cut by a short max_new_tokens cap (langdetect unseeded: ko/de about 60/40)
-        (3311, "language:response_language", "<<SRE>>\n사이트 신뢰성 Site"),
-    ])
+    @pytest.mark.parametrize(
+        "key,instruction,answer",
+        [
+            # an English answer for "all lowercase, in English" (langdetect unseeded: en/it about 60/40)
+            (
+                2728,
+                "change_case:english_lowercase",
+                "sure! here is the plan: pasta, pizza, tiramisu. buon appetito!",
+            ),
+            # a Korean answer cut by a short max_new_tokens cap (langdetect unseeded: ko/de about 60/40)
+            (3311, "language:response_language", "<<SRE>>\n사이트 신뢰성 Site"),
+        ],
+    )
     def test_language_checks_are_deterministic(self, ifeval_ds, key, instruction, answer) -> None:
         """Before: langdetect drew a fresh random seed per call, so 200 scorings of one answer gave both values
         (English ~180/20, Korean ~127/73 in the issue). Now every scoring gives one value, also in a new process."""
         s = next(x for x in ifeval_ds.load() if x.reference["key"] == key)
         assert instruction in s.reference["instruction_id_list"]
         sc = scorer_for(ifeval_ds)
-        values = {tuple(sc.score([s], [answer])[0]["inst_level_strict_acc,none"]) for _ in range(200)}
-        assert len(values) == 1, values  # every instruction's verdict, the language check's included
-        code = ("import yaml, runners.datasets, runners.scorers\nfrom runners.registry import DATASETS, SCORERS, build\n"
-                "ds = build(DATASETS, yaml.safe_load(open('conf/dataset/ifeval.yaml')))\n"
-                f"s = next(x for x in ds.load() if x.reference['key'] == {key})\n"
-                "sc = build(SCORERS, {'name': ds.scorer})\n"
-                f"print(tuple(sc.score([s], [{answer!r}])[0]['inst_level_strict_acc,none']))")
-        p = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, text=True, capture_output=True, timeout=300)
+        values = {
+            tuple(sc.score([s], [answer])[0]["inst_level_strict_acc,none"]) for _ in range(200)
+        }
+        assert len(values) == 1, (
+            values
+        )  # every instruction's verdict, the language check's included
+        code = (
+            "import yaml, runners.datasets, runners.scorers\nfrom runners.registry import DATASETS, SCORERS, build\n"
+            "ds = build(DATASETS, yaml.safe_load(open('conf/dataset/ifeval.yaml')))\n"
+            f"s = next(x for x in ds.load() if x.reference['key'] == {key})\n"
+            "sc = build(SCORERS, {'name': ds.scorer})\n"
+            f"print(tuple(sc.score([s], [{answer!r}])[0]['inst_level_strict_acc,none']))"
+        )
+        p = subprocess.run(
+            [sys.executable, "-c", code], cwd=REPO_ROOT, text=True, capture_output=True, timeout=300
+        )
         assert p.returncode == 0, p.stderr[-2000:]
         assert p.stdout.strip() == str(values.pop())
 
-    def test_agrees_with_lm_eval(self, ifeval_ds, tmp_path: Path, lm_eval_evaluate, lm_eval_user_task) -> None:
+    def test_agrees_with_lm_eval(
+        self, ifeval_ds, tmp_path: Path, lm_eval_evaluate, lm_eval_user_task
+    ) -> None:
         import random
 
         sc = scorer_for(ifeval_ds)
-        sc.score(ifeval_ds.load()[:1], [""])  # puts our punkt_tab on nltk.data.path before lm-eval imports
+        sc.score(
+            ifeval_ds.load()[:1], [""]
+        )  # puts our punkt_tab on nltk.data.path before lm-eval imports
         from lm_eval.tasks.ifeval import utils
 
         def outputs_for(items):
-            return [["", s.reference["prompt"], s.reference["prompt"].lower(), s.reference["prompt"].upper(),
-                     "word " * 400, "Hello world. This is short."][i % 6] for i, s in enumerate(items)]
+            return [
+                [
+                    "",
+                    s.reference["prompt"],
+                    s.reference["prompt"].lower(),
+                    s.reference["prompt"].upper(),
+                    "word " * 400,
+                    "Hello world. This is short.",
+                ][i % 6]
+                for i, s in enumerate(items)
+            ]
 
         def seeded(seed, s, o):
             random.seed(seed)
@@ -211,8 +296,11 @@ class TestIfeval:
 
         # lm-eval itself is random on items with invalid checker kwargs: compare on the others
         head = ifeval_ds.load()[:45]
-        kept = [(i, s, o) for i, (s, o) in enumerate(zip(head, outputs_for(head)))
-                if seeded(1, s, o) == seeded(2, s, o)]
+        kept = [
+            (i, s, o)
+            for i, (s, o) in enumerate(zip(head, outputs_for(head)))
+            if seeded(1, s, o) == seeded(2, s, o)
+        ]
         assert len(kept) >= 40
         doc_ids, samples, outputs = (list(x) for x in zip(*kept[:40]))
         per = sc.score(samples, outputs)
@@ -224,10 +312,16 @@ class TestIfeval:
         task = lm_eval_user_task("ifeval", [s.reference for s in samples], tmp_path)
         theirs = lm_eval_evaluate({"ifeval": task}, samples, outputs)["ifeval"]
         ours = sc.aggregate(per)
-        for m in ("prompt_level_strict_acc", "inst_level_strict_acc", "prompt_level_loose_acc", "inst_level_loose_acc"):
+        for m in (
+            "prompt_level_strict_acc",
+            "inst_level_strict_acc",
+            "prompt_level_loose_acc",
+            "inst_level_loose_acc",
+        ):
             assert ours[f"{m},none"] == pytest.approx(float(theirs[f"{m},none"])), m
         assert ours["prompt_level_strict_acc_stderr,none"] == pytest.approx(
-            float(theirs["prompt_level_strict_acc_stderr,none"]))
+            float(theirs["prompt_level_strict_acc_stderr,none"])
+        )
         assert 0 < ours["accuracy"] < ours["inst_level_loose_acc,none"] < 1
 
 
@@ -236,9 +330,12 @@ def test_scoring_errors_are_counted(make_dataset) -> None:
     from runners.datasets.base import Sample
 
     good = make_dataset("ifeval", limit=2).load()
-    bad = Sample(sample_id="ifeval/train/x", messages=[{"role": "user", "content": "x"}],
-                 reference={**good[0].reference, "instruction_id_list": ["no_such:checker"]},
-                 meta={"lm_eval_task": "ifeval"})
+    bad = Sample(
+        sample_id="ifeval/train/x",
+        messages=[{"role": "user", "content": "x"}],
+        reference={**good[0].reference, "instruction_id_list": ["no_such:checker"]},
+        meta={"lm_eval_task": "ifeval"},
+    )
     sc = build(SCORERS, {"name": "lm_eval_ifeval"})
     res = sc.score([good[0], bad, good[1]], ["hello", "hello", "HELLO"])
     assert [r.get("scoring_error", 0) for r in res] == [0, 1, 0]
@@ -272,8 +369,14 @@ assert found.startswith(str(cache_dir() / "nltk_data")), found
 print("OK", found)
 """
     env = {**os.environ, "NLTK_DATA": str(tmp_path / "empty"), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "OK" in proc.stdout
 
@@ -292,7 +395,9 @@ def test_punkt_tab_matches_the_wheels_own_tokenizer() -> None:
         import punkt
     finally:
         sys.path.pop(0)
-    text = ("Dr. Smith paid $3.50 at 5 p.m. on Jan. 4 in Washington, D.C. He left. Mr. J. Fialka of the "
-            "U.S. Army said so! Was it 3.14? Yes. The co. was founded in 1990 by Prof. Adams et al. today.")
+    text = (
+        "Dr. Smith paid $3.50 at 5 p.m. on Jan. 4 in Washington, D.C. He left. Mr. J. Fialka of the "
+        "U.S. Army said so! Was it 3.14? Yes. The co. was founded in 1990 by Prof. Adams et al. today."
+    )
     tokenizer = nltk.tokenize.PunktTokenizer("english")
     assert tokenizer.tokenize(text) == punkt.sent_tokenize(text, "english")

@@ -21,17 +21,19 @@ def sweep_cache(tmp_path_factory) -> Path:
 def sweep_env(tiny_pair_dir, tmp_path, sweep_cache) -> dict[str, str]:
     """Environment for ``runners.main`` subprocesses: tiny pair, fresh results dir, offline, 1 thread."""
     env = dict(os.environ)
-    env.update({
-        "DROPMATCH_TINY_PAIR": str(tiny_pair_dir),
-        "DROPMATCH_RESULTS": str(tmp_path / "results"),
-        "DROPMATCH_CACHE": str(sweep_cache),
-        "DROPMATCH_THREADS": "1",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "PYTHONUNBUFFERED": "1",
-        "HYDRA_FULL_ERROR": "1",
-    })
+    env.update(
+        {
+            "DROPMATCH_TINY_PAIR": str(tiny_pair_dir),
+            "DROPMATCH_RESULTS": str(tmp_path / "results"),
+            "DROPMATCH_CACHE": str(sweep_cache),
+            "DROPMATCH_THREADS": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "HYDRA_FULL_ERROR": "1",
+        }
+    )
     env.pop("WANDB_MODE", None)
     return env
 
@@ -49,21 +51,37 @@ def slurm_cluster() -> dict:
     if os.geteuid() != 0:
         pytest.skip("Slurm tests need root (the test cluster runs slurmd as root)")
     if not (shutil.which("slurmctld") or Path("/usr/sbin/slurmctld").exists()):
-        pytest.skip("Slurm is not installed: apt-get install -y slurm-wlm munge slurmdbd mariadb-server")
+        pytest.skip(
+            "Slurm is not installed: apt-get install -y slurm-wlm munge slurmdbd mariadb-server"
+        )
     slurm_dir = Path(os.environ.get("DROPMATCH_SLURM_DIR", "/tmp/dropmatch-slurm"))
     t0 = time.time()
-    p = subprocess.run(["bash", str(REPO_ROOT / "tests" / "slurm" / "start_slurm.sh")], capture_output=True,
-                       text=True, timeout=600)
+    p = subprocess.run(
+        ["bash", str(REPO_ROOT / "tests" / "slurm" / "start_slurm.sh")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if p.returncode != 0:
-        subprocess.run(["bash", str(REPO_ROOT / "tests" / "slurm" / "stop_slurm.sh")], capture_output=True, timeout=120)
+        subprocess.run(
+            ["bash", str(REPO_ROOT / "tests" / "slurm" / "stop_slurm.sh")],
+            capture_output=True,
+            timeout=120,
+        )
         pytest.skip(f"could not start the Slurm test cluster: {p.stderr.strip()[-1500:]}")
     print(f"[slurm] {p.stderr.strip()} ({time.time() - t0:.1f} s)")
     info = {
-        "env": {"SLURM_CONF": str(slurm_dir / "etc" / "slurm.conf"),
-                "PATH": os.environ.get("PATH", "") + ":/usr/sbin"},
+        "env": {
+            "SLURM_CONF": str(slurm_dir / "etc" / "slurm.conf"),
+            "PATH": os.environ.get("PATH", "") + ":/usr/sbin",
+        },
         "accounting": (slurm_dir / "accounting").read_text().strip(),
         "dir": slurm_dir,
     }
     yield info
     if "reusing" not in p.stderr:
-        subprocess.run(["bash", str(REPO_ROOT / "tests" / "slurm" / "stop_slurm.sh")], capture_output=True, timeout=120)
+        subprocess.run(
+            ["bash", str(REPO_ROOT / "tests" / "slurm" / "stop_slurm.sh")],
+            capture_output=True,
+            timeout=120,
+        )

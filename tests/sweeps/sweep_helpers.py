@@ -18,9 +18,17 @@ def main_cmd(*overrides: str, multirun: bool = False) -> list[str]:
     return [sys.executable, "-m", "runners.main", *(["-m"] if multirun else []), *BASE, *overrides]
 
 
-def run_main(env: dict, *overrides: str, multirun: bool = False, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(main_cmd(*overrides, multirun=multirun), cwd=REPO_ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+def run_main(
+    env: dict, *overrides: str, multirun: bool = False, timeout: float = 600
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        main_cmd(*overrides, multirun=multirun),
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def raw_sample_ids(run_dir: Path) -> list[str]:

@@ -49,7 +49,11 @@ def test_slurm_cpu_pair_requests_no_gpu(tmp_path):
     params = launcher_params("hydra/launcher=slurm", "pair=tiny")
     assert params["_target_"].endswith("SlurmLauncher") and params["gpus_per_node"] is None
     text = sbatch_text(params, tmp_path)
-    assert "--gpus-per-node" not in text and "#SBATCH --cpus-per-task=8" in text and "#SBATCH --mem=64GB" in text
+    assert (
+        "--gpus-per-node" not in text
+        and "#SBATCH --cpus-per-task=8" in text
+        and "#SBATCH --mem=64GB" in text
+    )
 
 
 @pytest.mark.parametrize("pair,gpus", [("llama31_8b_70b", 4), ("qwen3_4b_32b", 4)])
@@ -61,13 +65,29 @@ def test_slurm_gpu_count_follows_the_pair(tmp_path, pair, gpus):
 
 def test_slurm_fields_are_overridable(tmp_path):
     params = launcher_params(
-        "hydra/launcher=slurm", "pair=tiny", "hydra.launcher.partition=gpu", "hydra.launcher.account=proj42",
-        "hydra.launcher.gpus_per_node=2", "hydra.launcher.cpus_per_task=3", "hydra.launcher.mem_gb=5",
-        "hydra.launcher.timeout_min=77", "hydra.launcher.array_parallelism=2", "hydra.launcher.qos=low",
-        "+hydra.launcher.additional_parameters.constraint=a100")
+        "hydra/launcher=slurm",
+        "pair=tiny",
+        "hydra.launcher.partition=gpu",
+        "hydra.launcher.account=proj42",
+        "hydra.launcher.gpus_per_node=2",
+        "hydra.launcher.cpus_per_task=3",
+        "hydra.launcher.mem_gb=5",
+        "hydra.launcher.timeout_min=77",
+        "hydra.launcher.array_parallelism=2",
+        "hydra.launcher.qos=low",
+        "+hydra.launcher.additional_parameters.constraint=a100",
+    )
     text = sbatch_text(params, tmp_path)
-    for line in ("--partition=gpu", "--account=proj42", "--gpus-per-node=2", "--cpus-per-task=3", "--mem=5GB",
-                 "--time=77", "--qos=low", "--constraint=a100"):
+    for line in (
+        "--partition=gpu",
+        "--account=proj42",
+        "--gpus-per-node=2",
+        "--cpus-per-task=3",
+        "--mem=5GB",
+        "--time=77",
+        "--qos=low",
+        "--constraint=a100",
+    ):
         assert f"#SBATCH {line}\n" in text, line
     assert params["array_parallelism"] == 2
 
@@ -90,7 +110,8 @@ def test_site_defaults_in_conf_local_pick_slurm(tmp_path):
     shutil.copytree(REPO_ROOT / "conf", conf)
     (conf / "local" / "default.yaml").write_text(
         "# @package _global_\ndefaults:\n  - override /hydra/launcher: slurm\n"
-        "hydra:\n  launcher:\n    partition: gpu\n    account: proj42\n")
+        "hydra:\n  launcher:\n    partition: gpu\n    account: proj42\n"
+    )
     params = launcher_params("pair=llama31_8b_70b", conf_dir=conf)
     assert params["_target_"].endswith("SlurmLauncher")
     assert (params["partition"], params["account"], params["gpus_per_node"]) == ("gpu", "proj42", 4)
@@ -118,19 +139,29 @@ def test_two_sweeps_started_in_the_same_second_get_their_own_dirs():
     shared it and overwrote each other's .hydra/ and job status files."""
     a, b = _sweep_dir_at("2026-12-01_10-00-00"), _sweep_dir_at("2026-12-01_10-00-00")
     assert a != b
-    assert a.rsplit("/", 1)[1].startswith("2026-12-01_10-00-00_") and b.rsplit("/", 1)[1].startswith("2026-12-01_10-00-00_")
+    assert a.rsplit("/", 1)[1].startswith("2026-12-01_10-00-00_") and b.rsplit("/", 1)[
+        1
+    ].startswith("2026-12-01_10-00-00_")
 
 
 def test_sweep_dirs_differ_across_processes_at_the_same_instant():
     import subprocess
     import sys
 
-    code = ("import sys; sys.path.insert(0, 'tests/sweeps'); from test_sw_launchers import _sweep_dir_at; "
-            "print(_sweep_dir_at('2026-12-01_10-00-00'))")
-    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    code = (
+        "import sys; sys.path.insert(0, 'tests/sweeps'); from test_sw_launchers import _sweep_dir_at; "
+        "print(_sweep_dir_at('2026-12-01_10-00-00'))"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     dirs = [p.communicate(timeout=120)[0].strip() for p in procs]
-    assert all(d.endswith(tuple("0123456789abcdef")) and "2026-12-01_10-00-00_" in d for d in dirs), dirs
+    assert all(
+        d.endswith(tuple("0123456789abcdef")) and "2026-12-01_10-00-00_" in d for d in dirs
+    ), dirs
     assert dirs[0] != dirs[1]
 
 
@@ -142,10 +173,27 @@ def test_concurrent_sweeps_keep_their_own_dirs_and_statuses(sweep_env):
 
     from sweep_helpers import main_cmd
 
-    cmds = [main_cmd("method=ar", "decoding.max_new_tokens=4", multirun=True),
-            main_cmd("method=sd", "L=2", "decoding.max_new_tokens=4", "hydra/launcher=local_parallel", multirun=True)]
-    procs = [subprocess.Popen(c, cwd=REPO_ROOT, env=sweep_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for c in cmds]
+    cmds = [
+        main_cmd("method=ar", "decoding.max_new_tokens=4", multirun=True),
+        main_cmd(
+            "method=sd",
+            "L=2",
+            "decoding.max_new_tokens=4",
+            "hydra/launcher=local_parallel",
+            multirun=True,
+        ),
+    ]
+    procs = [
+        subprocess.Popen(
+            c,
+            cwd=REPO_ROOT,
+            env=sweep_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for c in cmds
+    ]
     outs = [p.communicate(timeout=600) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, out + err

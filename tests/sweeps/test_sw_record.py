@@ -17,16 +17,29 @@ import pytest
 from runners.paths import REPO_ROOT
 from runners.record import RunLockedError, RunRecord, read_samples, run_id_of
 
-CFG = {"pair": {"name": "tiny", "target": {"local_path": "/a/target"}}, "dataset": {"name": "gsm8k", "limit": 3},
-       "method": {"name": "sd"}, "L": 3, "decoding": {"temperature": 0.0, "seed": 0}}
+CFG = {
+    "pair": {"name": "tiny", "target": {"local_path": "/a/target"}},
+    "dataset": {"name": "gsm8k", "limit": 3},
+    "method": {"name": "sd"},
+    "L": 3,
+    "decoding": {"temperature": 0.0, "seed": 0},
+}
 
 
 class TestRunId:
     def test_same_config_same_id(self):
         assert run_id_of(dict(CFG)) == run_id_of(json.loads(json.dumps(CFG)))
 
-    @pytest.mark.parametrize("extra", [{"logger": {"name": "wandb"}}, {"hydra": {"x": 1}}, {"launcher": "slurm"},
-                                       {"artefact": "table6"}, {"progress": "quiet"}])
+    @pytest.mark.parametrize(
+        "extra",
+        [
+            {"logger": {"name": "wandb"}},
+            {"hydra": {"x": 1}},
+            {"launcher": "slurm"},
+            {"artefact": "table6"},
+            {"progress": "quiet"},
+        ],
+    )
     def test_bookkeeping_fields_do_not_change_id(self, extra):
         assert run_id_of({**CFG, **extra}) == run_id_of(CFG)
 
@@ -35,8 +48,14 @@ class TestRunId:
         moved["pair"]["target"]["local_path"] = "/scratch/elsewhere/target"
         assert run_id_of(moved) == run_id_of(CFG)
 
-    @pytest.mark.parametrize("key,value", [("L", 4), ("decoding", {"temperature": 0.0, "seed": 1}),
-                                           ("dataset", {"name": "gsm8k", "limit": 4})])
+    @pytest.mark.parametrize(
+        "key,value",
+        [
+            ("L", 4),
+            ("decoding", {"temperature": 0.0, "seed": 1}),
+            ("dataset", {"name": "gsm8k", "limit": 4}),
+        ],
+    )
     def test_computation_fields_change_id(self, key, value):
         assert run_id_of({**CFG, key: value}) != run_id_of(CFG)
 
@@ -45,12 +64,21 @@ class TestRunId:
         id the code before the rule gave CFG (temperature 0.0, ints elsewhere)."""
         assert run_id_of(CFG) == "92584caf1af7"
 
-    @pytest.mark.parametrize("path,a,b", [("decoding.temperature", 0, 0.0), ("decoding.top_p", 1, 1.0),
-                                          ("dropmatch.p_drop", 0, 0.0), ("backend.gpu_memory_utilization", 1, 1.0),
-                                          ("L", 3, 3.0), ("dataset.limit", 3, 3.0)])
+    @pytest.mark.parametrize(
+        "path,a,b",
+        [
+            ("decoding.temperature", 0, 0.0),
+            ("decoding.top_p", 1, 1.0),
+            ("dropmatch.p_drop", 0, 0.0),
+            ("backend.gpu_memory_utilization", 1, 1.0),
+            ("L", 3, 3.0),
+            ("dataset.limit", 3, 3.0),
+        ],
+    )
     def test_int_and_integral_float_are_one_run(self, path, a, b):
         """Before: ``decoding.temperature=0`` (an int) and the default 0.0 gave two ids (ca904c70ff4c vs
         92584caf1af7), so a rerun did not find its finished run."""
+
         def with_value(v):
             c = json.loads(json.dumps(CFG))
             *parents, leaf = path.split(".")
@@ -61,11 +89,19 @@ class TestRunId:
             return c
 
         assert run_id_of(with_value(a)) == run_id_of(with_value(b))
-        assert run_id_of(with_value(a)) != run_id_of(with_value(0.5))  # a different value still differs
+        assert run_id_of(with_value(a)) != run_id_of(
+            with_value(0.5)
+        )  # a different value still differs
 
-    @pytest.mark.parametrize("a,b", [(["decoding.temperature=0"], ["decoding.temperature=0.0"]),
-                                     (["dropmatch.p_drop=0"], ["dropmatch.p_drop=0.0"]),
-                                     (["decoding.top_p=1"], []), (["decoding.temperature=0"], [])])
+    @pytest.mark.parametrize(
+        "a,b",
+        [
+            (["decoding.temperature=0"], ["decoding.temperature=0.0"]),
+            (["dropmatch.p_drop=0"], ["dropmatch.p_drop=0.0"]),
+            (["decoding.top_p=1"], []),
+            (["decoding.temperature=0"], []),
+        ],
+    )
     def test_cli_spellings_of_one_number_are_one_run(self, a, b, monkeypatch):
         from hydra import compose, initialize_config_dir
 
@@ -75,8 +111,20 @@ class TestRunId:
 
         def rid(*extra):
             with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-                return run_id_of(resolve_run_config(compose("run", overrides=[
-                    "pair=tiny", "profile=smoke", "dataset=gsm8k", "method=dropmatch", *extra])))
+                return run_id_of(
+                    resolve_run_config(
+                        compose(
+                            "run",
+                            overrides=[
+                                "pair=tiny",
+                                "profile=smoke",
+                                "dataset=gsm8k",
+                                "method=dropmatch",
+                                *extra,
+                            ],
+                        )
+                    )
+                )
 
         assert rid(*a) == rid(*b)
 
@@ -90,13 +138,25 @@ class TestRunId:
 
         def rid(dataset, *extra):
             with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-                return run_id_of(resolve_run_config(compose("run", overrides=[
-                    "pair=tiny", "profile=default", f"dataset={dataset}", "method=sd", *extra])))
+                return run_id_of(
+                    resolve_run_config(
+                        compose(
+                            "run",
+                            overrides=[
+                                "pair=tiny",
+                                "profile=default",
+                                f"dataset={dataset}",
+                                "method=sd",
+                                *extra,
+                            ],
+                        )
+                    )
+                )
 
         bumped = "profile.max_new_tokens.humaneval=999"
         assert rid("gsm8k", bumped) == rid("gsm8k")
         assert rid("humaneval", bumped) != rid("humaneval")
-        assert rid("gsm8k", "profile=smoke") != rid("gsm8k")   # the profile's name stays in the id
+        assert rid("gsm8k", "profile=smoke") != rid("gsm8k")  # the profile's name stays in the id
 
     def test_resolved_hydra_config_is_plain_json(self, tmp_path, monkeypatch):
         """A composed DictConfig resolves to plain containers (no stringified sub-configs in config.json)."""
@@ -135,7 +195,9 @@ class TestRecord:
 
     def test_readers_keep_first_line_per_sample(self, tmp_path):
         p = tmp_path / "samples.jsonl"
-        p.write_text('{"sample_id": "a", "v": 1}\n{"sample_id": "a", "v": 2}\n{"sample_id": "b", "v": 3}\n')
+        p.write_text(
+            '{"sample_id": "a", "v": 1}\n{"sample_id": "a", "v": 2}\n{"sample_id": "b", "v": 3}\n'
+        )
         assert [(s["sample_id"], s["v"]) for s in read_samples(p)] == [("a", 1), ("b", 3)]
 
     def test_second_writer_is_refused_until_the_first_closes(self, tmp_path):
@@ -213,8 +275,14 @@ def test_sigkill_during_appends_loses_nothing_reported_and_duplicates_nothing(tm
         p.send_signal(signal.SIGKILL)
         out, _ = p.communicate()
         reported |= set(out.split())
-        on_disk = [json.loads(x)["sample_id"] for x in (run_dir / "samples.jsonl").read_text().split("\n")[:-1]] \
-            if (run_dir / "samples.jsonl").exists() else []
+        on_disk = (
+            [
+                json.loads(x)["sample_id"]
+                for x in (run_dir / "samples.jsonl").read_text().split("\n")[:-1]
+            ]
+            if (run_dir / "samples.jsonl").exists()
+            else []
+        )
         assert len(on_disk) == len(set(on_disk)), "duplicate sample lines"
         assert reported <= set(on_disk), "a reported sample is missing"
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
@@ -237,4 +305,8 @@ def test_progress_lines_carry_rate_tau_and_eta(mode, lines):
     p.close()
     assert len(out) == lines
     if lines:
-        assert out[0].startswith("[run x] 2/20 samples, ") and "tau 3.00" in out[0] and "ETA 0:00:00" in out[-1]
+        assert (
+            out[0].startswith("[run x] 2/20 samples, ")
+            and "tau 3.00" in out[0]
+            and "ETA 0:00:00" in out[-1]
+        )

@@ -9,7 +9,9 @@ from sweep_helpers import raw_sample_ids, run_dirs, run_main
 
 
 def test_repeats_retime_each_sample_and_report_std(sweep_env):
-    p = run_main(sweep_env, "method=sd", "L=3", "dataset.limit=2", "decoding.max_new_tokens=8", "repeats=3")
+    p = run_main(
+        sweep_env, "method=sd", "L=3", "dataset.limit=2", "decoding.max_new_tokens=8", "repeats=3"
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     (run_dir,) = run_dirs(sweep_env["DROPMATCH_RESULTS"])
     assert sorted(raw_sample_ids(run_dir)) == ["gsm8k/test/0", "gsm8k/test/1"]
@@ -19,6 +21,9 @@ def test_repeats_retime_each_sample_and_report_std(sweep_env):
         assert len(reps) == 3 and all(w > 0 for w in reps) and reps[0] == r["speed"]["wall_s"]
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["speed/repeats"] == 3 and s["speed/tok_per_s_repeat_std"] >= 0.0
-    per_rep = [sum(r["speed"]["num_output_tokens"] / r["speed"]["wall_s_repeats"][j] for r in rows) / len(rows)
-               for j in range(3)]
+    per_rep = [
+        sum(r["speed"]["num_output_tokens"] / r["speed"]["wall_s_repeats"][j] for r in rows)
+        / len(rows)
+        for j in range(3)
+    ]
     assert abs(s["speed/tok_per_s"] - sum(per_rep) / 3) < 1e-9

@@ -24,10 +24,14 @@ def _kill_at_random_point(env: dict, rng: random.Random, results: Path, log: Pat
     dirs = run_dirs(results)
     base = len(raw_sample_ids(dirs[0])) if dirs else 0
     with open(log, "a") as out:
-        p = subprocess.Popen(main_cmd(*RUN), cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(
+            main_cmd(*RUN), cwd=REPO_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
     try:
         if base == N or rng.random() < 0.2:
-            delay = rng.uniform(0.5, 8.0)  # imports, config, dataset, model load, the first sample or the summary
+            delay = rng.uniform(
+                0.5, 8.0
+            )  # imports, config, dataset, model load, the first sample or the summary
             time.sleep(delay)
             where = f"{delay:.1f}s after start"
         else:
@@ -89,7 +93,9 @@ def test_rerun_of_a_finished_sweep_skips_every_run(sweep_env):
     assert "2 runs: 0 done, 2 skipped, 0 concurrent, 0 failed" in again.stderr
     assert again.stdout.count("finished earlier, skipped") == 2
     assert "Loading weights" not in again.stdout + again.stderr  # no model was loaded
-    assert {d.name: (d / "meta.json").read_text() for d in run_dirs(results)} == before  # records untouched
+    assert {
+        d.name: (d / "meta.json").read_text() for d in run_dirs(results)
+    } == before  # records untouched
 
 
 def test_run_locked_by_another_process_is_left_to_it(tmp_path, monkeypatch, tiny_pair_dir):

@@ -58,10 +58,15 @@ def test_stale_record_is_warned_about_or_rerun(sweep_env):
     _tamper(run_dir)
     warn = run_main(sweep_env, *RUN, multirun=True)
     assert warn.returncode == 0, warn.stdout + warn.stderr
-    assert (f"WARNING: finished by other decision code ({OTHER[:12]}; this checkout: {now[:12]}); reused as is "
-            f"(reuse=warn; rerun with reuse=strict to recompute)") in warn.stdout
+    assert (
+        f"WARNING: finished by other decision code ({OTHER[:12]}; this checkout: {now[:12]}); reused as is "
+        f"(reuse=warn; rerun with reuse=strict to recompute)"
+    ) in warn.stdout
     assert "1 runs: 0 done, 1 skipped" in warn.stderr
-    assert "[sweep] WARNING: 1 of the skipped runs were made by other decision code and reused" in warn.stderr
+    assert (
+        "[sweep] WARNING: 1 of the skipped runs were made by other decision code and reused"
+        in warn.stderr
+    )
     assert "Loading weights" not in warn.stdout + warn.stderr
     (reuse,) = json.loads((run_dir / "meta.json").read_text())["stale_reuses"]
     assert reuse["decision_code"] == now and reuse["recorded"] == [OTHER]
@@ -72,9 +77,13 @@ def test_stale_record_is_warned_about_or_rerun(sweep_env):
     assert "; moved to " in strict.stdout and "run again (reuse=strict)" in strict.stdout
     assert "1 runs: 1 done, 0 skipped" in strict.stderr
     (old,) = (results / "stale").iterdir()
-    assert old.name.startswith(run_dir.name + "-") and (old / "samples.jsonl").read_text() == samples
+    assert (
+        old.name.startswith(run_dir.name + "-") and (old / "samples.jsonl").read_text() == samples
+    )
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["complete"] and summary["decision_codes"] == [now]
 
     again = run_main(sweep_env, *RUN, multirun=True)
-    assert "1 runs: 0 done, 1 skipped" in again.stderr and "WARNING" not in again.stdout + again.stderr
+    assert (
+        "1 runs: 0 done, 1 skipped" in again.stderr and "WARNING" not in again.stdout + again.stderr
+    )

@@ -22,47 +22,91 @@ BAD = [
     (["method.criterion=nope"], r"method.criterion='nope' is unknown; allowed: .*dropmatch_js"),
     (["backend.name=nope"], r"backend='nope' is unknown; allowed: .*hf"),
     (["dataset.name=nope"], r"dataset='nope' is unknown; allowed: .*gsm8k"),
-    (["profile=paper"], r"profile=paper needs a CUDA GPU and none is visible; allowed here: profile=default"),
+    (
+        ["profile=paper"],
+        r"profile=paper needs a CUDA GPU and none is visible; allowed here: profile=default",
+    ),
     (["pair=llama31_8b_70b"], r"pair=llama31_8b_70b needs a CUDA GPU"),
-    (["logger=wandb", "logger.mode=sometimes"],
-     r"logger.mode='sometimes' is invalid; allowed: online, offline, disabled"),
+    (
+        ["logger=wandb", "logger.mode=sometimes"],
+        r"logger.mode='sometimes' is invalid; allowed: online, offline, disabled",
+    ),
     # every user-settable numeric field: type and range (issue 10 item 11)
-    (["decoding.max_new_tokens=0"], r"^decoding.max_new_tokens=0 is invalid; allowed: an integer >= 1 or null"),
+    (
+        ["decoding.max_new_tokens=0"],
+        r"^decoding.max_new_tokens=0 is invalid; allowed: an integer >= 1 or null",
+    ),
     (["dataset.limit=-3"], r"^dataset.limit=-3 is invalid; allowed: an integer >= 1 or null"),
     (["dataset.limit=0"], r"^dataset.limit=0 is invalid; allowed: an integer >= 1 or null"),
     (["dataset.offset=-1"], r"^dataset.offset=-1 is invalid; allowed: an integer >= 0"),
-    (["dataset.max_new_tokens=0"], r"^dataset.max_new_tokens=0 is invalid; allowed: an integer >= 1 or null"),
+    (
+        ["dataset.max_new_tokens=0"],
+        r"^dataset.max_new_tokens=0 is invalid; allowed: an integer >= 1 or null",
+    ),
     (["decoding.top_p=0"], r"^decoding.top_p=0 is invalid; allowed: a number in \(0, 1\]"),
     (["decoding.top_p=1.5"], r"^decoding.top_p=1.5 is invalid; allowed: a number in \(0, 1\]"),
     (["decoding.seed=-1"], r"^decoding.seed=-1 is invalid; allowed: an integer >= 0"),
     (["decoding.seed=0.5"], r"^decoding.seed=0.5 is invalid; allowed: an integer >= 0"),
-    (["decoding.temperature=true"], r"^decoding.temperature=True is invalid; allowed: a number >= 0"),
+    (
+        ["decoding.temperature=true"],
+        r"^decoding.temperature=True is invalid; allowed: a number >= 0",
+    ),
     (["repeats=0"], r"^repeats=0 is invalid; allowed: an integer >= 1 or null"),
     (["dropmatch.K=2.5"], r"^dropmatch.K=2.5 is invalid; allowed: an integer >= 1"),
-    (["method=dropout_path", "dropmatch.path=-1"], r"^dropmatch.path=-1 is invalid; allowed: an integer >= 0"),
-    (["profile.limit.gsm8k=0"], r"^profile.limit.gsm8k=0 is invalid; allowed: an integer >= 1 or null"),
-    (["profile.max_new_tokens.gsm8k=-1"], r"^profile.max_new_tokens.gsm8k=-1 is invalid; allowed: an integer >= 1"),
+    (
+        ["method=dropout_path", "dropmatch.path=-1"],
+        r"^dropmatch.path=-1 is invalid; allowed: an integer >= 0",
+    ),
+    (
+        ["profile.limit.gsm8k=0"],
+        r"^profile.limit.gsm8k=0 is invalid; allowed: an integer >= 1 or null",
+    ),
+    (
+        ["profile.max_new_tokens.gsm8k=-1"],
+        r"^profile.max_new_tokens.gsm8k=-1 is invalid; allowed: an integer >= 1",
+    ),
     (["profile.repeats=0"], r"^profile.repeats=0 is invalid; allowed: an integer >= 1"),
-    (["backend=vllm", "backend.batch_size=0"], r"^backend.batch_size=0 is invalid; allowed: an integer >= 1"),
-    (["backend=vllm", "backend.gpu_memory_utilization=1.2"],
-     r"^backend.gpu_memory_utilization=1.2 is invalid; allowed: a number in \(0, 1\]"),
+    (
+        ["backend=vllm", "backend.batch_size=0"],
+        r"^backend.batch_size=0 is invalid; allowed: an integer >= 1",
+    ),
+    (
+        ["backend=vllm", "backend.gpu_memory_utilization=1.2"],
+        r"^backend.gpu_memory_utilization=1.2 is invalid; allowed: a number in \(0, 1\]",
+    ),
     (["trace=yes"], r"^trace='yes' is invalid; allowed: true, false"),
     (["progress=loud"], r"^progress='loud' is invalid; allowed: auto, bar, log, quiet"),
     (["reuse=always"], r"^reuse='always' is invalid; allowed: warn, strict"),
     # a backend refuses modes it cannot run instead of recording another computation under their name
-    (["decoding.top_p=0.9"], r"^decoding.top_p=0.9 is not supported by backend=hf \(the project's rules do not "
-     r"apply nucleus sampling\); allowed: 1.0"),
-    (["backend=vllm", "decoding.top_p=0.9"], r"^decoding.top_p=0.9 is not supported by backend=vllm"),
-    (["backend=vllm", "method=draft_only"], r"method=draft_only is not supported by backend=vllm \(it has no "
-     r"draft_only decoding.*allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf$"),
-    (["backend=vllm", "method=dropout_path"], r"method=dropout_path is not supported by backend=vllm \(it has no "
-     r"dropout_path decoding.*allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf$"),
-    (["backend=vllm", "backend.native_verify=true", "method=dropmatch_naive"],
-     r"method=dropmatch_naive is not supported by backend=vllm with backend.native_verify=true \(it has no "
-     r"dropmatch decoding.*allowed with backend=vllm with backend.native_verify=true: method=ar, sd; or backend=hf$"),
-    (["backend=vllm", "backend.native_verify=true", "method=sd", "trace=true"],
-     r"trace=true is not supported by backend=vllm with backend.native_verify=true .*allowed: trace=false; "
-     r"or backend=hf$"),
+    (
+        ["decoding.top_p=0.9"],
+        r"^decoding.top_p=0.9 is not supported by backend=hf \(the project's rules do not "
+        r"apply nucleus sampling\); allowed: 1.0",
+    ),
+    (
+        ["backend=vllm", "decoding.top_p=0.9"],
+        r"^decoding.top_p=0.9 is not supported by backend=vllm",
+    ),
+    (
+        ["backend=vllm", "method=draft_only"],
+        r"method=draft_only is not supported by backend=vllm \(it has no "
+        r"draft_only decoding.*allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf$",
+    ),
+    (
+        ["backend=vllm", "method=dropout_path"],
+        r"method=dropout_path is not supported by backend=vllm \(it has no "
+        r"dropout_path decoding.*allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf$",
+    ),
+    (
+        ["backend=vllm", "backend.native_verify=true", "method=dropmatch_naive"],
+        r"method=dropmatch_naive is not supported by backend=vllm with backend.native_verify=true \(it has no "
+        r"dropmatch decoding.*allowed with backend=vllm with backend.native_verify=true: method=ar, sd; or backend=hf$",
+    ),
+    (
+        ["backend=vllm", "backend.native_verify=true", "method=sd", "trace=true"],
+        r"trace=true is not supported by backend=vllm with backend.native_verify=true .*allowed: trace=false; "
+        r"or backend=hf$",
+    ),
 ]
 
 
@@ -106,7 +150,9 @@ def test_vllm_backend_without_vllm_names_the_fix(no_model_loads):
         pytest.skip("vllm is installed in this interpreter")
     from runners.run import run
 
-    with pytest.raises(ConfigError, match=r"backend=vllm needs the 'vllm' package.*allowed here: backend=hf"):
+    with pytest.raises(
+        ConfigError, match=r"backend=vllm needs the 'vllm' package.*allowed here: backend=hf"
+    ):
         run(compose(["backend=vllm"]), log=lambda *_: None)
 
 
@@ -118,11 +164,17 @@ def test_cli_prints_the_error_and_exits_2_without_loading(sweep_env):
     assert not (Path(sweep_env["DROPMATCH_RESULTS"]) / "runs").exists()
 
 
-@pytest.mark.parametrize("override,message", [
-    ("decoding.max_new_tokens=0", "decoding.max_new_tokens=0 is invalid; allowed: an integer >= 1 or null"),
-    ("dataset.limit=-3", "dataset.limit=-3 is invalid; allowed: an integer >= 1 or null"),
-    ("decoding.top_p=0", "decoding.top_p=0 is invalid; allowed: a number in (0, 1]"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        (
+            "decoding.max_new_tokens=0",
+            "decoding.max_new_tokens=0 is invalid; allowed: an integer >= 1 or null",
+        ),
+        ("dataset.limit=-3", "dataset.limit=-3 is invalid; allowed: an integer >= 1 or null"),
+        ("decoding.top_p=0", "decoding.top_p=0 is invalid; allowed: a number in (0, 1]"),
+    ],
+)
 def test_cli_bad_number_exits_2_and_writes_nothing(sweep_env, override, message):
     """Before: max_new_tokens=0 loaded both models and wrote a record with accuracy 0 (exit 0), limit=-3
     printed a traceback (exit 1). Now: exit 2, the field and its allowed values, no results directory at all
@@ -139,9 +191,15 @@ def test_int_fields_accept_integral_floats_and_store_the_declared_type(monkeypat
     from runners.run import resolve_run_config
 
     monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
-    c = resolve_run_config(compose(["method=dropmatch", "dropmatch.K=5.0", "decoding.temperature=0", "L=3.0"]))
+    c = resolve_run_config(
+        compose(["method=dropmatch", "dropmatch.K=5.0", "decoding.temperature=0", "L=3.0"])
+    )
     assert (c["dropmatch"]["K"], c["decoding"]["temperature"], c["L"]) == (5, 0.0, 3)
-    assert [type(x) for x in (c["dropmatch"]["K"], c["decoding"]["temperature"], c["L"])] == [int, float, int]
+    assert [type(x) for x in (c["dropmatch"]["K"], c["decoding"]["temperature"], c["L"])] == [
+        int,
+        float,
+        int,
+    ]
 
 
 @pytest.mark.parametrize("method", ["draft_only", "dropout_path"])
@@ -150,9 +208,14 @@ def test_cli_refuses_a_method_the_backend_cannot_run(sweep_env, method):
     error named only the missing package). Now: exit 2 naming the field and the allowed methods."""
     p = run_main(sweep_env, "backend=vllm", f"method={method}", timeout=120)
     assert p.returncode == 2, p.stdout + p.stderr
-    assert (f"config error: method={method} is not supported by backend=vllm (it has no {method} decoding"
-            in p.stderr), p.stderr
-    assert "allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf" in p.stderr
+    assert (
+        f"config error: method={method} is not supported by backend=vllm (it has no {method} decoding"
+        in p.stderr
+    ), p.stderr
+    assert (
+        "allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf"
+        in p.stderr
+    )
     assert not (Path(sweep_env["DROPMATCH_RESULTS"]) / "runs").exists()
 
 
@@ -169,27 +232,56 @@ def test_every_backend_declares_its_modes():
     # every method in conf/method/ maps to exactly one decoding mode
     from runners.validate import _method_files
 
-    got = {name: modes_of({"method": spec, "L": 0 if spec.get("autoregressive") else 3, "trace": True})
-           for name, spec in _method_files().items()}
-    assert got == {"ar": ["ar"], "draft_only": ["draft_only"], "dropout_path": ["dropout_path"],
-                   "sd": ["sd", "trace"], "dropmatch": ["dropmatch", "trace"],
-                   "dropmatch_naive": ["dropmatch", "trace"], "autojudge": ["autojudge", "trace"],
-                   "autojudge_dropmatch": ["dropmatch", "autojudge", "trace"],
-                   "bench": [], "latency": [], "similarity": []}  # measurements check their own backend
+    got = {
+        name: modes_of({"method": spec, "L": 0 if spec.get("autoregressive") else 3, "trace": True})
+        for name, spec in _method_files().items()
+    }
+    assert got == {
+        "ar": ["ar"],
+        "draft_only": ["draft_only"],
+        "dropout_path": ["dropout_path"],
+        "sd": ["sd", "trace"],
+        "dropmatch": ["dropmatch", "trace"],
+        "dropmatch_naive": ["dropmatch", "trace"],
+        "autojudge": ["autojudge", "trace"],
+        "autojudge_dropmatch": ["dropmatch", "autojudge", "trace"],
+        "bench": [],
+        "latency": [],
+        "similarity": [],
+    }  # measurements check their own backend
 
 
 def test_sweep_with_an_invalid_point_refuses_before_any_run(sweep_env):
     """`L=3,-1`: the bad point is last, but the sweep is refused before the first (valid) point runs."""
-    p = run_main(sweep_env, "pair=tiny", "profile=smoke", "dataset=gsm8k", "method=sd", "L=3,-1", multirun=True)
+    p = run_main(
+        sweep_env,
+        "pair=tiny",
+        "profile=smoke",
+        "dataset=gsm8k",
+        "method=sd",
+        "L=3,-1",
+        multirun=True,
+    )
     assert p.returncode == 2, p.stdout + p.stderr
-    assert "[sweep] config error: " in p.stderr and "L=-1 is invalid; allowed: an integer >= 1" in p.stderr
+    assert (
+        "[sweep] config error: " in p.stderr
+        and "L=-1 is invalid; allowed: an integer >= 1" in p.stderr
+    )
     assert "refused before launching: 1 invalid sweep point(s); nothing ran" in p.stderr
     assert "Launching" not in p.stdout + p.stderr and "Loading weights" not in p.stdout + p.stderr
     assert not (Path(sweep_env["DROPMATCH_RESULTS"]) / "runs").exists()
 
 
-@pytest.mark.parametrize("group,known", [("pair", "tiny"), ("dataset", "gsm8k"), ("method", "dropmatch"),
-                                         ("backend", "hf"), ("profile", "smoke")])
+@pytest.mark.parametrize(
+    "group,known",
+    [
+        ("pair", "tiny"),
+        ("dataset", "gsm8k"),
+        ("method", "dropmatch"),
+        ("backend", "hf"),
+        ("profile", "smoke"),
+    ],
+)
 def test_unknown_group_option_lists_the_options(sweep_env, group, known):
     """Hydra's own error for an unknown option lists the available ones (checked, not rewritten)."""
     p = run_main(sweep_env, f"{group}=nope", timeout=120)

@@ -17,18 +17,41 @@ from runners.paths import REPO_ROOT
 
 wandb = pytest.importorskip("wandb")
 
-HISTORY_KEYS = {"sample/index", "sample/tau", "sample/acceptance_rate", "sample/num_output_tokens",
-                "sample/tok_per_s", "sample/wall_s", "sample/num_drafts", "sample/num_accepted_tokens",
-                "run/num_samples", "run/tau", "run/tok_per_s"}
-SUMMARY_KEYS = {"spec/mean_acceptance_length", "spec/acceptance_rate", "speed/tok_per_s", "quality/accuracy",
-                "complete", "num_samples", "run_id", "spec/counters/num_drafts"}
+HISTORY_KEYS = {
+    "sample/index",
+    "sample/tau",
+    "sample/acceptance_rate",
+    "sample/num_output_tokens",
+    "sample/tok_per_s",
+    "sample/wall_s",
+    "sample/num_drafts",
+    "sample/num_accepted_tokens",
+    "run/num_samples",
+    "run/tau",
+    "run/tok_per_s",
+}
+SUMMARY_KEYS = {
+    "spec/mean_acceptance_length",
+    "spec/acceptance_rate",
+    "speed/tok_per_s",
+    "quality/accuracy",
+    "complete",
+    "num_samples",
+    "run_id",
+    "spec/counters/num_drafts",
+}
 
 
 def read_offline_run(run_dir: Path) -> dict:
     """``{"run": run record, "config": merged config, "summary": merged summary, "history": [rows]}``."""
     exe = Path(sys.executable).with_name("wandb")
-    out = subprocess.run([str(exe), "leet", "inspect", "--json", str(run_dir)], capture_output=True, text=True,
-                         timeout=120, check=True).stdout
+    out = subprocess.run(
+        [str(exe), "leet", "inspect", "--json", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     res: dict = {"run": None, "config": {}, "summary": {}, "history": [], "artifacts": []}
     for line in out.splitlines():
         rec = json.loads(line)
@@ -54,15 +77,24 @@ def offline_runs(results: Path) -> list[Path]:
 @pytest.mark.slow
 def test_offline_run_holds_config_history_summary_and_curve(sweep_env):
     results = Path(sweep_env["DROPMATCH_RESULTS"])
-    p = run_main(sweep_env, "method=dropmatch", "L=3", "dataset.limit=2", "artefact=wandb_check",
-                 "logger=wandb", "logger.mode=offline")
+    p = run_main(
+        sweep_env,
+        "method=dropmatch",
+        "L=3",
+        "dataset.limit=2",
+        "artefact=wandb_check",
+        "logger=wandb",
+        "logger.mode=offline",
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     (record,) = run_dirs(results)
     summary = json.loads((record / "summary.json").read_text())
     (wb_dir,) = offline_runs(results)
     got = read_offline_run(wb_dir)
 
-    assert got["run"]["run_id"] == record.name  # W&B id = run id (a resumed record continues its W&B run)
+    assert (
+        got["run"]["run_id"] == record.name
+    )  # W&B id = run id (a resumed record continues its W&B run)
     assert got["run"]["run_group"] == "wandb_check"  # the artefact
     cfg = got["config"]
     assert cfg["run_id"] == record.name and cfg["L"] == 3 and cfg["method"]["name"] == "dropmatch"
@@ -73,7 +105,9 @@ def test_offline_run_holds_config_history_summary_and_curve(sweep_env):
     assert [r["sample/index"] for r in rows] == [1, 2]
     assert HISTORY_KEYS <= set(rows[0])
     assert SUMMARY_KEYS <= set(got["summary"])
-    assert got["summary"]["spec/mean_acceptance_length"] == pytest.approx(summary["spec/mean_acceptance_length"])
+    assert got["summary"]["spec/mean_acceptance_length"] == pytest.approx(
+        summary["spec/mean_acceptance_length"]
+    )
     assert rows[-1]["run/tau"] == pytest.approx(summary["spec/mean_acceptance_length"])
 
     (curve,) = [r for r in got["history"] if "spec/per_position_rate_table.path" in r]
@@ -89,7 +123,14 @@ def test_offline_run_holds_config_history_summary_and_curve(sweep_env):
 @pytest.mark.slow
 def test_runs_of_one_sweep_share_a_group(sweep_env):
     results = Path(sweep_env["DROPMATCH_RESULTS"])
-    p = run_main(sweep_env, "method=sd,dropmatch", "L=2", "logger=wandb", "logger.mode=offline", multirun=True)
+    p = run_main(
+        sweep_env,
+        "method=sd,dropmatch",
+        "L=2",
+        "logger=wandb",
+        "logger.mode=offline",
+        multirun=True,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     groups = {read_offline_run(d)["run"]["run_group"] for d in offline_runs(results)}
     (sweep_dir,) = (results / "hydra" / "multirun").iterdir()
@@ -141,8 +182,12 @@ def test_offline_resume_leaves_one_complete_history(tmp_path, monkeypatch):
     rec = RunRecord(tmp_path / "runs", cfg)
 
     def sample(i: int) -> dict:
-        return {"sample_id": f"s{i}", "spec": {"num_drafts": 2, "num_accepted_tokens": 1 + i, "num_draft_tokens": 4},
-                "speed": {"num_output_tokens": 6, "wall_s": 1.0}, "quality": {"exact_match": float(i % 2)}}
+        return {
+            "sample_id": f"s{i}",
+            "spec": {"num_drafts": 2, "num_accepted_tokens": 1 + i, "num_draft_tokens": 4},
+            "speed": {"num_output_tokens": 6, "wall_s": 1.0},
+            "quality": {"exact_match": float(i % 2)},
+        }
 
     with rec:  # first session: two samples, then the process is killed (the logger never finishes)
         rec.open({})
@@ -161,8 +206,14 @@ def test_offline_resume_leaves_one_complete_history(tmp_path, monkeypatch):
     dirs = offline_runs(tmp_path)
     assert len(dirs) == 2 and all(d.name.endswith(rec.run_id) for d in dirs)
     rows = [r for r in read_offline_run(dirs[-1])["history"] if "sample/index" in r]
-    assert [(r["_step"], r["sample/index"], r["run/num_samples"]) for r in rows] == [(1, 1, 1), (2, 2, 2), (3, 3, 3)]
+    assert [(r["_step"], r["sample/index"], r["run/num_samples"]) for r in rows] == [
+        (1, 1, 1),
+        (2, 2, 2),
+        (3, 3, 3),
+    ]
     assert [r["sample/num_accepted_tokens"] for r in rows] == [1, 2, 3]
     assert [r["sample/quality/exact_match"] for r in rows] == [0.0, 1.0, 0.0]
     assert rows[-1]["run/tau"] == pytest.approx(1 + 6 / 6)  # (1 + 2 + 3) accepted over 3 x 2 rounds
-    assert [r["sample/index"] for r in read_offline_run(dirs[0])["history"] if "sample/index" in r] == [1, 2]
+    assert [
+        r["sample/index"] for r in read_offline_run(dirs[0])["history"] if "sample/index" in r
+    ] == [1, 2]

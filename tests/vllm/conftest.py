@@ -38,7 +38,9 @@ def _builds_other_engine(item) -> bool:
 
 def pytest_collection_modifyitems(config, items):
     """Shared-engine tests first, then the ones that build their own engine (stable within each group)."""
-    items[:] = [i for i in items if not _builds_other_engine(i)] + [i for i in items if _builds_other_engine(i)]
+    items[:] = [i for i in items if not _builds_other_engine(i)] + [
+        i for i in items if _builds_other_engine(i)
+    ]
 
 
 @pytest.fixture(scope="session")
@@ -58,10 +60,19 @@ def llm(tiny_pair):
 
     target, draft = tiny_pair
     engine = vllm.LLM(
-        model=str(target), enforce_eager=True, dtype="float32", max_model_len=512, seed=0,
-        disable_log_stats=False, per_request_spec_decode_metrics="detailed",
+        model=str(target),
+        enforce_eager=True,
+        dtype="float32",
+        max_model_len=512,
+        seed=0,
+        disable_log_stats=False,
+        per_request_spec_decode_metrics="detailed",
         worker_extension_cls="runners.backends.vllm_dropmatch_hook.DropMatchWorkerExtension",
-        speculative_config={"method": "draft_model", "model": str(draft), "num_speculative_tokens": L},
+        speculative_config={
+            "method": "draft_model",
+            "model": str(draft),
+            "num_speculative_tokens": L,
+        },
     )
     return engine  # never torn down mid-session (vLLM's parallel groups are process-wide)
 
@@ -76,8 +87,13 @@ def hf_pair(tiny_pair):
 
     target, draft = tiny_pair
     load = lambda p: AutoModelForCausalLM.from_pretrained(p, dtype=torch.float32).eval()  # noqa: E731
-    return SimpleNamespace(tokenizer=AutoTokenizer.from_pretrained(target), target=load(target), draft=load(draft),
-                           target_dir=str(target), draft_dir=str(draft))
+    return SimpleNamespace(
+        tokenizer=AutoTokenizer.from_pretrained(target),
+        target=load(target),
+        draft=load(draft),
+        target_dir=str(target),
+        draft_dir=str(draft),
+    )
 
 
 @pytest.fixture

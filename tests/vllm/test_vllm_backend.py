@@ -21,12 +21,16 @@ def test_backend_generates_with_dropmatch(tiny_pair, llm):
     import criteria.rules  # noqa: F401
 
     target, draft = tiny_pair
-    backend = VLLMBackend({"target_dir": target, "draft_dir": draft}, max_model_len=512, batch_size=2)
+    backend = VLLMBackend(
+        {"target_dir": target, "draft_dir": draft}, max_model_len=512, batch_size=2
+    )
     backend._llm, backend._llm_key = llm, (3, False)  # reuse the session engine (same config)
     backend.tokenizer = llm.get_tokenizer()
     assert isinstance(backend, Backend)
-    samples = [Sample(f"t/{i}", [{"role": "user", "content": c}]) for i, c in
-               enumerate(["def add(a, b):", "The quick brown fox", "for i in range(10):"])]
+    samples = [
+        Sample(f"t/{i}", [{"role": "user", "content": c}])
+        for i, c in enumerate(["def add(a, b):", "The quick brown fox", "for i in range(10):"])
+    ]
     dec = DecodingConfig(num_speculative_tokens=3, max_new_tokens=16, seed=1, trace=True)
     heads = HeadSpec(K=5, p_drop=0.3)
     res = list(backend.generate(samples, dec, CRITERIA.get("dropmatch_js")(), heads))
@@ -36,7 +40,10 @@ def test_backend_generates_with_dropmatch(tiny_pair, llm):
         assert 0 < r.num_output_tokens <= 16 and r.num_output_tokens == len(r.output_token_ids)
         assert r.counters.num_drafts == len(r.accepted_per_round) > 0
         # the counter identity (issue 10 item 1): rounds + accepted == output tokens - 1 + removed EOS
-        assert r.counters.num_drafts + r.counters.num_accepted_tokens == r.num_output_tokens - 1 + r.eos_removed
+        assert (
+            r.counters.num_drafts + r.counters.num_accepted_tokens
+            == r.num_output_tokens - 1 + r.eos_removed
+        )
         assert r.wall_s > 0 and r.prefill_s > 0 and r.stop_reason in ("eos", "length")
         assert r.counters.num_accepted_tokens == sum(r.accepted_per_round)
         assert r.trace and len(r.trace) == r.counters.num_drafts

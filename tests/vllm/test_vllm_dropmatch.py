@@ -7,16 +7,23 @@ import torch
 
 
 pytestmark = pytest.mark.vllm
-pytest.importorskip("vllm.entrypoints.llm")  # not "vllm": this folder (tests/vllm) would satisfy that
+pytest.importorskip(
+    "vllm.entrypoints.llm"
+)  # not "vllm": this folder (tests/vllm) would satisfy that
 
 from vllm_testlib import L, _run  # noqa: E402
 
 
 def test_dm_p0_equals_vllm_greedy_sd(llm):
     native_ids, native, _, _ = _run(llm, None)
-    assert native.num_drafts > 0 and 0 < native.num_accepted_tokens < native.num_draft_tokens  # partial acceptance
-    for rule, kw in [("greedy_match", {}), ("dropmatch_naive", {"K": 5, "p_drop": 0.0}),
-                     ("dropmatch_js", {"K": 5, "p_drop": 0.0})]:
+    assert (
+        native.num_drafts > 0 and 0 < native.num_accepted_tokens < native.num_draft_tokens
+    )  # partial acceptance
+    for rule, kw in [
+        ("greedy_match", {}),
+        ("dropmatch_naive", {"K": 5, "p_drop": 0.0}),
+        ("dropmatch_js", {"K": 5, "p_drop": 0.0}),
+    ]:
         ids, counters, rounds, _ = _run(llm, rule, kw)
         assert ids == native_ids, rule
         assert counters.to_dict() == native.to_dict(), rule
@@ -46,15 +53,23 @@ def test_metrics_api_matches_per_request_counts(llm):
     c = metrics_delta(before, read_spec_metrics(llm), L)
     assert c.num_drafts > 0 and c.to_dict() == per_request.to_dict()
     assert sum(c.num_accepted_tokens_per_pos) == c.num_accepted_tokens
-    assert all(a >= b for a, b in zip(c.num_accepted_tokens_per_pos, c.num_accepted_tokens_per_pos[1:]))
+    assert all(
+        a >= b for a, b in zip(c.num_accepted_tokens_per_pos, c.num_accepted_tokens_per_pos[1:])
+    )
     assert c.num_accepted_tokens <= c.num_draft_tokens <= L * c.num_drafts
     # the hook's own log and vLLM's per-request metrics agree with the aggregate counters
-    assert c.num_drafts == len(rounds) and c.num_accepted_tokens == sum(r.num_accepted for r in rounds)
+    assert c.num_drafts == len(rounds) and c.num_accepted_tokens == sum(
+        r.num_accepted for r in rounds
+    )
     per_req = [o.outputs[0].spec_decode_metrics for o in outs]
     assert sum(sum(m.per_step_accepted) for m in per_req) == c.num_accepted_tokens
     assert sum(m.num_draft_tokens for m in per_req) == c.num_draft_tokens
     for o, m in zip(outs, per_req):
-        mine = [r.num_accepted for r in rounds if r.req_id.startswith(f"{o.request_id}-") or r.req_id == o.request_id]
+        mine = [
+            r.num_accepted
+            for r in rounds
+            if r.req_id.startswith(f"{o.request_id}-") or r.req_id == o.request_id
+        ]
         assert mine == [a for a, n in zip(m.per_step_accepted, m.per_step_drafted) if n > 0]
 
 
@@ -83,8 +98,16 @@ def test_hook_decisions_equal_replayed_verify_round(llm, rule):
         x = r.inputs
         gen = torch.Generator(device=x["hidden"].device)
         gen.set_state(x["generator_state"])
-        res = verify_round(x["hidden"][None], head, x["draft_token_ids"], crit, HeadSpec(K=5, p_drop=0.3),
-                           temperature=x["temperature"], generators=[gen], draft_probs=x["draft_probs"])
+        res = verify_round(
+            x["hidden"][None],
+            head,
+            x["draft_token_ids"],
+            crit,
+            HeadSpec(K=5, p_drop=0.3),
+            temperature=x["temperature"],
+            generators=[gen],
+            draft_probs=x["draft_probs"],
+        )
         assert res.accept_mask[0].tolist() == r.accept_mask
         assert int(res.next_token_ids[0]) == r.next_token_id
 

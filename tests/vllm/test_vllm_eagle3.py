@@ -29,17 +29,42 @@ def eagle3_llm(tiny_pair, tmp_path_factory):
     cfg["num_hidden_layers"] = 6
     cfg.pop("layer_types", None)
     (target / "config.json").write_text(json.dumps(cfg))
-    (head / "config.json").write_text(json.dumps(dict(
-        architectures=["LlamaForCausalLMEagle3"], model_type="llama", hidden_size=cfg["hidden_size"],
-        intermediate_size=256, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1, head_dim=64,
-        vocab_size=cfg["vocab_size"], draft_vocab_size=cfg["vocab_size"], max_position_embeddings=1024,
-        rms_norm_eps=1e-6, tie_word_embeddings=False, rope_theta=10000.0, torch_dtype="float32",
-        eos_token_id=cfg.get("eos_token_id"), bos_token_id=cfg.get("bos_token_id"),
-        eagle_config={"use_aux_hidden_state": False})))
-    llm = vllm.LLM(model=str(target), enforce_eager=True, dtype="float32", max_model_len=512, seed=0,
-                   load_format="dummy", disable_log_stats=False, per_request_spec_decode_metrics="detailed",
-                   worker_extension_cls="runners.backends.vllm_dropmatch_hook.DropMatchWorkerExtension",
-                   speculative_config={"method": "eagle3", "model": str(head), "num_speculative_tokens": 3})
+    (head / "config.json").write_text(
+        json.dumps(
+            dict(
+                architectures=["LlamaForCausalLMEagle3"],
+                model_type="llama",
+                hidden_size=cfg["hidden_size"],
+                intermediate_size=256,
+                num_hidden_layers=1,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                head_dim=64,
+                vocab_size=cfg["vocab_size"],
+                draft_vocab_size=cfg["vocab_size"],
+                max_position_embeddings=1024,
+                rms_norm_eps=1e-6,
+                tie_word_embeddings=False,
+                rope_theta=10000.0,
+                torch_dtype="float32",
+                eos_token_id=cfg.get("eos_token_id"),
+                bos_token_id=cfg.get("bos_token_id"),
+                eagle_config={"use_aux_hidden_state": False},
+            )
+        )
+    )
+    llm = vllm.LLM(
+        model=str(target),
+        enforce_eager=True,
+        dtype="float32",
+        max_model_len=512,
+        seed=0,
+        load_format="dummy",
+        disable_log_stats=False,
+        per_request_spec_decode_metrics="detailed",
+        worker_extension_cls="runners.backends.vllm_dropmatch_hook.DropMatchWorkerExtension",
+        speculative_config={"method": "eagle3", "model": str(head), "num_speculative_tokens": 3},
+    )
     # session scope: tearing an engine down mid-session destroys vLLM's process-wide parallel groups,
     # which breaks the other (session) engine
     return llm

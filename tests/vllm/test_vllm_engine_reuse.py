@@ -24,11 +24,21 @@ def test_same_key_reuses_engine_and_resets_prefix_cache(monkeypatch):
 
     fake = FakeLLM()
     a = VLLMBackend({"target_dir": "/t", "draft_dir": "/d"}, batch_size=1)
-    key = (a.target_dir, a.draft_dir, a.spec_method, (10, False), tuple(sorted(a.engine_kwargs.items())))
+    key = (
+        a.target_dir,
+        a.draft_dir,
+        a.spec_method,
+        (10, False),
+        tuple(sorted(a.engine_kwargs.items())),
+    )
     monkeypatch.setattr(vllm_engine, "_SHARED", {"key": key, "llm": fake})
-    b = VLLMBackend({"target_dir": "/t", "draft_dir": "/d"}, batch_size=4)   # batch size is not engine config
+    b = VLLMBackend(
+        {"target_dir": "/t", "draft_dir": "/d"}, batch_size=4
+    )  # batch size is not engine config
     assert b.engine(10, False) is fake and fake.resets == 1 and b.tokenizer == "tok"
     c = VLLMBackend({"target_dir": "/t", "draft_dir": "/d"}, spec_method="eagle3")
     with pytest.raises(Exception):
-        c.engine(10, False)   # different spec_method: a new engine is built (and fails: /t is no model)
+        c.engine(
+            10, False
+        )  # different spec_method: a new engine is built (and fails: /t is no model)
     assert vllm_engine._SHARED == {}

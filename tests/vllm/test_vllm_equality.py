@@ -18,7 +18,10 @@ from vllm_testlib import PROMPTS, _run  # noqa: E402
 
 
 def _greedy(llm, max_tokens=24):
-    sp = [vllm.SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True, seed=7 + i) for i in range(len(PROMPTS))]
+    sp = [
+        vllm.SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True, seed=7 + i)
+        for i in range(len(PROMPTS))
+    ]
     return [list(o.outputs[0].token_ids) for o in llm.generate(PROMPTS, sp, use_tqdm=False)]
 
 
@@ -27,7 +30,9 @@ def ar_llm(tiny_pair):
     """Target-only engine; kept alive for the session (an engine torn down mid-session destroys vLLM's
     process-wide parallel groups and breaks the other engines)."""
     target, _ = tiny_pair
-    return vllm.LLM(model=str(target), enforce_eager=True, dtype="float32", max_model_len=512, seed=0)
+    return vllm.LLM(
+        model=str(target), enforce_eager=True, dtype="float32", max_model_len=512, seed=0
+    )
 
 
 @pytest.fixture(scope="session")
@@ -40,19 +45,37 @@ def eagle3_aux_llm(tiny_pair, tmp_path_factory):
     from runners.models.eagle3_random import build_eagle3_head
 
     target, _ = tiny_pair
-    head = build_eagle3_head(target, tmp_path_factory.mktemp("e3head"), seed=0, intermediate_size=256,
-                             use_aux_hidden_state=True, aux_layer_ids=[0, 1], log=lambda *_: None)
-    return vllm.LLM(model=str(target), enforce_eager=True, dtype="float32", max_model_len=512, seed=0,
-                    disable_log_stats=False, per_request_spec_decode_metrics="detailed",
-                    worker_extension_cls="runners.backends.vllm_dropmatch_hook.DropMatchWorkerExtension",
-                    speculative_config={"method": "eagle3", "model": str(head), "num_speculative_tokens": 3})
+    head = build_eagle3_head(
+        target,
+        tmp_path_factory.mktemp("e3head"),
+        seed=0,
+        intermediate_size=256,
+        use_aux_hidden_state=True,
+        aux_layer_ids=[0, 1],
+        log=lambda *_: None,
+    )
+    return vllm.LLM(
+        model=str(target),
+        enforce_eager=True,
+        dtype="float32",
+        max_model_len=512,
+        seed=0,
+        disable_log_stats=False,
+        per_request_spec_decode_metrics="detailed",
+        worker_extension_cls="runners.backends.vllm_dropmatch_hook.DropMatchWorkerExtension",
+        speculative_config={"method": "eagle3", "model": str(head), "num_speculative_tokens": 3},
+    )
 
 
 def _assert_equal(ref, test, what):
     from analysis.equality import compare_outputs
 
-    r = compare_outputs({str(i): x for i, x in enumerate(ref)}, {str(i): x for i, x in enumerate(test)})
-    assert r["equal"] == r["n"] == len(PROMPTS), f"{what}: divergences (prompt, token position) {r['divergences']}"
+    r = compare_outputs(
+        {str(i): x for i, x in enumerate(ref)}, {str(i): x for i, x in enumerate(test)}
+    )
+    assert r["equal"] == r["n"] == len(PROMPTS), (
+        f"{what}: divergences (prompt, token position) {r['divergences']}"
+    )
 
 
 def test_draft_model_sd_equals_ar(llm, ar_ids):
@@ -79,8 +102,15 @@ def test_random_head_builder_files(tiny_pair, tmp_path):
     from runners.models.eagle3_random import MARKER, NOTE, build_eagle3_head
 
     target, _ = tiny_pair
-    out = build_eagle3_head(target, tmp_path / "h", aux_layer_ids=[0, 1], intermediate_size=64, log=lambda *_: None)
+    out = build_eagle3_head(
+        target, tmp_path / "h", aux_layer_ids=[0, 1], intermediate_size=64, log=lambda *_: None
+    )
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["_note"] == NOTE
-    assert cfg["eagle_config"] == {"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": [0, 1]}
-    assert (out / MARKER).exists() and build_eagle3_head(target, out, aux_layer_ids=[0, 1], intermediate_size=64) == out
+    assert cfg["eagle_config"] == {
+        "use_aux_hidden_state": True,
+        "eagle_aux_hidden_state_layer_ids": [0, 1],
+    }
+    assert (out / MARKER).exists() and build_eagle3_head(
+        target, out, aux_layer_ids=[0, 1], intermediate_size=64
+    ) == out

@@ -37,7 +37,12 @@ def test_patched_vllm_symbols_unchanged():
     src = inspect.getsource(GPUModelRunner._sample)
     assert "self.rejection_sampler(" in src and "_get_spec_decode_draft_probs" in src
     assert list(inspect.signature(RejectionSampler.forward).parameters) == [
-        "self", "metadata", "draft_probs", "logits", "sampling_metadata"]
+        "self",
+        "metadata",
+        "draft_probs",
+        "logits",
+        "sampling_metadata",
+    ]
     assert PLACEHOLDER_TOKEN_ID == -1
     # 2. target hidden states reach the sampler through model.compute_logits(sample_hidden_states)
     exec_src = inspect.getsource(GPUModelRunner.execute_model)
@@ -45,11 +50,18 @@ def test_patched_vllm_symbols_unchanged():
     # 3. drafter: propose() then take_last_draft_probs() -> runner._draft_probs keyed by req ids
     prop_src = inspect.getsource(GPUModelRunner.propose_draft_token_ids)
     assert "take_last_draft_probs" in prop_src and "_draft_prob_req_ids" in prop_src
-    assert hasattr(DraftModelProposer, "propose") and hasattr(DraftModelProposer, "take_last_draft_probs")
+    assert hasattr(DraftModelProposer, "propose") and hasattr(
+        DraftModelProposer, "take_last_draft_probs"
+    )
     # 4. metadata fields the hook reads
     fields = set(SpecDecodeMetadata.__dataclass_fields__)
-    assert {"draft_token_ids", "num_draft_tokens", "cu_num_draft_tokens", "target_logits_indices",
-            "bonus_logits_indices"} <= fields
+    assert {
+        "draft_token_ids",
+        "num_draft_tokens",
+        "cu_num_draft_tokens",
+        "target_logits_indices",
+        "bonus_logits_indices",
+    } <= fields
     # 5. LM head: vocab padding cut and TP gather inside LogitsProcessor
     assert "org_vocab_size" in inspect.getsource(LogitsProcessor._get_logits)
     # 6. extension point and per-request metrics the backend uses

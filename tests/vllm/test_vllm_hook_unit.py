@@ -41,13 +41,20 @@ def _metadata(drafts: list[list[int]]):
 
 def _runner(weight: torch.Tensor, seeds: dict[str, int], T: float = 0.0):
     return SimpleNamespace(
-        requests={r: SimpleNamespace(sampling_params=SimpleNamespace(seed=s, temperature=T)) for r, s in seeds.items()},
+        requests={
+            r: SimpleNamespace(sampling_params=SimpleNamespace(seed=s, temperature=T))
+            for r, s in seeds.items()
+        },
         input_batch=SimpleNamespace(req_ids=list(seeds)),
-        model=SimpleNamespace(lm_head=SimpleNamespace(weight=weight), logits_processor=SimpleNamespace(scale=1.0)),
+        model=SimpleNamespace(
+            lm_head=SimpleNamespace(weight=weight), logits_processor=SimpleNamespace(scale=1.0)
+        ),
     )
 
 
-SAMPLING = SimpleNamespace(max_num_logprobs=None, no_penalties=True, bad_words_token_ids={}, top_p=None, top_k=None)
+SAMPLING = SimpleNamespace(
+    max_num_logprobs=None, no_penalties=True, bad_words_token_ids={}, top_p=None, top_k=None
+)
 
 
 def _sampler(rule, heads, runner, hidden):
@@ -68,13 +75,21 @@ def test_sampler_decides_as_verify_round(name, T):
     from criteria.verify import verify_round
     from runners.backends.seeding import make_generator
 
-    rule = CRITERIA.get(name)(majority="plurality") if name.startswith("dropmatch") else CRITERIA.get(name)()
+    rule = (
+        CRITERIA.get(name)(majority="plurality")
+        if name.startswith("dropmatch")
+        else CRITERIA.get(name)()
+    )
     heads = HeadSpec(K=5, p_drop=0.3) if rule.needs_heads else HeadSpec()
     W = _head()
     drafts = [[3, 7, 7], [], [1, 2]]
     meta, rows = _metadata(drafts)
-    hidden = torch.randn((rows, D), generator=torch.Generator().manual_seed(1))  # [num_tokens + B, d]
-    q = torch.softmax(torch.randn((5, V), generator=torch.Generator().manual_seed(2)), -1)  # [num_tokens, V]
+    hidden = torch.randn(
+        (rows, D), generator=torch.Generator().manual_seed(1)
+    )  # [num_tokens + B, d]
+    q = torch.softmax(
+        torch.randn((5, V), generator=torch.Generator().manual_seed(2)), -1
+    )  # [num_tokens, V]
     seeds = {"a": 11, "b": 12, "c": 13}
     sampler, state = _sampler(rule, heads, _runner(W, seeds, T), hidden)
     out = sampler.forward(meta, q, torch.zeros((rows, V)), SAMPLING).sampled_token_ids  # [3, 4]
@@ -85,8 +100,16 @@ def test_sampler_decides_as_verify_round(name, T):
         n = len(d)
         h = hidden[off : off + n + 1][None]  # [1, n+1, d]
         r, hs = (rule, heads) if n else (CRITERIA.get("autoregressive")(), HeadSpec())
-        ref = verify_round(h, head, torch.tensor([d], dtype=torch.long).view(1, n), r, hs, temperature=T,
-                           generators=[make_generator(seed)], draft_probs=q[qoff : qoff + n][None] if n else None)
+        ref = verify_round(
+            h,
+            head,
+            torch.tensor([d], dtype=torch.long).view(1, n),
+            r,
+            hs,
+            temperature=T,
+            generators=[make_generator(seed)],
+            draft_probs=q[qoff : qoff + n][None] if n else None,
+        )
         a = int(ref.num_accepted[0])
         assert out[i].tolist() == d[:a] + [int(ref.next_token_ids[0])] + [-1] * (3 - a), (name, i)
         off, qoff = off + n + 1, qoff + n
@@ -108,12 +131,15 @@ def test_native_sampler_decides_and_rounds_are_logged():
         calls.append(args)
         return SamplerOutput(sampled_token_ids=sampled, logprobs_tensors=None)
 
-    sampler, state = _sampler(None, HeadSpec(), _runner(_head(), {"a": 1, "b": 2, "c": 3}), torch.zeros((rows, D)))
+    sampler, state = _sampler(
+        None, HeadSpec(), _runner(_head(), {"a": 1, "b": 2, "c": 3}), torch.zeros((rows, D))
+    )
     sampler.native = native
     out = sampler.forward(meta, None, torch.zeros((rows, V)), SAMPLING)
     assert out.sampled_token_ids is sampled and len(calls) == 1
-    assert [(r.req_id, r.num_draft_tokens, r.num_accepted, r.next_token_id) for r in state.rounds] == \
-        [("a", 3, 2, 9), ("c", 2, 2, 5)]
+    assert [
+        (r.req_id, r.num_draft_tokens, r.num_accepted, r.next_token_id) for r in state.rounds
+    ] == [("a", 3, 2, 9), ("c", 2, 2, 5)]
 
 
 def test_vllm_own_draft_probs_reach_vllm_own_sampler():
@@ -124,11 +150,18 @@ def test_vllm_own_draft_probs_reach_vllm_own_sampler():
     from runners.backends.vllm_verify_step import HookState
 
     own = torch.full((1, 3, V), 1.0 / V)
-    drafter = SimpleNamespace(model=SimpleNamespace(compute_logits=lambda h: h), propose=lambda: None,
-                              take_last_draft_probs=lambda: own)
-    runner = SimpleNamespace(model=SimpleNamespace(compute_logits=lambda h: h), drafter=drafter,
-                             _dropmatch_state=None, input_batch=SimpleNamespace(req_ids=["a"]),
-                             requests={"a": SimpleNamespace(sampling_params=SimpleNamespace(temperature=0.7))})
+    drafter = SimpleNamespace(
+        model=SimpleNamespace(compute_logits=lambda h: h),
+        propose=lambda: None,
+        take_last_draft_probs=lambda: own,
+    )
+    runner = SimpleNamespace(
+        model=SimpleNamespace(compute_logits=lambda h: h),
+        drafter=drafter,
+        _dropmatch_state=None,
+        input_batch=SimpleNamespace(req_ids=["a"]),
+        requests={"a": SimpleNamespace(sampling_params=SimpleNamespace(temperature=0.7))},
+    )
     _wrap_captures(runner)
     assert drafter.take_last_draft_probs() is own  # hook idle
     runner._dropmatch_state = HookState(rule=None, heads=HeadSpec())
@@ -136,7 +169,9 @@ def test_vllm_own_draft_probs_reach_vllm_own_sampler():
     import criteria.rules  # noqa: F401
     from criteria.registry import CRITERIA
 
-    runner._dropmatch_state = HookState(rule=CRITERIA.get("dropmatch_js")(), heads=HeadSpec(K=2, p_drop=0.1))
+    runner._dropmatch_state = HookState(
+        rule=CRITERIA.get("dropmatch_js")(), heads=HeadSpec(K=2, p_drop=0.1)
+    )
     drafter.propose()  # the rule needs draft probabilities: captured from the draft's logits, softmax at T
     runner._dropmatch_state.capturing_draft = True
     logits = torch.randn((1, V))
@@ -164,8 +199,12 @@ def test_generator_is_made_on_the_hidden_states_device(monkeypatch):
 
     monkeypatch.setattr(hook, "make_generator", spy)
     meta, rows = _metadata([[3, 7, 7]])
-    sampler, _ = _sampler(CRITERIA.get("dropmatch_naive")(), HeadSpec(K=5, p_drop=0.3),
-                          _runner(_head().to("meta"), {"a": 1}), torch.zeros((rows, D), device="meta"))
+    sampler, _ = _sampler(
+        CRITERIA.get("dropmatch_naive")(),
+        HeadSpec(K=5, p_drop=0.3),
+        _runner(_head().to("meta"), {"a": 1}),
+        torch.zeros((rows, D), device="meta"),
+    )
     with pytest.raises(Made):
         sampler.forward(meta, None, torch.zeros((rows, V), device="meta"), SAMPLING)
     assert asked == [torch.device("meta")]
@@ -178,8 +217,12 @@ def test_top_p_and_top_k_are_refused(field):
     from criteria.registry import CRITERIA
 
     meta, rows = _metadata([[3]])
-    sampler, _ = _sampler(CRITERIA.get("greedy_match")(), HeadSpec(), _runner(_head(), {"a": 1}),
-                          torch.zeros((rows, D)))
+    sampler, _ = _sampler(
+        CRITERIA.get("greedy_match")(),
+        HeadSpec(),
+        _runner(_head(), {"a": 1}),
+        torch.zeros((rows, D)),
+    )
     sm = SimpleNamespace(**{**vars(SAMPLING), field: torch.tensor([0.9])})
     with pytest.raises(NotImplementedError, match="top_p"):
         sampler.forward(meta, None, torch.zeros((rows, V)), sm)
@@ -196,10 +239,20 @@ def test_vocab_shards_gathered_decide_as_the_whole_head():
 
     W = _head(3)
     hidden = torch.randn((1, 4, D), generator=torch.Generator().manual_seed(4))  # [B, L+1, d]
-    drafts = (hidden[:, :3] @ W[:V].T).argmax(-1)  # [1, 3]: the plain head's tokens, so some are accepted
+    drafts = (hidden[:, :3] @ W[:V].T).argmax(
+        -1
+    )  # [1, 3]: the plain head's tokens, so some are accepted
     rule, heads = CRITERIA.get("dropmatch_naive")(majority="plurality"), HeadSpec(K=5, p_drop=0.3)
-    whole = verify_round(hidden, LMHead(W, vocab_size=V), drafts, rule, heads, temperature=0.0,
-                         generators=[make_generator(7)], trace=True)
+    whole = verify_round(
+        hidden,
+        LMHead(W, vocab_size=V),
+        drafts,
+        rule,
+        heads,
+        temperature=0.0,
+        generators=[make_generator(7)],
+        trace=True,
+    )
     slots, barrier, results = [None, None], threading.Barrier(2), [None, None]
 
     def rank(r: int) -> None:
@@ -211,8 +264,16 @@ def test_vocab_shards_gathered_decide_as_the_whole_head():
             return full
 
         shard = W[r * V_PAD // 2 : (r + 1) * V_PAD // 2]  # [V_padded / 2, d]
-        results[r] = verify_round(hidden, LMHead(shard, vocab_size=V, gather=gather), drafts, rule, heads,
-                                  temperature=0.0, generators=[make_generator(7)], trace=True)
+        results[r] = verify_round(
+            hidden,
+            LMHead(shard, vocab_size=V, gather=gather),
+            drafts,
+            rule,
+            heads,
+            temperature=0.0,
+            generators=[make_generator(7)],
+            trace=True,
+        )
 
     threads = [threading.Thread(target=rank, args=(r,)) for r in (0, 1)]
     for t in threads:
@@ -221,7 +282,9 @@ def test_vocab_shards_gathered_decide_as_the_whole_head():
         t.join()
     assert int(whole.num_accepted[0]) > 0  # not vacuous: some draft accepted
     for res in results:
-        assert torch.equal(res.accept_mask, whole.accept_mask) and torch.equal(res.next_token_ids, whole.next_token_ids)
+        assert torch.equal(res.accept_mask, whole.accept_mask) and torch.equal(
+            res.next_token_ids, whole.next_token_ids
+        )
         assert torch.equal(res.trace["head_token_ids"], whole.trace["head_token_ids"])
 
 
@@ -232,27 +295,39 @@ def test_rule_settings_rebuild_every_sd_rule():
     from runners.backends.vllm_engine import SD_RULES
 
     for name in SD_RULES:
-        kw = {"majority": "plurality", "include_target": True} if name.startswith("dropmatch") else {}
+        kw = (
+            {"majority": "plurality", "include_target": True}
+            if name.startswith("dropmatch")
+            else {}
+        )
         rule = CRITERIA.get(name)(**kw)
-        assert repr(CRITERIA.get(name)(**rule_settings(rule))) == repr(rule) and rule_settings(rule) == kw
+        assert (
+            repr(CRITERIA.get(name)(**rule_settings(rule))) == repr(rule)
+            and rule_settings(rule) == kw
+        )
 
 
 def _backend(**kw):
     from runners.backends.vllm_engine import VLLMBackend
 
     b = VLLMBackend({"target_dir": "/nonexistent/t", "draft_dir": "/nonexistent/d"}, **kw)
-    b.engine = lambda *a, **k: pytest.fail("an engine was requested for a run the backend must refuse")
+    b.engine = lambda *a, **k: pytest.fail(
+        "an engine was requested for a run the backend must refuse"
+    )
     return b
 
 
-@pytest.mark.parametrize("case,match", [
-    (dict(method="draft_only"), "method.ar_model='draft'"),
-    (dict(method="dropout_path"), "method.criterion='dropout_path'"),
-    (dict(method="sd", top_p=0.9), "decoding.top_p=0.9 .* allowed: 1.0"),
-    (dict(method="dropmatch", native_verify=True), "backend.native_verify=true"),
-    (dict(method="sd", trace=True, native_verify=True), "backend.native_verify=true"),
-    (dict(method="autojudge"), "method.criterion='autojudge' is not supported by backend=vllm"),
-])
+@pytest.mark.parametrize(
+    "case,match",
+    [
+        (dict(method="draft_only"), "method.ar_model='draft'"),
+        (dict(method="dropout_path"), "method.criterion='dropout_path'"),
+        (dict(method="sd", top_p=0.9), "decoding.top_p=0.9 .* allowed: 1.0"),
+        (dict(method="dropmatch", native_verify=True), "backend.native_verify=true"),
+        (dict(method="sd", trace=True, native_verify=True), "backend.native_verify=true"),
+        (dict(method="autojudge"), "method.criterion='autojudge' is not supported by backend=vllm"),
+    ],
+)
 def test_backend_refuses_what_it_cannot_run_before_an_engine(case, match):
     """Issue 10 item 4: draft_only / dropout_path with backend=vllm used to decode the target and be recorded
     as the other method. Each refusal names the field and the allowed values."""
@@ -275,18 +350,35 @@ def test_backend_refuses_what_it_cannot_run_before_an_engine(case, match):
     else:
         rule = CRITERIA.get("rejection")()
     backend = _backend(native_verify=case.get("native_verify", False))
-    dec = DecodingConfig(num_speculative_tokens=L, top_p=case.get("top_p", 1.0), ar_model=ar_model,
-                         trace=case.get("trace", False))
+    dec = DecodingConfig(
+        num_speculative_tokens=L,
+        top_p=case.get("top_p", 1.0),
+        ar_model=ar_model,
+        trace=case.get("trace", False),
+    )
     with pytest.raises(ValueError, match=match):
-        next(iter(backend.generate([Sample("s/0", [{"role": "user", "content": "x"}])], dec, rule, heads)))
+        next(
+            iter(
+                backend.generate(
+                    [Sample("s/0", [{"role": "user", "content": "x"}])], dec, rule, heads
+                )
+            )
+        )
 
 
 def test_backend_declares_its_modes():
     from runners.backends.vllm_engine import VLLMBackend
 
-    assert VLLMBackend.SUPPORTS_AR_DRAFT_MODEL is False and VLLMBackend.SUPPORTS_DROPOUT_PATH is False
-    assert set(VLLMBackend.SUPPORTED_RULES) == {"autoregressive", "greedy_match", "rejection", "dropmatch_naive",
-                                                "dropmatch_js"}
+    assert (
+        VLLMBackend.SUPPORTS_AR_DRAFT_MODEL is False and VLLMBackend.SUPPORTS_DROPOUT_PATH is False
+    )
+    assert set(VLLMBackend.SUPPORTED_RULES) == {
+        "autoregressive",
+        "greedy_match",
+        "rejection",
+        "dropmatch_naive",
+        "dropmatch_js",
+    }
     import criteria.rules  # noqa: F401
     from criteria.dropout_heads import HeadSpec
     from criteria.registry import CRITERIA
@@ -307,18 +399,23 @@ class CharTokenizer:
 
 
 def _completion(ids, drafted, accepted):
-    return SimpleNamespace(token_ids=ids, spec_decode_metrics=SimpleNamespace(per_step_drafted=drafted,
-                                                                              per_step_accepted=accepted))
+    return SimpleNamespace(
+        token_ids=ids,
+        spec_decode_metrics=SimpleNamespace(per_step_drafted=drafted, per_step_accepted=accepted),
+    )
 
 
-@pytest.mark.parametrize("raw,steps,cap,stops,kept", [
-    # cap 17 ends one token into round 3 (prefill token + 3 rounds of 6): vLLM counts 15 accepted, we 13
-    (list(range(19)), [5, 5, 5], 17, [], [5, 5, 3]),
-    # EOS (99) inside round 1's accepted run; vLLM's step still counts 4 accepted drafts
-    ([0, 1, 2, 3, 99, 5], [4], 50, [], [3]),
-    # stop string "cd" completed by token 3, in round 1 (rounds of 5 and 4 tokens)
-    ([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], [4, 3], 50, ["cd"], [2]),
-])
+@pytest.mark.parametrize(
+    "raw,steps,cap,stops,kept",
+    [
+        # cap 17 ends one token into round 3 (prefill token + 3 rounds of 6): vLLM counts 15 accepted, we 13
+        (list(range(19)), [5, 5, 5], 17, [], [5, 5, 3]),
+        # EOS (99) inside round 1's accepted run; vLLM's step still counts 4 accepted drafts
+        ([0, 1, 2, 3, 99, 5], [4], 50, [], [3]),
+        # stop string "cd" completed by token 3, in round 1 (rounds of 5 and 4 tokens)
+        ([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], [4, 3], 50, ["cd"], [2]),
+    ],
+)
 def test_output_counters_count_only_output_tokens(raw, steps, cap, stops, kept):
     """Issue 10 item 1 on the vLLM side: vLLM's per-step counts include drafts past the output's end; the
     record counts only tokens in the output: num_drafts + num_accepted == len(ids) - 1 + eos_removed."""

@@ -21,9 +21,21 @@ def test_run_records_dropmatch_through_vllm(tiny_pair, tmp_path, monkeypatch):
     monkeypatch.setenv("DROPMATCH_TINY_PAIR", str(target.parent))
     monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path / "results"))
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        cfg = compose("run", overrides=["pair=tiny", "backend=vllm", "backend.max_model_len=512",
-                                        "method=dropmatch", "L=3", "dataset=spec_bench", "dataset.limit=2",
-                                        "decoding.max_new_tokens=12", "profile=smoke", "progress=quiet"])
+        cfg = compose(
+            "run",
+            overrides=[
+                "pair=tiny",
+                "backend=vllm",
+                "backend.max_model_len=512",
+                "method=dropmatch",
+                "L=3",
+                "dataset=spec_bench",
+                "dataset.limit=2",
+                "decoding.max_new_tokens=12",
+                "profile=smoke",
+                "progress=quiet",
+            ],
+        )
     summary = run(cfg, log=lambda *_: None)
     assert summary["complete"] and summary["num_samples"] == 2
     drafts = summary["spec/counters"]["num_drafts"]
@@ -31,13 +43,18 @@ def test_run_records_dropmatch_through_vllm(tiny_pair, tmp_path, monkeypatch):
     run_dir = tmp_path / "results" / "runs" / summary["run_id"]
     rows = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     assert len({r["sample_id"] for r in rows}) == 2
-    assert all(0 < len(r["output_token_ids"]) <= 12 and r["spec"]["num_drafts"] == len(r["accepted_per_round"])
-               for r in rows)
+    assert all(
+        0 < len(r["output_token_ids"]) <= 12
+        and r["spec"]["num_drafts"] == len(r["accepted_per_round"])
+        for r in rows
+    )
     for r in rows:  # issue 10 item 1: every record counts only the tokens in its output
-        assert r["spec"]["num_drafts"] + r["spec"]["num_accepted_tokens"] == \
-            len(r["output_token_ids"]) - 1 + r["eos_removed"]
+        assert (
+            r["spec"]["num_drafts"] + r["spec"]["num_accepted_tokens"]
+            == len(r["output_token_ids"]) - 1 + r["eos_removed"]
+        )
         assert r["stop_reason"] in ("eos", "stop", "length") and r["speed"]["wall_s"] > 0
     assert sum(r["spec"]["num_drafts"] for r in rows) == drafts
-    again = run(cfg, log=lambda *_: None)   # resumable: nothing to redo
+    again = run(cfg, log=lambda *_: None)  # resumable: nothing to redo
     assert again["run_id"] == summary["run_id"]
     assert len((run_dir / "samples.jsonl").read_text().splitlines()) == 2

@@ -30,8 +30,15 @@ def _flat(x):
 
 
 def _record(r):
-    return dict(ids=r.output_token_ids, text=r.output_text, rounds=r.accepted_per_round, counters=r.counters.to_dict(),
-                stop_reason=r.stop_reason, eos_removed=r.eos_removed, trace=r.trace)
+    return dict(
+        ids=r.output_token_ids,
+        text=r.output_text,
+        rounds=r.accepted_per_round,
+        counters=r.counters.to_dict(),
+        stop_reason=r.stop_reason,
+        eos_removed=r.eos_removed,
+        trace=r.trace,
+    )
 
 
 @pytest.mark.parametrize("rule", ["greedy_match", "dropmatch_naive", "dropmatch_js"])
@@ -46,12 +53,16 @@ def test_vllm_records_equal_hf_records(backends, rule):
     from runners.datasets.base import Sample
 
     hf, vb = backends
-    samples = [Sample(f"x/{i}", [{"role": "user", "content": c}]) for i, c in
-               enumerate(["def add(a, b):", "The quick brown fox", "for i in range(10):"])]
+    samples = [
+        Sample(f"x/{i}", [{"role": "user", "content": c}])
+        for i, c in enumerate(["def add(a, b):", "The quick brown fox", "for i in range(10):"])
+    ]
     heads = HeadSpec(K=5, p_drop=0.3) if rule.startswith("dropmatch") else HeadSpec()
     accepted = 0
     for cap in (17, 22):
-        dec = DecodingConfig(num_speculative_tokens=3, max_new_tokens=cap, seed=3, trace=rule != "greedy_match")
+        dec = DecodingConfig(
+            num_speculative_tokens=3, max_new_tokens=cap, seed=3, trace=rule != "greedy_match"
+        )
         h = [_record(r) for r in hf.generate(samples, dec, CRITERIA.get(rule)(), heads)]
         v = [_record(r) for r in vb.generate(samples, dec, CRITERIA.get(rule)(), heads)]
         for i, (a, b) in enumerate(zip(v, h)):
@@ -62,7 +73,9 @@ def test_vllm_records_equal_hf_records(backends, rule):
         accepted += sum(sum(r["rounds"]) for r in h)
         for r in h:
             c = r["counters"]
-            assert c["num_drafts"] + c["num_accepted_tokens"] == len(r["ids"]) - 1 + r["eos_removed"]
+            assert (
+                c["num_drafts"] + c["num_accepted_tokens"] == len(r["ids"]) - 1 + r["eos_removed"]
+            )
     assert accepted > 0, "no draft accepted: the comparison is vacuous"
 
 
@@ -86,13 +99,23 @@ def _hf_reference(target, draft, prompt, L, crit, heads, seed, max_new):
                 lg = draft(torch.tensor([ids + drafts])).logits[0, -1].float()
                 drafts.append(int(lg.argmax()))
                 qs.append(torch.softmax(lg, dim=-1))
-            hidden = target.model(torch.tensor([ids + drafts])).last_hidden_state[:, -(L + 1):]  # [1, L+1, d]
-            res = verify_round(hidden, LMHead(target.lm_head.weight), torch.tensor([drafts]), crit, heads,
-                               temperature=0.0, generators=[gen], draft_probs=torch.stack(qs)[None])
+            hidden = target.model(torch.tensor([ids + drafts])).last_hidden_state[
+                :, -(L + 1) :
+            ]  # [1, L+1, d]
+            res = verify_round(
+                hidden,
+                LMHead(target.lm_head.weight),
+                torch.tensor([drafts]),
+                crit,
+                heads,
+                temperature=0.0,
+                generators=[gen],
+                draft_probs=torch.stack(qs)[None],
+            )
             a = int(res.num_accepted[0])
             ids += drafts[:a] + [int(res.next_token_ids[0])]
             rounds.append(a)
-    return ids[len(prompt):], rounds
+    return ids[len(prompt) :], rounds
 
 
 @pytest.mark.parametrize("rule", ["dropmatch_naive", "dropmatch_js"])
@@ -112,12 +135,17 @@ def test_vllm_hook_matches_transformers_reference(hf_pair, llm, rule):
         prompt = tok(text)["input_ids"]
         seed = 100 + i
         ref_ids, ref_rounds = _hf_reference(target, draft, prompt, 3, crit, heads, seed, 24)
-        out = llm.generate([TokensPrompt(prompt_token_ids=prompt)],
-                           SamplingParams(temperature=0, max_tokens=24, ignore_eos=True, seed=seed), use_tqdm=False)[0]
+        out = llm.generate(
+            [TokensPrompt(prompt_token_ids=prompt)],
+            SamplingParams(temperature=0, max_tokens=24, ignore_eos=True, seed=seed),
+            use_tqdm=False,
+        )[0]
         rounds = [r.num_accepted for r in llm.collective_rpc("dropmatch_take_rounds")[0]]
         got = list(out.outputs[0].token_ids)
         assert got == ref_ids[: len(got)]
-        k = min(len(rounds), len(ref_rounds)) - 1  # the token limit cuts the final round differently
+        k = (
+            min(len(rounds), len(ref_rounds)) - 1
+        )  # the token limit cuts the final round differently
         assert k > 3 and rounds[:k] == ref_rounds[:k]
         total += sum(ref_rounds[:k])
     assert total > 0

@@ -23,16 +23,29 @@ def main() -> None:
     from runners.backends.vllm_engine import VLLMBackend
     from runners.datasets.base import Sample
 
-    backend = VLLMBackend({"target_dir": pair_dir / "target", "draft_dir": pair_dir / "draft"}, max_model_len=512,
-                          tensor_parallel_size=tp, enable_prefix_caching=False)
-    samples = [Sample(f"tp/{i}", [{"role": "user", "content": c}]) for i, c in
-               enumerate(["def add(a, b):", "The quick brown fox"])]
+    backend = VLLMBackend(
+        {"target_dir": pair_dir / "target", "draft_dir": pair_dir / "draft"},
+        max_model_len=512,
+        tensor_parallel_size=tp,
+        enable_prefix_caching=False,
+    )
+    samples = [
+        Sample(f"tp/{i}", [{"role": "user", "content": c}])
+        for i, c in enumerate(["def add(a, b):", "The quick brown fox"])
+    ]
     dec = DecodingConfig(num_speculative_tokens=3, max_new_tokens=24, seed=11, trace=True)
     result = {}
     for rule in ("dropmatch_naive", "dropmatch_js"):
         res = list(backend.generate(samples, dec, CRITERIA.get(rule)(), HeadSpec(K=5, p_drop=0.3)))
-        result[rule] = [{"ids": r.output_token_ids, "rounds": r.accepted_per_round, "counters": r.counters.to_dict(),
-                         "trace_rounds": len(r.trace or [])} for r in res]
+        result[rule] = [
+            {
+                "ids": r.output_token_ids,
+                "rounds": r.accepted_per_round,
+                "counters": r.counters.to_dict(),
+                "trace_rounds": len(r.trace or []),
+            }
+            for r in res
+        ]
     out.write_text(json.dumps(result))
 
 

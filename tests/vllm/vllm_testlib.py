@@ -6,8 +6,17 @@ L = 3
 PROMPTS = ["def add(a, b):", "The quick brown"]
 
 
-def _run(llm, rule=None, heads=None, *, rule_kwargs=None, max_tokens=24, seed=7, record_inputs=False,
-         record_trace=False):
+def _run(
+    llm,
+    rule=None,
+    heads=None,
+    *,
+    rule_kwargs=None,
+    max_tokens=24,
+    seed=7,
+    record_inputs=False,
+    record_trace=False,
+):
     """Generate PROMPTS greedily with ``rule`` (None: vLLM's own sampler) and ``heads`` (``{"K", "p_drop"}``);
     return (token ids, counters, recorded rounds, outputs).
 
@@ -19,15 +28,19 @@ def _run(llm, rule=None, heads=None, *, rule_kwargs=None, max_tokens=24, seed=7,
     if rule is None:
         llm.collective_rpc("dropmatch_uninstall")
     else:
-        llm.collective_rpc("dropmatch_install", args=(rule, rule_kwargs or {}, heads or {}, 0, record_inputs,
-                                                         record_trace))
+        llm.collective_rpc(
+            "dropmatch_install",
+            args=(rule, rule_kwargs or {}, heads or {}, 0, record_inputs, record_trace),
+        )
     import vllm
 
     from runners.backends.vllm_counters import request_counters
     from runners.counters import SpecDecodeCounters
 
-    sp = [vllm.SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True, seed=seed + i)
-          for i in range(len(PROMPTS))]
+    sp = [
+        vllm.SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True, seed=seed + i)
+        for i in range(len(PROMPTS))
+    ]
     outs = llm.generate(PROMPTS, sp, use_tqdm=False)
     counters = SpecDecodeCounters(num_speculative_tokens=L)
     for o in outs:

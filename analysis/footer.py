@@ -64,19 +64,34 @@ def identity_lines(runs: pd.DataFrame) -> list[str]:
 
 
 def decision_lines(runs: pd.DataFrame) -> list[str]:
-    """Decision-code fingerprint(s); MIXED when the cells were decided by different code."""
+    """Decision-code fingerprints, one per rule and backend (each run's fingerprint covers the code its rule and
+    backend run: :mod:`runners.fingerprint`); MIXED when runs of one rule and backend were decided by different
+    code."""
     if "decision_code" not in runs:
         return []
-    fps = runs["decision_code"].dropna().astype(str)
     missing = int(runs["decision_code"].isna().sum())
-    if fps.empty:
+    known = runs.dropna(subset=["decision_code"])
+    if known.empty:
         return ["decision code fingerprint: not recorded in these runs"]
     tail = f"; not recorded in {missing} run{'s' if missing > 1 else ''}" if missing else ""
-    if fps.nunique() == 1:
-        return [f"decision code fingerprint: {fps.iloc[0]}{tail}"]
-    return [
-        f"MIXED decision code: {_counted(fps)}{tail} -- acceptance decisions may differ between cells"
-    ]
+    rule = known["method"].astype(str)
+    if (
+        "criterion" in known
+    ):  # the rule's registry key; records without one are named by their method
+        rule = known["criterion"].where(known["criterion"].notna(), rule).astype(str)
+    keys = rule + "@" + known["backend"].astype(str)
+    parts, mixed = [], []
+    for key in sorted(keys.unique()):
+        fps = known.loc[keys == key, "decision_code"].astype(str)
+        if fps.nunique() == 1:
+            parts.append(f"{key} {fps.iloc[0]}")
+        else:
+            mixed.append(f"{key}: {_counted(fps)}")
+    if mixed:
+        return [
+            f"MIXED decision code: {'; '.join(mixed)}{tail} -- acceptance decisions may differ between cells"
+        ]
+    return [f"decision code fingerprints (per rule@backend): {', '.join(parts)}{tail}"]
 
 
 def provenance_lines(runs: pd.DataFrame) -> list[str]:

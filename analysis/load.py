@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from runners.fingerprint import current_value
 from runners.paths import results_dir
 from runners.record import iter_runs, read_samples
 
@@ -60,13 +61,23 @@ def model_identity(cfg: dict, meta: dict, summary: dict) -> str:
     return ", ".join(parts) or "?"
 
 
-def decision_code(meta: dict) -> str | None:
-    """Fingerprint of the code that made the acceptance decisions (``meta.decision_code``), or None."""
+def decision_code(meta: dict, cfg: dict | None = None) -> str | None:
+    """Fingerprint of the code that made the acceptance decisions (``meta.decision_code``), short, or None.
+
+    A scheme-1 value (records from before per-run fingerprints) is shown as its scheme-2 equivalent
+    (:func:`runners.fingerprint.current_value`) when one is known, so a record and a rerun of the same code agree.
+    """
     dc = meta.get("decision_code")
     if isinstance(dc, dict):
         for k in ("fingerprint", "sha256", "hash"):
             if dc.get(k):
-                return _short(dc[k])
+                value = dc[k]
+                if cfg is not None and k == "fingerprint" and dc.get("scheme") is None:
+                    method, backend = dict(cfg.get("method") or {}), dict(cfg.get("backend") or {})
+                    value = (
+                        current_value(value, method.get("criterion"), backend.get("name")) or value
+                    )
+                return _short(value)
         return _flat_text(dc)
     return _short(dc) if dc else None
 
@@ -134,7 +145,8 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "git_shas": shas,
         "git_dirty": any(bool(x.get("git_dirty")) for x in sessions),
         "model_identity": model_identity(cfg, meta, summary),
-        "decision_code": decision_code(meta),
+        "decision_code": decision_code(meta, cfg),
+        "criterion": (cfg["method"] or {}).get("criterion"),
         "run_dir": str(run_dir),
     }
     for k, v in summary.items():

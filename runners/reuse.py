@@ -21,18 +21,27 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Callable
 
-from runners.fingerprint import decision_code
+from runners.fingerprint import current_value, run_decision_code
 from runners.paths import results_dir
 
 POLICIES = ("warn", "strict")
 
 
 def recorded_codes(record: Any) -> list[str | None]:
-    """Fingerprints of every session of ``record`` (None for a session from before fingerprints), sorted."""
+    """Fingerprints of every session of ``record`` in the current scheme (None for a session from before
+    fingerprints or with an unmapped scheme-1 value: :func:`runners.fingerprint.current_value`), sorted."""
     meta = record.read_meta()
     sessions = meta.get("sessions") or ([meta] if meta else [])
+    method, backend = dict(record.cfg.get("method") or {}), dict(record.cfg.get("backend") or {})
     return sorted(
-        {(s.get("decision_code") or {}).get("fingerprint") for s in sessions},
+        {
+            current_value(
+                (s.get("decision_code") or {}).get("fingerprint"),
+                method.get("criterion"),
+                backend.get("name"),
+            )
+            for s in sessions
+        },
         key=lambda x: (x is None, x),
     )
 
@@ -40,7 +49,7 @@ def recorded_codes(record: Any) -> list[str | None]:
 def stale_codes(record: Any) -> list[str | None]:
     """The recorded fingerprints when they are not all this checkout's (empty: current or no record yet)."""
     codes = recorded_codes(record)
-    return codes if codes and codes != [decision_code()["fingerprint"]] else []
+    return codes if codes and codes != [run_decision_code(record.cfg)["fingerprint"]] else []
 
 
 def will_reuse(record: Any, policy: str) -> bool:
@@ -63,7 +72,7 @@ def check(
     stale = stale_codes(record)
     if not stale:
         return finished
-    now = decision_code()["fingerprint"]
+    now = run_decision_code(record.cfg)["fingerprint"]
     what = (
         f"[run {record.run_id}] {tag}: WARNING: {'finished' if finished else 'started'} by other decision code "
         f"({_short(stale)}; this checkout: {now[:12]})"

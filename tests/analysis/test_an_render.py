@@ -200,7 +200,35 @@ def test_footer_commits_identity_and_decision_code(results):
         "model identity (qwen25coder_0.5b_1.5b): draft dtype bfloat16, sha256 1d9614638d18, "
         "target dtype bfloat16, sha256 cc324af070c2"
     ) in md
-    assert "MIXED decision code: dddddddddddd (1 run), eeeeeeeeeeee (1 run)" in md
+    line = next(x for x in md.splitlines() if "decision code" in x)
+    assert line.startswith("- decision code fingerprints (per rule@backend): ")
+    assert "dddddddddddd" in line and "eeeeeeeeeeee" in line and "MIXED" not in line
+
+
+def test_footer_says_mixed_only_within_one_rule_and_backend():
+    """Each run's fingerprint covers its own rule and backend, so SD and DM differ by design; two SD runs made by
+    different code are MIXED."""
+    import pandas as pd
+
+    from analysis.footer import decision_lines
+
+    runs = pd.DataFrame(
+        {
+            "criterion": ["rejection", "dropmatch_js", "rejection"],
+            "method": ["sd", "dropmatch", "sd"],
+            "backend": ["hf", "hf", "hf"],
+            "decision_code": ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "aaaaaaaaaaaa"],
+        }
+    )
+    assert decision_lines(runs) == [
+        "decision code fingerprints (per rule@backend): dropmatch_js@hf bbbbbbbbbbbb, "
+        "rejection@hf aaaaaaaaaaaa"
+    ]
+    runs.loc[2, "decision_code"] = "cccccccccccc"
+    (mixed,) = decision_lines(runs)
+    assert mixed.startswith(
+        "MIXED decision code: rejection@hf: aaaaaaaaaaaa (1 run), cccccccccccc (1 run)"
+    )
 
 
 def test_footer_one_run_spanning_two_commits(results):

@@ -8,29 +8,78 @@ from pathlib import Path
 
 from sweep_helpers import run_dirs, run_main
 
-from runners.fingerprint import DECISION_SOURCES, fingerprint
+from runners import fingerprint
+from runners.fingerprint import (
+    DECISION_ROOTS,
+    LEGACY_FILE,
+    current_value,
+    fingerprint_of,
+    run_decision_code,
+)
 from runners.paths import REPO_ROOT
 
 RUN = ["method=dropmatch", "L=2", "dataset.limit=1", "decoding.max_new_tokens=4"]
 OTHER = "0" * 64
 
 
-def test_fingerprint_counts_code_not_comments_or_docstrings(tmp_path):
-    for entry in DECISION_SOURCES:
-        src, dst = REPO_ROOT / entry, tmp_path / entry
+def _copy_roots(dst_root: Path) -> None:
+    for entry in DECISION_ROOTS:
+        src, dst = REPO_ROOT / entry, dst_root / entry
         if src.is_dir():
             shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, dst)
-    base = fingerprint(tmp_path)
-    assert base == fingerprint(REPO_ROOT)
+
+
+def test_fingerprint_counts_code_not_comments_docstrings_or_paths(tmp_path, monkeypatch):
+    _copy_roots(tmp_path)
+    base = fingerprint_of("rejection", "hf", tmp_path)["fingerprint"]
+    assert base == fingerprint_of("rejection", "hf")["fingerprint"]
     rule = tmp_path / "criteria" / "greedy_match.py"
     text = rule.read_text()
     rule.write_text(text.replace('"""', '"""Edited docstring. ', 1) + "\n# a comment\n")
-    assert fingerprint(tmp_path) == base
+    assert fingerprint_of("rejection", "hf", tmp_path)["fingerprint"] == base
+    # a module moved to another package, its importers following it: same code, same fingerprint
+    counters = tmp_path / "runners" / "counters.py"
+    (tmp_path / "runners" / "records").mkdir()
+    counters.rename(tmp_path / "runners" / "records" / "counters.py")
+    for f in (tmp_path / "runners").rglob("*.py"):
+        f.write_text(f.read_text().replace("runners.counters", "runners.records.counters"))
+    monkeypatch.setattr(
+        fingerprint, "DECISION_ROOTS", (*DECISION_ROOTS, "runners/records/counters.py")
+    )
+    moved = fingerprint_of("rejection", "hf", tmp_path)
+    assert "runners.records.counters" in moved["modules"] and moved["fingerprint"] == base
     rule.write_text(text + "\nTHRESHOLD_FOR_TEST = 1\n")
-    assert fingerprint(tmp_path) != base
+    assert fingerprint_of("rejection", "hf", tmp_path)["fingerprint"] != base
+
+
+def test_fingerprint_covers_the_runs_own_rule_and_backend_only(tmp_path):
+    """A rule a run does not use can change (or be added) without marking its records stale."""
+    _copy_roots(tmp_path)
+    sd, dm = (
+        fingerprint_of("rejection", "hf", tmp_path),
+        fingerprint_of("dropmatch_js", "hf", tmp_path),
+    )
+    assert "criteria.dropmatch_js" in dm["modules"] and "criteria.dropmatch_js" not in sd["modules"]
+    assert "runners.backends.hf_loop" in sd["modules"] and "criteria.verify" in sd["modules"]
+    (tmp_path / "criteria" / "new_rule_for_test.py").write_text("X = 1\n")
+    js = tmp_path / "criteria" / "dropmatch_js.py"
+    js.write_text(js.read_text() + "\nY = 2\n")
+    assert fingerprint_of("rejection", "hf", tmp_path)["fingerprint"] == sd["fingerprint"]
+    assert fingerprint_of("dropmatch_js", "hf", tmp_path)["fingerprint"] != dm["fingerprint"]
+
+
+def test_legacy_fingerprints_map_to_the_current_scheme():
+    """Records made before per-run fingerprints keep their status: at the commit that made them, their code
+    had the scheme-2 fingerprint the map gives (computed by ``python -m runners.fingerprint --legacy``)."""
+    legacy = json.loads(LEGACY_FILE.read_text())
+    assert legacy and all(len(k) == 64 for k in legacy)
+    one = next(iter(legacy.values()))
+    assert current_value(next(iter(legacy)), "rejection", "hf") == one["rejection@hf"]
+    assert current_value(OTHER, "rejection", "hf") == OTHER  # an unknown value stays itself (stale)
+    assert current_value(next(iter(legacy)), "no_such_rule", "hf") is None
 
 
 def _tamper(run_dir: Path) -> None:
@@ -49,7 +98,7 @@ def test_stale_record_is_warned_about_or_rerun(sweep_env):
     first = run_main(sweep_env, *RUN, multirun=True)
     assert first.returncode == 0, first.stdout + first.stderr
     (run_dir,) = run_dirs(results)
-    now = fingerprint()
+    now = run_decision_code(json.loads((run_dir / "config.json").read_text()))["fingerprint"]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["decision_code"] == now and summary["decision_codes"] == [now]
     assert json.loads((run_dir / "meta.json").read_text())["decision_code"]["fingerprint"] == now

@@ -65,7 +65,7 @@ def identity_lines(runs: pd.DataFrame) -> list[str]:
 
 def decision_lines(runs: pd.DataFrame) -> list[str]:
     """Decision-code fingerprints, one per rule and backend (each run's fingerprint covers the code its rule and
-    backend run: :mod:`runners.fingerprint`); MIXED when runs of one rule and backend were decided by different
+    backend run: :mod:`runners.records.fingerprint`); MIXED when runs of one rule and backend were decided by different
     code."""
     if "decision_code" not in runs:
         return []

@@ -21,9 +21,9 @@ from typing import Any
 
 import pandas as pd
 
-from runners.fingerprint import current_value
 from runners.paths import results_dir
-from runners.record import iter_runs, read_samples
+from runners.records.legacy_fingerprints import current_value
+from runners.records.record import iter_runs, read_samples
 
 
 def _short(v: Any) -> str:
@@ -65,7 +65,7 @@ def decision_code(meta: dict, cfg: dict | None = None) -> str | None:
     """Fingerprint of the code that made the acceptance decisions (``meta.decision_code``), short, or None.
 
     A scheme-1 value (records from before per-run fingerprints) is shown as its scheme-2 equivalent
-    (:func:`runners.fingerprint.current_value`) when one is known, so a record and a rerun of the same code agree.
+    (:func:`runners.records.legacy_fingerprints.current_value`) when one is known, so a record and a rerun of the same code agree.
     """
     dc = meta.get("decision_code")
     if isinstance(dc, dict):

@@ -13,7 +13,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from analysis.artefact import Profile, of_profile
-from runners.record import read_samples
+from runners.records.record import read_samples
 
 
 def of_method(runs: pd.DataFrame, profile: Profile, method: str) -> pd.DataFrame:

@@ -140,7 +140,7 @@ def tau_ci(accepted: Sequence[float], rounds: Sequence[float], **kw) -> Estimate
 
     Args:
         accepted: per-item ``num_accepted_tokens`` (tokens); rounds: per-item ``num_drafts`` (rounds).
-        A resample without rounds has tau = 1 (no drafts, as :func:`runners.counters.mean_acceptance_length`).
+        A resample without rounds has tau = 1 (no drafts, as :func:`runners.records.counters.mean_acceptance_length`).
     """
 
     def stat(a: np.ndarray, r: np.ndarray) -> np.ndarray:

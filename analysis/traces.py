@@ -13,7 +13,7 @@ import pandas as pd
 
 from analysis.head_stats import position_frame
 from analysis.load import SETTING
-from runners.record import read_samples
+from runners.records.record import read_samples
 
 
 def run_config(run_dir: str | Path) -> dict:

@@ -154,7 +154,7 @@ def _finished_run(config: DictConfig) -> tuple[Any, bool]:
     """``(RunRecord, finished)`` of the run a job config describes, without loading anything heavy."""
     try:
         from runners.paths import results_dir
-        from runners.record import RunRecord
+        from runners.records.record import RunRecord
         from runners.run import resolve_run_config
 
         task = copy.deepcopy(
@@ -162,7 +162,7 @@ def _finished_run(config: DictConfig) -> tuple[Any, bool]:
         )  # what the task function gets (as hydra.core.utils.run_job makes it)
         with read_write(task), open_dict(task):
             del task["hydra"]
-        from runners.reuse import will_reuse
+        from runners.records.reuse import will_reuse
 
         c = resolve_run_config(task)
         record = RunRecord(results_dir() / "runs", c)
@@ -298,7 +298,7 @@ class SweepSummary(Callback):
         if job_return.status == JobStatus.COMPLETED:
             stale = False
             if finished_before:
-                from runners.reuse import stale_codes
+                from runners.records.reuse import stale_codes
 
                 status, stale = "skipped", bool(stale_codes(record))
             elif record is not None and record.existing_summary() is None:

@@ -7,7 +7,7 @@ One table (:data:`NUMERIC`) serves two places:
 - :func:`canonical` gives the value the run id hashes and ``config.json`` stores: a float field holds a
   float (``decoding.temperature=0`` -> ``0.0``), an int field an int (``dropmatch.K=5.0`` -> ``5``), so
   ``0`` and ``0.0`` are one run. Numbers outside this table are normalised by
-  :func:`runners.record.identity_of` (an integral float hashes as the int).
+  :func:`runners.records.run_id.identity_of` (an integral float hashes as the int).
 
 A path ``a.*`` covers every key of mapping ``a`` (e.g. ``profile.limit.*``: one cap per benchmark).
 """

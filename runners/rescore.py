@@ -107,11 +107,12 @@ def rescore_run(run_dir: Path, tokenizer: Any = None, exports: bool = True) -> d
         tokenizer: the target tokenizer for the exports (default: loaded from the run's pair config).
 
     Raises:
-        runners.record.RunLockedError: another process is writing the run.
+        runners.records.record.RunLockedError: another process is writing the run.
     """
     import runners.scorers  # noqa: F401  (registration)
     from runners.exports import dataset_samples, read_run, write_exports
-    from runners.record import RunLockedError, atomic_write_json
+    from runners.records.io import atomic_write_json
+    from runners.records.record import RunLockedError
     from runners.registry import SCORERS, build
 
     run_dir = Path(run_dir)

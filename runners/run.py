@@ -3,7 +3,7 @@
 ``run(cfg) -> summary dict`` is the whole job; ``runners.main`` is only the Hydra wrapper around it.
 A finished run (summary present for the same sample count) is returned without loading anything; an
 unfinished one resumes at the first sample id that has no record. A record made by other decision code is
-not reused silently (:mod:`runners.reuse`, config ``reuse: warn | strict``).
+not reused silently (:mod:`runners.records.reuse`, config ``reuse: warn | strict``).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import time
 from typing import Any, Mapping
 
 from runners.fields import canonical
-from runners.fingerprint import run_decision_code
+from runners.records.fingerprint import run_decision_code
 from runners.paths import results_dir
-from runners.record import RunLockedError, RunRecord
-from runners.reuse import check as check_reuse
-from runners.reuse import recorded_codes
+from runners.records.record import RunLockedError, RunRecord
+from runners.records.reuse import check as check_reuse
+from runners.records.reuse import recorded_codes
 from runners.validate import validate
 
 _logger = logging.getLogger(__name__)  # (the local `logger` in run() is the W&B experiment logger)
@@ -254,9 +254,9 @@ def run(cfg: Any, log=_logger.info) -> dict:
     from runners.backends.base import DecodingConfig
     from runners.datasets.base import prompt_record, prompt_token_ids
     from runners.logger import make_logger
-    from runners.provenance import provenance
+    from runners.records.provenance import provenance
     from runners.registry import BACKENDS, DATASETS, SCORERS, build
-    from runners.summary import summarize
+    from runners.records.summary import summarize
 
     c = resolve_run_config(cfg)
     if c["method"].get(

@@ -80,7 +80,7 @@ def _sweep_group() -> str | None:
 def _recorded_samples(run_id: str) -> list[dict]:
     """Samples already in the run record (non-empty when a killed run resumes)."""
     from runners.paths import results_dir
-    from runners.record import read_samples
+    from runners.records.record import read_samples
 
     return read_samples(results_dir() / "runs" / run_id / "samples.jsonl")
 

@@ -2,7 +2,7 @@
 
 Two artefacts, both records under ``results/autojudge/`` (``DROPMATCH_RESULTS``; git-ignored like ``runs/``):
 
-* mining records ``results/autojudge/mining/<mining_key>/``: a :class:`runners.record.RunRecord` (config,
+* mining records ``results/autojudge/mining/<mining_key>/``: a :class:`runners.records.record.RunRecord` (config,
   meta, append-only ``samples.jsonl`` with one line per mined prompt, summary); resumable, crash-safe.
   ``mining_key`` hashes the pair's identity (names, pinned sha256, dtype; not where it was found), the
   mining dataset's config and ``method.judge.mining``.
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from runners.paths import REPO_ROOT, results_dir
-from runners.record import _strip, run_id_of
+from runners.records.run_id import hashed_form, run_id_of
 from runners.validate import ConfigError
 
 MINING_VERSION = (
@@ -63,13 +63,15 @@ def mining_dataset_config(mining: Mapping[str, Any]) -> dict:
 
 def mining_identity(pair: Mapping[str, Any], judge: Mapping[str, Any]) -> dict:
     pair_id = {
-        k: v for k, v in _strip(dict(pair)).items() if k in ("name", "target", "draft", "dtype")
+        k: v
+        for k, v in hashed_form(dict(pair)).items()
+        if k in ("name", "target", "draft", "dtype")
     }
     return {
         "kind": "autojudge_mining",
         "version": MINING_VERSION,
         "pair": pair_id,
-        "dataset": _strip(mining_dataset_config(judge["mining"])),
+        "dataset": hashed_form(mining_dataset_config(judge["mining"])),
         "mining": dict(judge["mining"]),
     }
 

@@ -82,8 +82,8 @@ def mine(
     from runners.backends.kv_state import KVState, PrefixCache
     from runners.autojudge.mining import Tracked, mine_prompt
     from runners.models.loader import load_pair
-    from runners.provenance import provenance
-    from runners.record import RunLockedError, RunRecord
+    from runners.records.provenance import provenance
+    from runners.records.record import RunLockedError, RunRecord
     from runners.registry import DATASETS, SCORERS, build
 
     m = dict(judge_cfg["mining"])

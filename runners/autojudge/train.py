@@ -22,9 +22,8 @@ important mismatches = share with ``p >= threshold``, i.e. rejected; precision; 
 
 from __future__ import annotations
 
-import logging
-
 import json
+import logging
 import sys
 from typing import Any, Callable, Mapping, Sequence
 
@@ -32,7 +31,8 @@ import numpy as np
 
 from runners.autojudge.artefact import judge_dir, judge_key, mining_identity, root
 from runners.autojudge.mine import decode_rows
-from runners.record import RunRecord, atomic_write_json
+from runners.records.io import atomic_write_json
+from runners.records.record import RunRecord
 from runners.validate import ConfigError
 
 SELECTIONS = (
@@ -205,7 +205,7 @@ def train(
     log = log or logging.getLogger(__name__).info
     import torch
 
-    from runners.provenance import provenance
+    from runners.records.provenance import provenance
 
     key = judge_key(pair_cfg, judge_cfg)
     out = judge_dir(key)

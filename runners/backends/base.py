@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Protocol, runtime_checkable
 
-from runners.counters import SpecDecodeCounters
+from runners.records.counters import SpecDecodeCounters
 from runners.datasets.base import Sample
 
 

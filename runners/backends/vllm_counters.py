@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from runners.backends.output import cut_rounds, round_counters
-from runners.counters import SpecDecodeCounters
+from runners.records.counters import SpecDecodeCounters
 
 SPEC_METRICS = (
     "num_drafts",

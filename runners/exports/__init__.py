@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 def read_run(run_dir: Path) -> tuple[dict, list[dict], dict]:
     """``(config, sample records in file order, summary or {})`` of a run directory."""
-    from runners.record import read_samples
+    from runners.records.record import read_samples
 
     run_dir = Path(run_dir)
     config = json.loads((run_dir / "config.json").read_text())

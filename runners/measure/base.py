@@ -76,8 +76,8 @@ def run_measurement(c: Mapping[str, Any], log: Callable[[str], None] = logger.in
         runners.validate.ConfigError: invalid field, or (``MissingRecordsError``) input records absent.
     """
     from runners.paths import results_dir
-    from runners.provenance import provenance
-    from runners.record import RunLockedError, RunRecord
+    from runners.records.provenance import provenance
+    from runners.records.record import RunLockedError, RunRecord
 
     job = MEASUREMENTS.get(c["method"]["measure"])(c)
     record = RunRecord(results_dir() / "runs", c)

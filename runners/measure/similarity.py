@@ -127,7 +127,7 @@ class SimilarityMeasurement:
         if self._prompts is not None:
             return self._prompts
         from runners.paths import results_dir
-        from runners.record import RunRecord
+        from runners.records.record import RunRecord
 
         per_path, missing = [], []
         self.source_run_ids = []

@@ -20,7 +20,7 @@ source :func:`runners.models.sources.pick_source` says will be used, the same fu
 Every entry also holds ``dtype``: :func:`runners.models.dtype.resolve_dtype`'s value (``auto``: bf16 where the
 hardware has fast bf16), the dtype the weights are loaded in.
 The run id hashes the part of this identity that the config does not already fix
-(:func:`runners.record.identity_of`), and the record keeps all of it (``config.json``, ``meta.json``).
+(:func:`runners.records.run_id.identity_of`), and the record keeps all of it (``config.json``, ``meta.json``).
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def weights_sha256(path: Path) -> str:
 def _file_sha256(path: Path) -> str:
     """sha256 of one file, cached by (path, size, mtime_ns) in memory and in ``<cache>/weights_sha256.json``."""
     from runners.paths import cache_dir
-    from runners.record import atomic_write_json
+    from runners.records.io import atomic_write_json
 
     st = path.stat()
     key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
@@ -181,30 +181,6 @@ def _current(key: str) -> bool:
     except OSError:
         return False
     return str(st.st_size) == size and str(st.st_mtime_ns) == mtime
-
-
-def unfixed(identity: Mapping[str, Any], pair_cfg: Mapping[str, Any]) -> dict:
-    """The part of ``identity`` the pair config does not already fix (what the run id adds to the config).
-
-    A model whose weights are the pinned source named in the config (same sha256) or a built source (its
-    builder and seed are in the config), loaded in the configured dtype, adds nothing: records made before
-    the identity existed (all on such sources) keep their ids. Anything else (a local directory, the hub, an
-    unavailable source, a dtype resolved from ``auto``) enters the id in full.
-    """
-    out = {}
-    for role, ident in identity.items():
-        spec = pair_cfg.get(role) or {}
-        pinned = spec.get("pinned") if isinstance(spec.get("pinned"), Mapping) else {}
-        fixed = (
-            (
-                ident.get("source") == "pinned"
-                and ident.get("sha256") == str((pinned or {}).get("sha256"))
-            )
-            or ident.get("source") == "built"
-        ) and ident.get("dtype") == str(pair_cfg.get("dtype"))
-        if not fixed:  # (an unavailable source's reason names a path: not part of the identity)
-            out[role] = {k: v for k, v in ident.items() if k != "reason"}
-    return out
 
 
 def clear_memo() -> None:

@@ -47,7 +47,7 @@ def trace_round(
 def write_run(
     root: Path, run_id: str, cfg: dict[str, Any], summary: dict[str, Any], samples: list[dict]
 ) -> Path:
-    """A run record as runners.record writes it: config.json, summary.json, samples.jsonl."""
+    """A run record as runners.records.record writes it: config.json, summary.json, samples.jsonl."""
     d = root / "runs" / run_id
     d.mkdir(parents=True, exist_ok=True)
     (d / "config.json").write_text(json.dumps(cfg))
@@ -106,7 +106,7 @@ def item_sample(
 ) -> dict[str, Any]:
     """One ``samples.jsonl`` record: ``rounds`` = accepted draft tokens per round (each <= L); ``tokens``
     defaults to the identity rounds + accepted + 1 (prefill token); ``wall_s`` a time or timing repeats."""
-    from runners.counters import SpecDecodeCounters
+    from runners.records.counters import SpecDecodeCounters
 
     c = SpecDecodeCounters(num_speculative_tokens=L)
     for a in rounds:
@@ -137,9 +137,9 @@ def item_run(
     meta: dict | None = None,
     **extra: Any,
 ) -> Path:
-    """A complete run record whose summary is what ``runners.summary.summarize`` makes of ``samples``."""
+    """A complete run record whose summary is what ``runners.records.summary.summarize`` makes of ``samples``."""
     from runners.scorers.base import summary as quality_summary
-    from runners.summary import summarize
+    from runners.records.summary import summarize
 
     s = summarize(samples, int(cfg.get("L") or 0), lambda q: quality_summary("correct", True, q))
     s.update(

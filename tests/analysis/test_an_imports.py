@@ -30,11 +30,11 @@ FORBIDDEN = (
 # The only runners modules analysis/ may import: record readers, paths, provenance, the decision-code fingerprint's
 # scheme translation, and the terminal logging setup of the command lines (runners.logs: standard library only).
 ALLOWED_RUNNERS = (
-    "runners.record",
+    "runners.records.record",
     "runners.paths",
-    "runners.provenance",
+    "runners.records.provenance",
     "runners.logs",
-    "runners.fingerprint",
+    "runners.records.legacy_fingerprints",
 )
 ANALYSIS_FILES = sorted((REPO_ROOT / "analysis").rglob("*.py"))
 

@@ -256,7 +256,7 @@ def test_git_dirty_ignores_results(tmp_path, monkeypatch):
     """Rewritten records under results/ are data and README edits prose: the dirty flag reads code changes only."""
     import subprocess
 
-    import runners.provenance as prov
+    import runners.records.provenance as prov
 
     def git(*a):
         subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)

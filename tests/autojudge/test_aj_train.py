@@ -17,7 +17,7 @@ from runners.autojudge.artefact import judge_dir, judge_key, mining_identity, ro
 from runners.autojudge.mine import encode_rows
 from runners.autojudge.train import split_prompts, threshold_metrics, train
 from runners.paths import REPO_ROOT
-from runners.record import RunRecord
+from runners.records.record import RunRecord
 
 D_DRAFT, D = 5, 7
 PAIR = {"name": "synthetic", "target": {"name": "t"}, "draft": {"name": "d"}, "dtype": "float32"}

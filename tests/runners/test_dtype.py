@@ -76,7 +76,7 @@ def _cfg(*overrides):
 
 def test_run_config_records_the_resolved_dtype():
     """The resolved dtype is in config.json's model identity and in the run id (bf16 and fp32 never share an id)."""
-    from runners.record import run_id_of
+    from runners.records.run_id import run_id_of
 
     auto = resolve_run_config(_cfg())
     want = resolve_dtype({"dtype": "auto", "device": "cpu"})

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from runners.measure.latency import COMPONENTS, VerifyTimer, paired_ratios, summarize_timings
-from runners.record import read_samples
+from runners.records.record import read_samples
 
 
 @pytest.fixture(scope="module")

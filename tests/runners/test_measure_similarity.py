@@ -14,7 +14,7 @@ from runners.measure.judges import (
     make_judge,
     nli_available,
 )
-from runners.record import read_samples
+from runners.records.record import read_samples
 
 
 class StubJudge:

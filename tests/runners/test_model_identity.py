@@ -11,7 +11,7 @@ import pytest
 from runners.models.dtype import resolve_dtype
 from runners.models.identity import clear_memo, model_identity, weights_sha256
 from runners.paths import REPO_ROOT
-from runners.record import run_id_of
+from runners.records.run_id import run_id_of
 
 EMBEDDED = "qwen25coder_0.5b_1.5b"
 

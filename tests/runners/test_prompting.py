@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from runners.paths import REPO_ROOT
-from runners.record import run_id_of
+from runners.records.run_id import run_id_of
 
 # ChatML plus the generation-prompt block of Qwen3's template: enable_thinking=false closes an empty <think>.
 QWEN3_STYLE = (

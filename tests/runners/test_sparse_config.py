@@ -53,7 +53,7 @@ def test_check_needs_trace_and_the_exact_rule(extra, match):
 
 def test_table3_resolves_to_the_runs_of_table2():
     """conf/experiment/table3.yaml must name exactly Table 2's runs (it renders their traces, loading nothing)."""
-    from runners.record import run_id_of
+    from runners.records.run_id import run_id_of
 
     def rid(exp):
         with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):

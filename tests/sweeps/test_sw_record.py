@@ -1,4 +1,4 @@
-"""Run identity and crash safety of ``runners/record.py`` (no models; fast)."""
+"""Run identity and crash safety of ``runners/records/record.py`` (no models; fast)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
 from runners.paths import REPO_ROOT
-from runners.record import RunLockedError, RunRecord, read_samples, run_id_of
+from runners.records.record import RunLockedError, RunRecord, read_samples
+from runners.records.run_id import run_id_of
 
 CFG = {
     "pair": {"name": "tiny", "target": {"local_path": "/a/target"}},
@@ -213,7 +213,7 @@ class TestRecord:
         code = textwrap.dedent(f"""
             import sys, time
             sys.path.insert(0, {str(REPO_ROOT)!r})
-            from runners.record import RunRecord
+            from runners.records.record import RunRecord
             r = RunRecord({str(tmp_path)!r}, {CFG!r}); r.open({{}}); print("locked", flush=True); time.sleep(60)
         """)
         p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -249,7 +249,7 @@ class TestRecord:
 WRITER = textwrap.dedent("""
     import sys
     sys.path.insert(0, {root!r})
-    from runners.record import RunRecord
+    from runners.records.record import RunRecord
     r = RunRecord({dir!r}, {cfg!r})
     r.open({{}})
     done = r.done_ids()
@@ -293,7 +293,7 @@ def test_sigkill_during_appends_loses_nothing_reported_and_duplicates_nothing(tm
 
 @pytest.mark.parametrize("mode,lines", [("log", 10), ("quiet", 0)])
 def test_progress_lines_carry_rate_tau_and_eta(mode, lines):
-    from runners.counters import SpecDecodeCounters
+    from runners.records.counters import SpecDecodeCounters
     from runners.run import _Progress
 
     out: list[str] = []

@@ -104,7 +104,7 @@ def test_run_locked_by_another_process_is_left_to_it(tmp_path, monkeypatch, tiny
     from hydra import compose, initialize_config_dir
 
     import runners.models.loader as loader
-    from runners.record import RunRecord
+    from runners.records.record import RunRecord
     from runners.run import resolve_run_config, run
 
     monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path))

@@ -1,4 +1,4 @@
-"""A rerun after a change of the decision code is detected, not silently reused (runners/reuse.py, fingerprint.py)."""
+"""A rerun after a change of the decision code is detected, not silently reused (runners/records/reuse.py, fingerprint.py)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,10 @@ from pathlib import Path
 
 from sweep_helpers import run_dirs, run_main
 
-from runners import fingerprint
-from runners.fingerprint import (
-    DECISION_ROOTS,
-    LEGACY_FILE,
-    current_value,
-    fingerprint_of,
-    run_decision_code,
-)
 from runners.paths import REPO_ROOT
+from runners.records import fingerprint
+from runners.records.fingerprint import DECISION_ROOTS, fingerprint_of, run_decision_code
+from runners.records.legacy_fingerprints import LEGACY_FILE, current_value
 
 RUN = ["method=dropmatch", "L=2", "dataset.limit=1", "decoding.max_new_tokens=4"]
 OTHER = "0" * 64
@@ -41,16 +36,16 @@ def test_fingerprint_counts_code_not_comments_docstrings_or_paths(tmp_path, monk
     rule.write_text(text.replace('"""', '"""Edited docstring. ', 1) + "\n# a comment\n")
     assert fingerprint_of("rejection", "hf", tmp_path)["fingerprint"] == base
     # a module moved to another package, its importers following it: same code, same fingerprint
-    counters = tmp_path / "runners" / "counters.py"
-    (tmp_path / "runners" / "records").mkdir()
-    counters.rename(tmp_path / "runners" / "records" / "counters.py")
+    counters = tmp_path / "runners" / "records" / "counters.py"
+    (tmp_path / "runners" / "metrics").mkdir()
+    counters.rename(tmp_path / "runners" / "metrics" / "counters.py")
     for f in (tmp_path / "runners").rglob("*.py"):
-        f.write_text(f.read_text().replace("runners.counters", "runners.records.counters"))
+        f.write_text(f.read_text().replace("runners.records.counters", "runners.metrics.counters"))
     monkeypatch.setattr(
-        fingerprint, "DECISION_ROOTS", (*DECISION_ROOTS, "runners/records/counters.py")
+        fingerprint, "DECISION_ROOTS", (*DECISION_ROOTS, "runners/metrics/counters.py")
     )
     moved = fingerprint_of("rejection", "hf", tmp_path)
-    assert "runners.records.counters" in moved["modules"] and moved["fingerprint"] == base
+    assert "runners.metrics.counters" in moved["modules"] and moved["fingerprint"] == base
     rule.write_text(text + "\nTHRESHOLD_FOR_TEST = 1\n")
     assert fingerprint_of("rejection", "hf", tmp_path)["fingerprint"] != base
 
@@ -73,7 +68,7 @@ def test_fingerprint_covers_the_runs_own_rule_and_backend_only(tmp_path):
 
 def test_legacy_fingerprints_map_to_the_current_scheme():
     """Records made before per-run fingerprints keep their status: at the commit that made them, their code
-    had the scheme-2 fingerprint the map gives (computed by ``python -m runners.fingerprint --legacy``)."""
+    had the scheme-2 fingerprint the map gives (computed by ``python -m runners.records.fingerprint --legacy``)."""
     legacy = json.loads(LEGACY_FILE.read_text())
     assert legacy and all(len(k) == 64 for k in legacy)
     one = next(iter(legacy.values()))

@@ -174,7 +174,7 @@ def test_offline_resume_leaves_one_complete_history(tmp_path, monkeypatch):
     Now the newest directory holds samples 1-3 at steps 1-3 with whole-run totals."""
     import time
 
-    from runners.record import RunRecord
+    from runners.records.record import RunRecord
     from runners.wandb_logger import WandbLogger
 
     monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path))

@@ -15,7 +15,7 @@ def test_backend_generates_with_dropmatch(tiny_pair, llm):
     from criteria.registry import CRITERIA
     from runners.backends.base import Backend, DecodingConfig
     from runners.backends.vllm_engine import VLLMBackend
-    from runners.counters import SpecDecodeCounters
+    from runners.records.counters import SpecDecodeCounters
     from runners.datasets.base import Sample
 
     import criteria.rules  # noqa: F401

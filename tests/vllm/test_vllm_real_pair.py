@@ -40,7 +40,7 @@ def _model_dir(name: str) -> str:
 
 def test_real_pair_dropmatch_in_vllm():
     from runners.backends.vllm_counters import metrics_delta, read_spec_metrics
-    from runners.counters import acceptance_rate, mean_acceptance_length
+    from runners.records.counters import acceptance_rate, mean_acceptance_length
 
     target, draft = (
         _model_dir("Qwen2.5-Coder-1.5B-Instruct"),

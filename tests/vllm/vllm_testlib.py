@@ -35,7 +35,7 @@ def _run(
     import vllm
 
     from runners.backends.vllm_counters import request_counters
-    from runners.counters import SpecDecodeCounters
+    from runners.records.counters import SpecDecodeCounters
 
     sp = [
         vllm.SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True, seed=seed + i)

@@ -13,10 +13,8 @@ last component of the module it names (``from runners.records.counters import X`
 and the fingerprint is a hash over the sorted module hashes: no path enters it, so moving a module or reformatting
 the tree does not mark records stale, while any change to code that runs does.
 
-Records made before scheme 2 hold a scheme-1 fingerprint (all of ``criteria/``, ``runners/backends/``,
-``runners/counters.py`` and ``runners/run.py``, hashed with their paths). :data:`LEGACY_FILE` maps each scheme-1
-value found in the committed records to the scheme-2 value of the same code, computed at the commit that made
-them (``python -m runners.fingerprint --legacy <fingerprint>=<commit> ...``), so those records keep their status.
+Scheme-1 values of older records are translated by :mod:`runners.records.legacy_fingerprints`, whose table
+``python -m runners.records.fingerprint --legacy <fingerprint>=<commit> ...`` writes.
 """
 
 from __future__ import annotations
@@ -29,9 +27,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from runners.paths import REPO_ROOT
+from runners.records.legacy_fingerprints import LEGACY_FILE, legacy_table
 
 SCHEME = 2
-DECISION_ROOTS = ("criteria", "runners/backends", "runners/counters.py")
+DECISION_ROOTS = ("criteria", "runners/backends", "runners/records/counters.py")
 REGISTRATION_MODULES = (
     "criteria",
     "criteria.rules",
@@ -39,7 +38,6 @@ REGISTRATION_MODULES = (
     "runners.backends",
     "runners.registry",
 )
-LEGACY_FILE = Path(__file__).with_name("legacy_decision_codes.json")
 
 
 class _Normalise(ast.NodeTransformer):
@@ -191,21 +189,6 @@ def run_decision_code(cfg) -> dict:
     return decision_code(method.get("criterion"), backend.get("name"))
 
 
-@functools.lru_cache(maxsize=1)
-def _legacy() -> dict:
-    return json.loads(LEGACY_FILE.read_text()) if LEGACY_FILE.is_file() else {}
-
-
-def current_value(recorded: str | None, criterion: str | None, backend: str | None) -> str | None:
-    """A recorded fingerprint in scheme 2: a scheme-1 value through :data:`LEGACY_FILE` (None if unmapped)."""
-    if recorded is None:
-        return None
-    legacy = _legacy().get(recorded)
-    if legacy is None:
-        return recorded
-    return legacy.get(f"{criterion}@{backend}")
-
-
 def _legacy_main(pairs: list[str]) -> None:
     """Map scheme-1 fingerprints to scheme 2 at the commits that made them, for every rule/backend combination
     found in ``results/runs``; writes :data:`LEGACY_FILE`."""
@@ -217,7 +200,7 @@ def _legacy_main(pairs: list[str]) -> None:
     for cfg in (REPO_ROOT / "results" / "runs").glob("*/config.json"):
         c = json.loads(cfg.read_text())
         combos.add((dict(c.get("method") or {}).get("criterion"), c["backend"]["name"]))
-    table = _legacy()
+    table = legacy_table()
     for pair in pairs:
         fp, commit = pair.split("=")
         with tempfile.TemporaryDirectory() as tmp:
@@ -228,7 +211,7 @@ def _legacy_main(pairs: list[str]) -> None:
                 [
                     sys.executable,
                     "-c",
-                    "from runners.fingerprint import fingerprint; print(fingerprint())",
+                    "from runners.fingerprint import fingerprint; print(fingerprint())",  # scheme-1 code of that commit,
                 ],
                 cwd=tmp,
                 capture_output=True,

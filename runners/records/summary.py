@@ -12,7 +12,7 @@ import math
 import statistics
 from typing import Any, Callable, Mapping, Sequence
 
-from runners.counters import (
+from runners.records.counters import (
     SpecDecodeCounters,
     acceptance_rate,
     mean_acceptance_length,

@@ -1,6 +1,6 @@
 """What a rerun does with a record that was made by other decision code (config ``reuse: warn | strict``).
 
-Every session that writes to a run record stores :func:`runners.fingerprint.decision_code` in ``meta.json``
+Every session that writes to a run record stores :func:`runners.records.fingerprint.decision_code` in ``meta.json``
 (``decision_code``, also per entry of ``sessions``), and the summary stores the fingerprints of all of them
 (``decision_codes``) plus the one that wrote it (``decision_code``). A record is *stale* when any of its sessions
 ran other code than this checkout (or predates fingerprints). A stale record is never reused silently:
@@ -21,15 +21,16 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Callable
 
-from runners.fingerprint import current_value, run_decision_code
 from runners.paths import results_dir
+from runners.records.fingerprint import run_decision_code
+from runners.records.legacy_fingerprints import current_value
 
 POLICIES = ("warn", "strict")
 
 
 def recorded_codes(record: Any) -> list[str | None]:
     """Fingerprints of every session of ``record`` in the current scheme (None for a session from before
-    fingerprints or with an unmapped scheme-1 value: :func:`runners.fingerprint.current_value`), sorted."""
+    fingerprints or with an unmapped scheme-1 value: :func:`runners.records.legacy_fingerprints.current_value`), sorted."""
     meta = record.read_meta()
     sessions = meta.get("sessions") or ([meta] if meta else [])
     method, backend = dict(record.cfg.get("method") or {}), dict(record.cfg.get("backend") or {})

@@ -1,15 +1,6 @@
 """Run records: ``results/runs/<run_id>/`` with config, meta, an append-only ``samples.jsonl`` and a summary.
 
-Identity: the run id hashes the resolved config without the fields that do not change what is computed
-(:data:`IDENTITY_EXCLUDE` at the top level, :data:`IDENTITY_EXCLUDE_ANYWHERE` at any depth: where a model or
-data set was read from, not what it is), so the same sweep point run on a laptop or a cluster node, from
-any sweep or artefact, is one run. Numbers are hashed in a canonical form, so ``0`` and ``0.0`` are one
-run: a field declared in :data:`runners.fields.NUMERIC` as a float hashes as a float
-(``decoding.temperature=0`` -> ``0.0``, ``dropmatch.p_drop=0`` -> ``0.0``), every other number with an
-integral value as an int (``2.0`` -> ``2``); bools stay bools. This keeps the ids of records made before
-the rule (their configs held ``0.0`` / ``1.0`` only in declared float fields). An empty mapping is hashed as
-absent (it adds no setting), so declaring an option block with its default ``{}`` (``pair.chat_template_kwargs``)
-keeps the ids of runs made before the block existed.
+The run id is :func:`runners.records.run_id.run_id_of` the resolved config.
 
 Crash safety (``kill -9`` at any instant loses nothing already reported and duplicates nothing):
 each finished sample is one complete JSON line written by a single ``os.write`` on an ``O_APPEND``
@@ -25,7 +16,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import socket
@@ -33,106 +23,12 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-# Top-level fields that do not change what a run computes; excluded from the run id.
-# ``artefact`` is informational (analysis selects runs by config fields), so artefacts share runs; ``reuse``
-# says what to do with a record made by other code (runners.run), not what to compute.
-IDENTITY_EXCLUDE = ("hydra", "logger", "paths", "launcher", "progress", "artefact", "reuse")
-# Keys excluded at any depth: where a source was found on this machine, not what it is (the pair/dataset
-# name, hub id and pinned sha256 stay in the id).
-IDENTITY_EXCLUDE_ANYWHERE = ("local_path",)
-# Top-level fields of which only these keys count. A profile's caps (``limit``, ``max_new_tokens``,
-# ``repeats``, ``artefacts``) are already copied into ``dataset`` / ``decoding`` / ``repeats`` by
-# ``runners.run.resolve_run_config``, so editing the cap of one benchmark changes only that benchmark's runs;
-# the name stays because tables select runs by profile.
-IDENTITY_ONLY = {"profile": ("name",)}
-# The resolved weights of the pair (runners.run.resolve_run_config adds it; see identity_of).
-MODEL_IDENTITY = "model_identity"
+from runners.records.io import atomic_write_json, fsync_dir
+from runners.records.run_id import run_id_of
 
 
 class RunLockedError(RuntimeError):
     """Another live process is writing this run directory."""
-
-
-def _strip(node: Any, path: str = "") -> Any:
-    """Drop :data:`IDENTITY_EXCLUDE_ANYWHERE` keys and put every number in its canonical form."""
-    if isinstance(
-        node, Mapping
-    ):  # an empty mapping (e.g. chat_template_kwargs: {}) is hashed as absent
-        return {
-            k: _strip(v, f"{path}.{k}" if path else str(k))
-            for k, v in node.items()
-            if k not in IDENTITY_EXCLUDE_ANYWHERE and not (isinstance(v, Mapping) and not v)
-        }
-    if isinstance(node, (list, tuple)):
-        return [_strip(v, path) for v in node]
-    return canonical_number(node, path)
-
-
-def canonical_number(value: Any, path: str = "") -> Any:
-    """The hashed form of a number at ``path`` (see the module docstring); anything else unchanged."""
-    from runners.fields import FLOAT_PATHS
-
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return value
-    if path in FLOAT_PATHS:
-        return float(value)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-def identity_of(cfg: Mapping[str, Any]) -> dict:
-    """The part of a resolved config that the run id hashes.
-
-    ``model_identity`` (the resolved weights, :func:`runners.models.identity.model_identity`) counts only where
-    the config does not already fix the weights (:func:`runners.models.identity.unfixed`): a local directory,
-    a hub revision, a resolved ``auto`` dtype. Runs on different weights get different ids; runs on the
-    configured pinned weights keep the ids they had before the identity was recorded.
-    """
-    out = {}
-    for k, v in cfg.items():
-        if k in IDENTITY_EXCLUDE:
-            continue
-        if k == MODEL_IDENTITY:
-            from runners.models.identity import unfixed
-
-            v = unfixed(v or {}, cfg.get("pair") or {})
-            if not v:
-                continue
-        if k in IDENTITY_ONLY and isinstance(v, Mapping):
-            v = {kk: v[kk] for kk in IDENTITY_ONLY[k] if kk in v}
-        out[k] = v
-    return _strip(out)
-
-
-def run_id_of(cfg: Mapping[str, Any]) -> str:
-    """Short hash (12 hex) of :func:`identity_of` the resolved config."""
-    blob = json.dumps(identity_of(cfg), sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some filesystems refuse fsync on directories
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as JSON to ``path`` via temp file + fsync + rename (readers see old or new, never half)."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.{socket.gethostname()}")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=2, sort_keys=True, default=str)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 class RunRecord:
@@ -253,8 +149,8 @@ class RunRecord:
             dest = Path(dest)
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.rename(self.dir, dest)
-            _fsync_dir(dest.parent)
-            _fsync_dir(self.dir.parent)
+            fsync_dir(dest.parent)
+            fsync_dir(self.dir.parent)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
@@ -317,7 +213,7 @@ class RunRecord:
         finally:
             os.close(fd)
         if created:
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         atomic_write_json(self.summary_path, dict(summary))

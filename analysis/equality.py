@@ -123,7 +123,7 @@ def equality_footer(runs: pd.DataFrame, all_runs: pd.DataFrame | None = None) ->
 
 def main(argv: Iterable[str] | None = None) -> list[dict]:
     from analysis.load import load_runs
-    from runners.logs import console
+    from runners.sweep.console import console
 
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -14,7 +14,7 @@ import logging
 import sys
 from typing import Sequence
 
-from runners.logs import terminal
+from runners.sweep.console import terminal
 
 logger = logging.getLogger(__name__)
 COMMANDS = ("run", "sweep", "render", "rescore")

@@ -150,8 +150,8 @@ def rescore_run(run_dir: Path, tokenizer: Any = None, exports: bool = True) -> d
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from runners.logs import console
     from runners.paths import results_dir
+    from runners.sweep.console import console
 
     p = argparse.ArgumentParser(
         prog="python -m runners.rescore", description=__doc__.split("\n")[0]

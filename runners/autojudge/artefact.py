@@ -20,9 +20,9 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+from runners.config.validate import ConfigError
 from runners.paths import REPO_ROOT, results_dir
 from runners.records.run_id import hashed_form, run_id_of
-from runners.validate import ConfigError
 
 MINING_VERSION = (
     2  # bump when the search or the record layout changes (2: prompts without an answer skipped)
@@ -119,7 +119,7 @@ def attach_judge(c: dict) -> None:
 
     Raises:
         JudgeMissingError: no judge artefact for this pair and judge config (the message says how to build it).
-        runners.validate.ConfigError: the evaluated items overlap the mined ones.
+        runners.config.validate.ConfigError: the evaluated items overlap the mined ones.
     """
     judge = c["method"].get("judge")
     if not isinstance(judge, Mapping):

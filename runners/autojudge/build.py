@@ -53,9 +53,9 @@ def hydra_entry(stage: str) -> None:
     # absolute: a relative config_path resolves against the calling module, which breaks `-m runners.autojudge.train`
     @hydra.main(version_base="1.3", config_path=str(REPO_ROOT / "conf"), config_name="run")
     def _main(cfg: Any) -> None:
+        from runners.config.validate import ConfigError
         from runners.datasets.sources import DatasetUnavailableError
         from runners.models.sources import ModelUnavailableError
-        from runners.validate import ConfigError
 
         c = OmegaConf.to_container(cfg, resolve=True)
         judge = (c.get("method") or {}).get("judge")
@@ -66,9 +66,9 @@ def hydra_entry(stage: str) -> None:
             )
             sys.exit(2)
         judge.pop("key", None)
-        from runners.validate import _gpu_available
+        from runners.config.optional_deps import gpu_available
 
-        if (c.get("pair") or {}).get("requires_gpu") and not _gpu_available():
+        if (c.get("pair") or {}).get("requires_gpu") and not gpu_available():
             _logger.error(
                 f"[autojudge {stage}] cannot build the judge here: pair={c['pair']['name']} needs a CUDA GPU and none "
                 f"is visible; allowed here: pair=qwen25coder_0.5b_1.5b (the embedded CPU pair)"

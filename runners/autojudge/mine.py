@@ -16,9 +16,8 @@ so nothing was searched, as the authors drop such prompts), ``wall_s``.
 
 from __future__ import annotations
 
-import logging
-
 import base64
+import logging
 import sys
 import time
 from typing import Any, Callable, Mapping
@@ -27,7 +26,7 @@ import numpy as np
 import torch
 
 from runners.autojudge.artefact import mining_dataset_config, mining_identity, root
-from runners.validate import ConfigError
+from runners.config.validate import ConfigError
 
 LABELS = ("answer", "correctness")
 NO_ANSWER = "[invalid]"  # lm-eval's filtered answer when no final answer was found
@@ -72,15 +71,15 @@ def mine(
     """Mine (or resume) the records of ``method.judge.mining`` for ``pair``; return the summary.
 
     Raises:
-        runners.validate.ConfigError: an invalid mining field (before any model loads).
+        runners.config.validate.ConfigError: an invalid mining field (before any model loads).
         runners.datasets.sources.DatasetUnavailableError: the mining data has no source here.
     """
     log = log or logging.getLogger(__name__).info
     import runners.datasets  # noqa: F401
     import runners.scorers  # noqa: F401
+    from runners.autojudge.mining import Tracked, mine_prompt
     from runners.backends.hf_loop import HFLoopBackend
     from runners.backends.kv_state import KVState, PrefixCache
-    from runners.autojudge.mining import Tracked, mine_prompt
     from runners.models.loader import load_pair
     from runners.records.provenance import provenance
     from runners.records.record import RunLockedError, RunRecord

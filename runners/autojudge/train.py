@@ -31,9 +31,9 @@ import numpy as np
 
 from runners.autojudge.artefact import judge_dir, judge_key, mining_identity, root
 from runners.autojudge.mine import decode_rows
+from runners.config.validate import ConfigError
 from runners.records.io import atomic_write_json
 from runners.records.record import RunRecord
-from runners.validate import ConfigError
 
 SELECTIONS = (
     "val",
@@ -200,7 +200,7 @@ def train(
 
     Raises:
         RuntimeError: the mining records are missing or unfinished (run the miner first).
-        runners.validate.ConfigError: ``train.selection`` is not one of :data:`SELECTIONS`.
+        runners.config.validate.ConfigError: ``train.selection`` is not one of :data:`SELECTIONS`.
     """
     log = log or logging.getLogger(__name__).info
     import torch

@@ -17,7 +17,7 @@ trace      ``trace=true`` on a speculative run: per-round criterion traces (Tabl
 nucleus    ``decoding.top_p < 1`` (no backend: the project's rules do not apply nucleus sampling)
 ========== ======================================================================================
 
-:func:`supported_modes` is each backend's declaration; :func:`runners.validate.validate` refuses a run
+:func:`supported_modes` is each backend's declaration; :func:`runners.config.validate.validate` refuses a run
 that needs a mode its backend lacks, before anything loads (a backend that ignored a mode would decode
 something else and record it under the requested method: vLLM has no draft-alone or single-dropout-path
 decoding, so it would run the target's AR baseline under those names).

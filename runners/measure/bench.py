@@ -22,10 +22,10 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
+from runners.config.validate import ConfigError
 from runners.measure.base import MEASUREMENTS, positive_int
 from runners.measure.bench_summary import SPEC_ARMS
 from runners.measure.latency import VerifyTimer, check_common
-from runners.validate import ConfigError
 
 ARMS = ("ar", "hf_ar", "sd", "hf_assisted", "sd_dm")
 
@@ -80,10 +80,10 @@ class BenchMeasurement:
     def measure(self, todo: Sequence[str], log: Callable[[str], None]) -> Iterator[dict]:
         import runners.backends  # noqa: F401  (registration)
         from runners.backends.output import end_of_sequence_ids
+        from runners.config.decode_spec import build_rule, head_spec
         from runners.measure.bench_arms import hf_generate, our_generate
         from runners.models.loader import load_pair
         from runners.registry import BACKENDS, build
-        from runners.run import build_rule, head_spec
 
         c, m = self.c, self.c["method"]
         L, seed, cap = int(c["L"]), int(c["decoding"]["seed"]), int(c["decoding"]["max_new_tokens"])

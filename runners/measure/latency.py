@@ -36,8 +36,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
+from runners.config.validate import ConfigError
 from runners.measure.base import MEASUREMENTS, positive_int
-from runners.validate import ConfigError
 
 COMPONENTS = (
     "decode_step",

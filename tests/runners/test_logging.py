@@ -1,4 +1,4 @@
-"""Logging (runners/logs.py, conf/hydra/job_logging/dropmatch.yaml): a run through Hydra's entry point fills its
+"""Logging (runners/sweep/console.py, conf/hydra/job_logging/dropmatch.yaml): a run through Hydra's entry point fills its
 job log file and keeps the terminal lines plain; DROPMATCH_LOG_LEVEL switches verbosity and is validated."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.logs import Console, console, level
+from runners.sweep.console import Console, console, level
 
 
 def _job_logs(main_env) -> list[Path]:

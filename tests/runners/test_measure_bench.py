@@ -14,9 +14,9 @@ from runners.measure.bench_summary import first_mismatch, summarize_bench
 @pytest.fixture(scope="module")
 def tiny(tiny_pair_dir):
     import runners.datasets  # noqa: F401
+    from runners.config.resolve import resolve_run_config  # noqa: F401  (registries)
     from runners.models.loader import load_pair
     from runners.registry import DATASETS, build
-    from runners.run import resolve_run_config  # noqa: F401  (registries)
 
     pair = load_pair(
         {

@@ -28,7 +28,7 @@ def isolated(tmp_path, monkeypatch):
 def resolved(*overrides: str) -> dict:
     from hydra import compose, initialize_config_dir
 
-    from runners.run import resolve_run_config
+    from runners.config.resolve import resolve_run_config
 
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
         return resolve_run_config(

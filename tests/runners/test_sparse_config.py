@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from hydra import compose, initialize_config_dir
 
+from runners.config.decode_spec import head_spec
+from runners.config.resolve import resolve_run_config
+from runners.config.validate import ConfigError
 from runners.paths import REPO_ROOT
-from runners.run import head_spec, resolve_run_config
-from runners.validate import ConfigError
 
 
 def _cfg(*overrides):

@@ -14,7 +14,7 @@ def launcher_params(*overrides: str, conf_dir=REPO_ROOT / "conf") -> dict:
     """``hydra.launcher`` resolved against the sweep's base config, as Hydra instantiates it."""
     from hydra import compose, initialize_config_dir
 
-    import runners.callbacks  # noqa: F401  (registers ${dm.gpus:...}, as Hydra does when it builds the callbacks)
+    import runners.sweep.callbacks  # noqa: F401  (registers ${dm.gpus:...}, as Hydra does when it builds the callbacks)
 
     with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
         cfg = compose("run", overrides=list(overrides), return_hydra_config=True)
@@ -28,11 +28,10 @@ def launcher_params(*overrides: str, conf_dir=REPO_ROOT / "conf") -> dict:
 
 def sbatch_text(params: dict, tmp_path) -> str:
     """The sbatch script submitit would submit with these launcher params (as SlurmLauncher.launch maps them)."""
-    import submitit
-    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
-
     from unittest import mock
 
+    import submitit
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
     from submitit.slurm.slurm import SlurmExecutor
 
     base = set(OmegaConf.structured(BaseQueueConf).keys())
@@ -120,10 +119,9 @@ def test_site_defaults_in_conf_local_pick_slurm(tmp_path):
 def _sweep_dir_at(instant: str) -> str:
     """``hydra.sweep.dir`` of a freshly composed multirun config, with Hydra's ``${now:}`` frozen at ``instant``."""
     from hydra import compose, initialize_config_dir
+    from hydra.core.utils import setup_globals
 
     import runners.main  # noqa: F401  (registers ${dm.unique:}, as `python -m runners.main` does)
-
-    from hydra.core.utils import setup_globals
 
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
         cfg = compose("run", overrides=["pair=tiny"], return_hydra_config=True)

@@ -105,7 +105,7 @@ class TestRunId:
     def test_cli_spellings_of_one_number_are_one_run(self, a, b, monkeypatch):
         from hydra import compose, initialize_config_dir
 
-        from runners.run import resolve_run_config
+        from runners.config.resolve import resolve_run_config
 
         monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
 
@@ -132,7 +132,7 @@ class TestRunId:
         """Raising HumanEval's cap in a profile must not invalidate the finished GSM8K runs of a sweep."""
         from hydra import compose, initialize_config_dir
 
-        from runners.run import resolve_run_config
+        from runners.config.resolve import resolve_run_config
 
         monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
 
@@ -162,7 +162,7 @@ class TestRunId:
         """A composed DictConfig resolves to plain containers (no stringified sub-configs in config.json)."""
         from hydra import compose, initialize_config_dir
 
-        from runners.run import resolve_run_config
+        from runners.config.resolve import resolve_run_config
 
         monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
         with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
@@ -294,10 +294,10 @@ def test_sigkill_during_appends_loses_nothing_reported_and_duplicates_nothing(tm
 @pytest.mark.parametrize("mode,lines", [("log", 10), ("quiet", 0)])
 def test_progress_lines_carry_rate_tau_and_eta(mode, lines):
     from runners.records.counters import SpecDecodeCounters
-    from runners.run import _Progress
+    from runners.sweep.progress import RunProgress
 
     out: list[str] = []
-    p = _Progress(20, "sd L=3 gsm8k n=20", mode, out.append)
+    p = RunProgress(20, "sd L=3 gsm8k n=20", mode, out.append)
     c = SpecDecodeCounters(num_speculative_tokens=3)
     c.observe_draft(3, 2)
     for _ in range(20):

@@ -104,8 +104,9 @@ def test_run_locked_by_another_process_is_left_to_it(tmp_path, monkeypatch, tiny
     from hydra import compose, initialize_config_dir
 
     import runners.models.loader as loader
+    from runners.config.resolve import resolve_run_config
     from runners.records.record import RunRecord
-    from runners.run import resolve_run_config, run
+    from runners.run import run
 
     monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path))
     monkeypatch.setenv("DROPMATCH_TINY_PAIR", str(tiny_pair_dir))

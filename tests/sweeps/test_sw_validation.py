@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from sweep_helpers import run_main
 
+from runners.config.validate import ConfigError
 from runners.paths import REPO_ROOT
-from runners.validate import ConfigError
 
 BASE = ["pair=tiny", "profile=smoke", "dataset=gsm8k"]
 
@@ -113,14 +113,14 @@ BAD = [
 @pytest.fixture
 def no_model_loads(monkeypatch, tmp_path):
     """Fail the test if anything loads a model or creates a run record; pretend there is no GPU."""
+    import runners.config.validate as validate
     import runners.models.loader as loader
-    import runners.validate as validate
 
     def forbidden(*a, **k):
         raise AssertionError("a model was loaded for an invalid config")
 
     monkeypatch.setattr(loader, "load_pair", forbidden)
-    monkeypatch.setattr(validate, "_gpu_available", lambda: False)
+    monkeypatch.setattr(validate, "gpu_available", lambda: False)
     monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("DROPMATCH_TINY_PAIR", str(tmp_path / "no_pair"))
     return tmp_path / "results"
@@ -144,9 +144,9 @@ def test_invalid_field_fails_before_loading(overrides, message, no_model_loads):
 
 
 def test_vllm_backend_without_vllm_names_the_fix(no_model_loads):
-    from runners.validate import _installed
+    from runners.config.optional_deps import installed
 
-    if _installed("vllm"):
+    if installed("vllm"):
         pytest.skip("vllm is installed in this interpreter")
     from runners.run import run
 
@@ -188,7 +188,7 @@ def test_cli_bad_number_exits_2_and_writes_nothing(sweep_env, override, message)
 
 def test_int_fields_accept_integral_floats_and_store_the_declared_type(monkeypatch):
     """``dropmatch.K=5.0`` is the integer 5 and ``decoding.temperature=0`` the float 0.0 in config.json."""
-    from runners.run import resolve_run_config
+    from runners.config.resolve import resolve_run_config
 
     monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
     c = resolve_run_config(
@@ -230,7 +230,7 @@ def test_every_backend_declares_its_modes():
     assert supported_modes({"name": "vllm"}) == {"ar", "sd", "dropmatch", "trace"}
     assert supported_modes({"name": "vllm", "native_verify": True}) == {"ar", "sd"}
     # every method in conf/method/ maps to exactly one decoding mode
-    from runners.validate import _method_files
+    from runners.config.validate import _method_files
 
     got = {
         name: modes_of({"method": spec, "L": 0 if spec.get("autoregressive") else 3, "trace": True})

@@ -1,4 +1,4 @@
-"""W&B offline runs hold what ``runners/wandb_logger.py`` promises, read back with wandb's own reader.
+"""W&B offline runs hold what ``runners/loggers/wandb_logger.py`` promises, read back with wandb's own reader.
 
 The reader is ``wandb leet inspect --json <offline run dir>`` (it decodes the ``run-<id>.wandb`` log).
 """
@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 from sweep_helpers import run_dirs, run_main
-
-from runners.paths import REPO_ROOT
 
 wandb = pytest.importorskip("wandb")
 
@@ -174,8 +172,8 @@ def test_offline_resume_leaves_one_complete_history(tmp_path, monkeypatch):
     Now the newest directory holds samples 1-3 at steps 1-3 with whole-run totals."""
     import time
 
+    from runners.loggers.wandb_logger import WandbLogger
     from runners.records.record import RunRecord
-    from runners.wandb_logger import WandbLogger
 
     monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path))
     cfg = {"method": {"name": "sd"}, "dataset": {"name": "gsm8k"}, "L": 2, "artefact": None}

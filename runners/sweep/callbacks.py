@@ -1,4 +1,4 @@
-"""Hydra callbacks (``conf/run.yaml`` ``hydra.callbacks``) and the ``dm.*`` config resolvers.
+"""Hydra callbacks (``conf/run.yaml`` ``hydra.callbacks``): sweep validation, job status and the sweep's lines.
 
 :class:`SweepSummary` reports a multirun at the sweep level, whichever launcher runs the jobs:
 
@@ -19,10 +19,8 @@
   ``unreported`` counts jobs that started but never ended (killed, e.g. ``scancel``); rerun the sweep
   to resume them.
 
-Importing this module registers the resolver ``${dm.gpus:<requires_gpu>,<tensor_parallel_size>}``
-(GPUs per node for a pair: its tensor-parallel size on GPU pairs, none on CPU pairs), used by
-``conf/hydra/launcher/slurm.yaml``. Hydra imports this module (to build the callbacks) before it builds
-the launcher, and jobs unpickle it before they run, so the resolver exists wherever it is needed.
+Hydra imports this module (to build the callbacks) before it builds the launcher, and jobs unpickle it before
+they run, so it registers the ``dm.*`` resolvers (:mod:`runners.sweep.resolvers`) the launcher configs use.
 """
 
 from __future__ import annotations
@@ -37,33 +35,33 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hydra import compose
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from runners.logs import terminal
+from runners.config.validate import ConfigError
+from runners.loggers import hint_wandb
+from runners.main import describe, job_of
+from runners.paths import results_dir
+from runners.records.record import RunRecord
+from runners.records.reuse import stale_codes, will_reuse
+from runners.sweep.console import terminal
+from runners.sweep.progress import hms
+from runners.sweep.resolvers import register_resolvers
+
+register_resolvers()  # the launcher configs resolve ${dm.gpus:...} in this process and in the jobs
 
 
 def sweep_logger(stream: str = "stderr") -> logging.Logger:
-    """``runners.callbacks.<stream>``: the sweep-level lines, on the terminal only (:func:`runners.logs.terminal`):
+    """``runners.sweep.callbacks.<stream>``: the sweep-level lines, on the terminal only (:func:`runners.sweep.console.terminal`):
     they describe the whole sweep, not one run, so they stay out of the jobs' log files."""
     return terminal(f"{__name__}.{stream}", stream)
 
 
 STATUS_FILE = ".dropmatch_status.json"
-
-
-def gpus_per_node(requires_gpu: Any, tensor_parallel_size: Any) -> int | None:
-    """GPUs one run of a pair needs on its node: ``tensor_parallel_size`` if the pair needs a GPU, else None."""
-    return int(tensor_parallel_size) if str(requires_gpu).lower() == "true" else None
-
-
-if not OmegaConf.has_resolver("dm.gpus"):
-    OmegaConf.register_new_resolver("dm.gpus", gpus_per_node)
-
-
-def _hms(seconds: float) -> str:
-    s = int(round(max(seconds, 0.0)))
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 def count_jobs(config: DictConfig) -> int | None:
@@ -75,9 +73,6 @@ def count_jobs(config: DictConfig) -> int | None:
 def sweep_job_overrides(config: DictConfig) -> list[list[str]] | None:
     """The override list of every job the basic sweeper makes of this multirun (None if it cannot tell)."""
     try:
-        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
         params = [
             f"{k}={v}" for k, v in (OmegaConf.select(config, "hydra.sweeper.params") or {}).items()
         ]
@@ -91,7 +86,7 @@ def sweep_job_overrides(config: DictConfig) -> list[list[str]] | None:
 
 
 def invalid_sweep_points(config: DictConfig) -> list[str]:
-    """``"<overrides>: <error>"`` for every sweep point whose config :func:`runners.validate.validate` refuses.
+    """``"<overrides>: <error>"`` for every sweep point whose config :func:`runners.config.validate.validate` refuses.
 
     Composes each point as the launcher will (``hydra.compose`` inside the running app) and validates it
     before any job starts, so a bad value late in a sweep does not stop it after hours of earlier runs.
@@ -100,18 +95,11 @@ def invalid_sweep_points(config: DictConfig) -> list[str]:
     jobs = sweep_job_overrides(config)
     if not jobs:
         return []
-    from hydra import compose
-
-    from runners.run import resolve_run_config
-    from runners.validate import ConfigError
-
     bad, seen = [], set()
     for job in jobs:
         try:
-            resolve_run_config(
-                compose(config_name=str(config.hydra.job.config_name), overrides=job),
-                identify_models=False,
-            )
+            point = compose(config_name=str(config.hydra.job.config_name), overrides=job)
+            job_of(point).resolve(point, identify_models=False)
         except ConfigError as e:
             if str(e) not in seen:
                 seen.add(str(e))
@@ -153,18 +141,12 @@ def count_stale(sweep_dir: Path) -> int:
 def _finished_run(config: DictConfig) -> tuple[Any, bool]:
     """``(RunRecord, finished)`` of the run a job config describes, without loading anything heavy."""
     try:
-        from runners.paths import results_dir
-        from runners.records.record import RunRecord
-        from runners.run import resolve_run_config
-
         task = copy.deepcopy(
             config
         )  # what the task function gets (as hydra.core.utils.run_job makes it)
         with read_write(task), open_dict(task):
             del task["hydra"]
-        from runners.records.reuse import will_reuse
-
-        c = resolve_run_config(task)
+        c = job_of(task).resolve(task)
         record = RunRecord(results_dir() / "runs", c)
         return record, will_reuse(record, str(c.get("reuse") or "warn"))
     except Exception:  # an invalid config fails in the job itself, with its message
@@ -174,20 +156,15 @@ def _finished_run(config: DictConfig) -> tuple[Any, bool]:
 def refuse_invalid_run(config: DictConfig) -> None:
     """Exit 2 with the config error if a single run's config is invalid (before Hydra creates its output dir).
 
-    Prints what ``runners.main`` prints for a :class:`~runners.validate.ConfigError` (what the run would do,
+    Prints what ``runners.main`` prints for a :class:`~runners.config.validate.ConfigError` (what the run would do,
     then ``config error: <field>=<value> is invalid; allowed: ...``). Other errors are left to the run.
     """
-    from runners.run import resolve_run_config
-    from runners.validate import ConfigError
-
     task = copy.deepcopy(config)
     with read_write(task), open_dict(task):
         del task["hydra"]
     try:
-        resolve_run_config(task, identify_models=False)
+        job_of(task).resolve(task, identify_models=False)
     except ConfigError as e:
-        from runners.main import describe
-
         try:
             sweep_logger().error(describe(task))
         except Exception:  # noqa: BLE001  (a config too broken to describe still gets its error line)
@@ -247,8 +224,6 @@ class SweepSummary(Callback):
             f"{launcher.rsplit('.', 1)[-1] or '?'}, sweep dir {self.sweep_dir}"
         )
         if str(OmegaConf.select(config, "logger.name") or "none") == "none":
-            from runners.logger import hint_wandb
-
             hint_wandb()
         atexit.register(self._report_at_exit)
 
@@ -267,7 +242,7 @@ class SweepSummary(Callback):
         n = sum(c.values())
         total = f" of {self.total}" if self.total is not None and self.total != n else ""
         self._print(
-            f"[sweep] {how} after {_hms(time.time() - self.t0)}: {n}{total} runs: {c['done']} done, "
+            f"[sweep] {how} after {hms(time.time() - self.t0)}: {n}{total} runs: {c['done']} done, "
             f"{c['skipped']} skipped, {c['concurrent']} concurrent, {c['failed']} failed, "
             f"{c['unreported']} unreported ({self.sweep_dir})"
         )
@@ -289,8 +264,6 @@ class SweepSummary(Callback):
             self._pending = _finished_run(config)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
-        from hydra.core.utils import JobStatus
-
         if not _multirun(config):
             return
         record, finished_before = self._pending
@@ -298,8 +271,6 @@ class SweepSummary(Callback):
         if job_return.status == JobStatus.COMPLETED:
             stale = False
             if finished_before:
-                from runners.records.reuse import stale_codes
-
                 status, stale = "skipped", bool(stale_codes(record))
             elif record is not None and record.existing_summary() is None:
                 status = "concurrent"  # run() left it to the process holding its lock
@@ -332,9 +303,9 @@ class SweepSummary(Callback):
         elapsed = time.time() - self.t0
         eta = ""
         if self.total:
-            eta = f", ETA {_hms(elapsed / self.ended * (self.total - self.ended))}"
+            eta = f", ETA {hms(elapsed / self.ended * (self.total - self.ended))}"
         self._print(
             f"[sweep] {self.ended}/{self.total or '?'} runs ended ({self.counts['done']} done, "
             f"{self.counts['skipped']} skipped, {self.counts['concurrent']} concurrent, "
-            f"{self.counts['failed']} failed), elapsed {_hms(elapsed)}{eta}"
+            f"{self.counts['failed']} failed), elapsed {hms(elapsed)}{eta}"
         )

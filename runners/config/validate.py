@@ -6,33 +6,19 @@ Every error names the field and the allowed values, e.g.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from typing import Any, Mapping
+
+from runners.config.optional_deps import gpu_available, installed
 
 
 class ConfigError(ValueError):
     """A run config field has a value outside its allowed set."""
 
 
-def _gpu_available() -> bool:
-    try:
-        import torch
-
-        return torch.cuda.is_available()
-    except ImportError:  # pragma: no cover
-        return False
-
-
 # Backends whose engine is an optional package (imported only when generating): checked up front.
 BACKEND_PACKAGES = {"vllm": "vllm"}
 LOGGERS = {"none": (), "wandb": ("online", "offline", "disabled")}
-
-
-def _installed(package: str) -> bool:
-    """True if ``package`` is importable as a real package (a bare directory of that name does not count)."""
-    spec = importlib.util.find_spec(package)
-    return spec is not None and spec.origin is not None
 
 
 def _validate_logger(logger: Mapping[str, Any]) -> None:
@@ -44,7 +30,7 @@ def _validate_logger(logger: Mapping[str, Any]) -> None:
         raise ConfigError(
             f"logger.mode={logger.get('mode')!r} is invalid; allowed: {', '.join(modes)}"
         )
-    if name == "wandb" and logger.get("mode") != "disabled" and not _installed("wandb"):
+    if name == "wandb" and logger.get("mode") != "disabled" and not installed("wandb"):
         raise ConfigError(
             "logger=wandb needs the 'wandb' package (pip install wandb); allowed here: logger=none"
         )
@@ -121,10 +107,10 @@ PROGRESS = ("auto", "bar", "log", "quiet")
 
 
 def _validate_fields(cfg: Mapping[str, Any]) -> None:
-    """Every numeric field of :data:`runners.fields.NUMERIC` (type and range), ``trace``, ``reuse``, ``progress``."""
+    """Every numeric field of :data:`runners.config.numeric_fields.NUMERIC` (type and range), ``trace``, ``reuse``, ``progress``."""
     import copy
 
-    from runners.fields import FieldError, canonical
+    from runners.config.numeric_fields import FieldError, canonical
 
     try:
         canonical(copy.deepcopy(dict(cfg)))
@@ -156,7 +142,7 @@ def _validate_fields(cfg: Mapping[str, Any]) -> None:
 def validate(cfg: Mapping[str, Any]) -> None:
     """Raise :class:`ConfigError` for the first invalid field.
 
-    Checks: L, every numeric field of :data:`runners.fields.NUMERIC` (dropmatch.p_drop / K / path,
+    Checks: L, every numeric field of :data:`runners.config.numeric_fields.NUMERIC` (dropmatch.p_drop / K / path,
     decoding.temperature / top_p / seed / max_new_tokens, dataset.limit / offset / max_new_tokens, repeats,
     the profile's caps, the backend's sizes: type and range), trace, progress, method/criterion, backend and
     dataset names against their registries, that the backend supports the run's modes
@@ -215,13 +201,13 @@ def validate(cfg: Mapping[str, Any]) -> None:
         for k in ("pair", "profile", "backend")
         if (cfg.get(k) or {}).get("requires_gpu")
     ]
-    if needs_gpu and not _gpu_available():
+    if needs_gpu and not gpu_available():
         raise ConfigError(
             f"{', '.join(needs_gpu)} needs a CUDA GPU and none is visible; allowed here: profile=default with "
             f"pair=qwen25coder_0.5b_1.5b (the embedded CPU pair)"
         )
     package = BACKEND_PACKAGES.get(cfg["backend"]["name"])
-    if package and not _installed(package):
+    if package and not installed(package):
         raise ConfigError(
             f"backend={cfg['backend']['name']} needs the {package!r} package, which this interpreter "
             f"({sys.executable}) lacks; allowed here: backend=hf, or run with the venv from "

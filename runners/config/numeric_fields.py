@@ -2,7 +2,7 @@
 
 One table (:data:`NUMERIC`) serves two places:
 
-- :func:`runners.validate.validate` refuses a value outside its range (message: the field, the value and
+- :func:`runners.config.validate.validate` refuses a value outside its range (message: the field, the value and
   the allowed values, e.g. ``decoding.max_new_tokens=0 is invalid; allowed: an integer >= 1 or null``);
 - :func:`canonical` gives the value the run id hashes and ``config.json`` stores: a float field holds a
   float (``decoding.temperature=0`` -> ``0.0``), an int field an int (``dropmatch.K=5.0`` -> ``5``), so
@@ -85,7 +85,7 @@ def _num(x: float) -> str:
 
 
 # Fields of run.yaml, dataset/, decoding, profile/ (and the backend's and pair's sizes). L is checked by
-# runners.validate itself (0 is allowed only for autoregressive methods).
+# runners.config.validate itself (0 is allowed only for autoregressive methods).
 NUMERIC: tuple[Field, ...] = (
     Field("L", int, low=0, note="draft tokens per round; 0 only with an autoregressive method"),
     Field("dropmatch.p_drop", float, low=0, high=1, high_open=True),

@@ -31,9 +31,16 @@ upload later with ``wandb sync <dir>/wandb/offline-run-*``.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Mapping
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+
+from runners.config.optional_deps import require
+from runners.config.validate import ConfigError
+from runners.paths import results_dir
+from runners.records.record import read_samples
 
 MODES = ("online", "offline", "disabled")
 DEFAULTS = {
@@ -53,12 +60,8 @@ def _settings(cfg: Mapping[str, Any]) -> dict:
         **{k: v for k, v in dict(cfg or {}).items() if v is not None or k == "group"},
     }
     if out["mode"] not in MODES:
-        from runners.validate import ConfigError
-
         raise ConfigError(f"logger.mode={out['mode']!r} is invalid; allowed: {', '.join(MODES)}")
     if out["dir"] is None:
-        from runners.paths import results_dir
-
         out["dir"] = str(results_dir())
     Path(out["dir"]).mkdir(parents=True, exist_ok=True)
     return out
@@ -67,9 +70,6 @@ def _settings(cfg: Mapping[str, Any]) -> dict:
 def _sweep_group() -> str | None:
     """``sweep-<sweep dir name>`` inside a Hydra multirun job, else None."""
     try:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
         if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
             return "sweep-" + Path(str(HydraConfig.get().sweep.dir)).name
     except Exception:
@@ -79,9 +79,6 @@ def _sweep_group() -> str | None:
 
 def _recorded_samples(run_id: str) -> list[dict]:
     """Samples already in the run record (non-empty when a killed run resumes)."""
-    from runners.paths import results_dir
-    from runners.records.record import read_samples
-
     return read_samples(results_dir() / "runs" / run_id / "samples.jsonl")
 
 
@@ -106,8 +103,6 @@ class WandbLogger:
     """
 
     def __init__(self, cfg: Mapping[str, Any], run_id: str, run_cfg: Mapping[str, Any]) -> None:
-        from runners.extras import require
-
         wandb = require("wandb", "logger=wandb")
 
         s = _settings(cfg)

@@ -23,8 +23,8 @@ import pandas as pd
 
 from analysis.artefact import Artefact, Profile, Table
 from analysis.cells import est_columns
+from analysis.cost_model import LLAMA31_70B, analytic_costs
 from analysis.footer import provenance_lines
-from analysis.latency import LLAMA31_70B, analytic_costs
 from analysis.measure_runs import lines_of, newest, of_method, used, varying
 from analysis.stats import NAN, Estimate, bootstrap, fmt
 from analysis.timings import CI_NOTE, median_ci, ratios, seconds_frame

@@ -22,7 +22,9 @@ Errors:
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -138,6 +140,13 @@ def _hub_rows(hub_id: str, hub_config: str | None, split: str) -> list[dict[str,
 
     ds = datasets.load_dataset(hub_id, hub_config, split=split)
     return [dict(row) for row in ds]
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Rows of a ``.jsonl`` or ``.jsonl.gz`` file (blank lines skipped)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def load_rows(

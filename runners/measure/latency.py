@@ -58,7 +58,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-# Architecture fields stored with the timings (analysis.latency.model_dims reads them for the analytic model).
+# Architecture fields stored with the timings (analysis.cost_model.model_dims reads them for the analytic model).
 DIM_KEYS = (
     "hidden_size",
     "num_hidden_layers",

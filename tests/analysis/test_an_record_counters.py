@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.counters import counter_faults
+from analysis.counter_checks import counter_faults
 from runners.paths import REPO_ROOT
 
 RUNS = REPO_ROOT / "results" / "runs"
@@ -58,7 +58,7 @@ def test_vllm_autoregressive_record_passes_the_counter_identity(tmp_path):
     records held an empty accepted_per_round and failed this property on Table 5's committed AR runs)."""
     import json
 
-    from analysis.counters import counter_faults
+    from analysis.counter_checks import counter_faults
     from runners.backends.vllm_counters import output_counters
 
     counters, per_round = output_counters([], [], 7, 0)

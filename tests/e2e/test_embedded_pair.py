@@ -38,7 +38,7 @@ def test_table6_end_to_end_on_real_gsm8k(results_dir, all_threads):
         assert s["complete"] and s["num_samples"] == 1
         assert s["speed/num_output_tokens"] > 0 and s["speed/tok_per_s"] > 0
         assert 1.0 <= s["spec/mean_acceptance_length"] <= 6.0
-    from analysis.counters import counter_faults
+    from analysis.counter_checks import counter_faults
 
     for s in (sd, dm):  # the counters count only tokens the output kept (issue 10 item 1)
         assert counter_faults(results_dir / "runs" / s["run_id"]) == []
@@ -58,11 +58,11 @@ def test_table6_end_to_end_on_real_gsm8k(results_dir, all_threads):
 
 @pytest.mark.slow
 def test_greedy_sd_and_dm_p0_equal_ar_on_real_pair(all_threads):
+    from omegaconf import OmegaConf
+
     import criteria.rules  # noqa: F401
     from criteria.dropout_heads import HeadSpec
     from criteria.registry import CRITERIA
-    from omegaconf import OmegaConf
-
     from runners.backends.base import DecodingConfig
     from runners.backends.hf_loop import HFLoopBackend
     from runners.datasets.base import Sample

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.latency import LLAMA31_70B, analytic_costs
+from analysis.cost_model import LLAMA31_70B, analytic_costs
 
 
 def test_analytic_llama70b():

@@ -25,6 +25,15 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+import runners.scorers  # noqa: F401  (registration)
+from runners.exports import dataset_samples, read_run, write_exports
+from runners.models.sources import resolve_model_dir
+from runners.paths import results_dir
+from runners.records.io import atomic_write_json
+from runners.records.record import RunLockedError
+from runners.registry import SCORERS, build
+from runners.sweep.console import console
+
 logger = logging.getLogger(__name__)
 SCORER_PACKAGES = ("lm_eval", "evalplus", "nltk")
 
@@ -75,8 +84,6 @@ def target_tokenizer(config: dict) -> Any:
     try:
         from transformers import AutoTokenizer
 
-        from runners.models.sources import resolve_model_dir
-
         return AutoTokenizer.from_pretrained(
             resolve_model_dir(config["pair"]["target"], log=logger.info)
         )
@@ -109,11 +116,6 @@ def rescore_run(run_dir: Path, tokenizer: Any = None, exports: bool = True) -> d
     Raises:
         runners.records.record.RunLockedError: another process is writing the run.
     """
-    import runners.scorers  # noqa: F401  (registration)
-    from runners.exports import dataset_samples, read_run, write_exports
-    from runners.records.io import atomic_write_json
-    from runners.records.record import RunLockedError
-    from runners.registry import SCORERS, build
 
     run_dir = Path(run_dir)
     fd = os.open(run_dir / ".lock", os.O_CREAT | os.O_RDWR)
@@ -150,8 +152,6 @@ def rescore_run(run_dir: Path, tokenizer: Any = None, exports: bool = True) -> d
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from runners.paths import results_dir
-    from runners.sweep.console import console
 
     p = argparse.ArgumentParser(
         prog="python -m runners.rescore", description=__doc__.split("\n")[0]

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from runners.backends.vllm_engine import NATIVE_RULES, VLLMBackend
+
 MODES = ("ar", "draft_only", "dropout_path", "sd", "dropmatch", "autojudge", "trace", "nucleus")
 JUDGE_RULES = ("autojudge", "autojudge_dropmatch")  # the "autojudge" mode's rules
 SD_RULES = (
@@ -48,7 +50,6 @@ def _vllm_modes(native_verify: bool) -> frozenset[str]:
     """vLLM's modes, read from ``VLLMBackend``'s own declaration (``SUPPORTED_RULES``, ``SUPPORTS_AR_DRAFT_MODEL``,
     ``SUPPORTS_DROPOUT_PATH``; ``NATIVE_RULES`` with ``backend.native_verify``: no hook, so no DropMatch and no
     traces). The module is light: vLLM itself is imported only when an engine is built."""
-    from runners.backends.vllm_engine import NATIVE_RULES, VLLMBackend
 
     rules = set(NATIVE_RULES if native_verify else VLLMBackend.SUPPORTED_RULES)
     modes = {"ar"} if "autoregressive" in VLLMBackend.SUPPORTED_RULES else set()

@@ -1,4 +1,5 @@
-"""What a decode run hands its backend, built from the resolved config: the acceptance rule and its heads."""
+"""What a decode run hands its backend, built from the resolved config: the acceptance rule, its heads and the
+decoding settings."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import criteria.rules  # noqa: F401  (fills CRITERIA)
 from criteria.dropout_heads import HeadSpec
 from criteria.registry import CRITERIA
 from runners.autojudge.artefact import judge_dir
+from runners.backends.base import DecodingConfig
 
 DROPMATCH_RULE_FIELDS = (
     "majority",
@@ -48,3 +50,25 @@ def head_spec(c: Mapping[str, Any]) -> Any:
             check_top_n=None if check is None else int(check),
         )
     return HeadSpec()
+
+
+def needs_draft(c: Mapping[str, Any]) -> bool:
+    """True when the run loads the draft model: it drafts (L > 0) or the draft decodes alone (Table 1)."""
+    return int(c["L"]) > 0 or c["method"].get("ar_model") == "draft"
+
+
+def decoding_config(c: Mapping[str, Any], dataset: Any) -> DecodingConfig:
+    """The run's :class:`~runners.backends.base.DecodingConfig`; ``dataset`` supplies the stop strings and, when
+    ``decoding.max_new_tokens`` is null, the cap (lm-eval's ``max_gen_toks``)."""
+    method = c["method"]
+    return DecodingConfig(
+        num_speculative_tokens=int(c["L"]),
+        temperature=float(c["decoding"]["temperature"]),
+        top_p=float(c["decoding"].get("top_p", 1.0)),
+        max_new_tokens=int(c["decoding"]["max_new_tokens"] or dataset.max_new_tokens),
+        stop=list(dataset.stop or []),
+        seed=int(c["decoding"]["seed"]),
+        trace=bool(c.get("trace")),
+        ar_model=str(method.get("ar_model", "target")),
+        seed_stream=int(c["dropmatch"].get("path") or 0) if method.get("ar_dropout_path") else 0,
+    )

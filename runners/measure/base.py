@@ -17,7 +17,7 @@ from runners.config.resolve import resolve_run_config
 from runners.config.validate import ConfigError
 from runners.paths import results_dir
 from runners.records.provenance import provenance
-from runners.records.record import RunLockedError, RunRecord
+from runners.records.record import RunRecord
 
 logger = logging.getLogger(__name__)
 
@@ -90,16 +90,15 @@ def run_measurement(cfg: Any, log: Callable[[str], None] = logger.info) -> dict:
     record = RunRecord(results_dir() / "runs", c)
     units = job.unit_ids()
     tag = f"{c['method']['name']} pair={c['pair']['name']} dtype={c['pair'].get('dtype')} n={len(units)}"
-    finished = record.existing_summary()
-    if finished is not None and finished.get("num_expected") == len(units):
-        log(f"[run {record.run_id}] {tag}: finished earlier, skipped ({record.dir})")
-        return finished
     with record:
-        try:
-            record.open({**provenance(), "run_id": record.run_id})
-        except RunLockedError as e:
-            log(f"[run {record.run_id}] {tag}: skipped here, {e}; that process finishes it")
-            return {"run_id": record.run_id, "complete": False, "running_elsewhere": True}
+        skip = record.open_or_skip(
+            lambda: {**provenance(), "run_id": record.run_id},
+            num_expected=len(units),
+            tag=tag,
+            log=log,
+        )
+        if skip is not None:
+            return skip
         done = record.done_ids()
         todo = [u for u in units if u not in done]
         log(f"[run {record.run_id}] {tag}: {len(units) - len(todo)} done, {len(todo)} to go")

@@ -20,6 +20,8 @@ from typing import Any, Sequence
 
 import torch
 
+from runners.backends.base import DecodingConfig
+
 
 def our_generate(
     backend: Any, sample: Any, *, L: int, rule: tuple[Any, Any], max_new_tokens: int, seed: int
@@ -35,7 +37,6 @@ def our_generate(
     Returns:
         The arm fields (see the module docstring); ``verify_s`` / ``draft_s`` / ``criterion_s`` split ``decode_s``.
     """
-    from runners.backends.base import DecodingConfig
 
     decoding = DecodingConfig(
         num_speculative_tokens=L, temperature=0.0, max_new_tokens=max_new_tokens, stop=[], seed=seed

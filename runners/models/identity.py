@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from runners.models.dtype import resolve_dtype
-
 from runners.models.sources import COMPLETE_MARKER, ModelUnavailableError, pick_source
+from runners.paths import cache_dir
+from runners.records.io import atomic_write_json
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -139,8 +140,6 @@ def weights_sha256(path: Path) -> str:
 
 def _file_sha256(path: Path) -> str:
     """sha256 of one file, cached by (path, size, mtime_ns) in memory and in ``<cache>/weights_sha256.json``."""
-    from runners.paths import cache_dir
-    from runners.records.io import atomic_write_json
 
     st = path.stat()
     key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
@@ -181,6 +180,19 @@ def _current(key: str) -> bool:
     except OSError:
         return False
     return str(st.st_size) == size and str(st.st_mtime_ns) == mtime
+
+
+def check_available(identity: Mapping[str, Any], roles: list[str]) -> None:
+    """Refuse a run whose models (``roles`` of a resolved ``model_identity``) have no usable source, before a
+    record is made under the id of weights that cannot be loaded.
+
+    Raises:
+        ModelUnavailableError: ``pair.<role>: <why>``.
+    """
+    for role in roles:
+        ident = identity.get(role) or {}
+        if ident.get("source") == "unavailable":
+            raise ModelUnavailableError(f"pair.{role}: {ident.get('reason')}")
 
 
 def clear_memo() -> None:

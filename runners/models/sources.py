@@ -25,8 +25,8 @@ Errors:
 
 from __future__ import annotations
 
-import logging
 import hashlib
+import logging
 import os
 import shutil
 import subprocess

@@ -26,8 +26,12 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+import criteria.rules  # noqa: F401  (fills CRITERIA)
+import runners.backends  # noqa: F401  (fills BACKENDS)
+from criteria.registry import CRITERIA
 from runners.paths import REPO_ROOT
 from runners.records.legacy_fingerprints import LEGACY_FILE, legacy_table
+from runners.registry import BACKENDS
 
 SCHEME = 2
 DECISION_ROOTS = ("criteria", "runners/backends", "runners/records/counters.py")
@@ -148,12 +152,7 @@ def closure(modules: Iterable[str], root: Path = REPO_ROOT) -> dict[str, Path]:
 
 def _entry_module(kind: str, name: str) -> str:
     """Module of the registered ``criterion`` / ``backend`` ``name`` (lazy entries are not imported)."""
-    if kind == "criterion":
-        import criteria.rules  # noqa: F401  (fills the registry)
-        from criteria.registry import CRITERIA as registry
-    else:
-        import runners.backends  # noqa: F401
-        from runners.registry import BACKENDS as registry
+    registry = CRITERIA if kind == "criterion" else BACKENDS
     if name not in registry:
         return ""
     entry = registry._items[name]

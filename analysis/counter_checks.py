@@ -1,4 +1,4 @@
-"""The counter identity of a run record (issue 10 item 1), checked on ``samples.jsonl``.
+"""The counter identity of a run record, checked on ``samples.jsonl``: the counters count only tokens the output kept.
 
 Speculative runs (L > 0): ``num_drafts + num_accepted_tokens == len(output_token_ids) - 1 + eos_removed`` (rounds
 emit every output token but the first, which comes from prefill; an EOS the output dropped was still emitted);

@@ -1,6 +1,6 @@
 """Where an output ends, and what its rounds committed: the cut at EOS / stop string / max_new_tokens.
 
-One definition for every backend (DESIGN.md "Metrics"): a round that accepted ``a`` drafts emits ``a + 1``
+One definition for every backend (the README's glossary and :mod:`runners.records.counters`): a round that accepted ``a`` drafts emits ``a + 1``
 tokens, but only the tokens that end up in the output count. After the cut, a round that emitted ``k``
 kept tokens (``1 <= k <= a + 1``; an EOS that ended the output counts as emitted) counts as ``k - 1``
 accepted, and rounds past the end are dropped. Hence for every sample

@@ -18,7 +18,7 @@ the same step after the one completing it) and at ``max_tokens``; the ids it ret
 the HF backend's :func:`runners.backends.output.finalize` (EOS removed, ids end at the token completing the
 first stop string, text cut before it), so both backends end an output at the same token.
 
-Counters (issue 10 item 1): ours, counted only over the tokens in the output, as the HF backend's; how and
+Counters: ours, counted only over the tokens in the output, as the HF backend's; how and
 why vLLM's own metrics count differently (drafts past the output's end; nothing per request for a stop-string
 end) is in :mod:`runners.backends.vllm_counters`. vLLM's numbers serve as a cross-check only (a mismatch
 raises). For this the hook is installed for every SD run, also with ``native_verify`` (it then only logs).
@@ -74,7 +74,7 @@ def _release_shared() -> None:
     """Shut down and drop the process's shared engine (a sweep moving to another pair or L), then collect.
 
     Without the explicit shutdown the in-process engine core outlives its ``LLM`` (reference cycles) and a
-    second engine in one sweep process runs out of memory (seen: 22 GiB RSS, OOM-killed, on a 24 GiB box).
+    second engine in one sweep process holds both engines' memory at once.
     """
     old = _SHARED.pop("llm", None)
     _SHARED.clear()

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from analysis.render import ARTEFACTS, render
-from analysis_fixtures import item_run, item_sample, run_cfg
 from runners.paths import REPO_ROOT
+from tests.helpers.records import item_run, item_sample, run_cfg
 
 RESULTS = REPO_ROOT / "results"
 COMPARED = (".md", ".csv", ".tex")

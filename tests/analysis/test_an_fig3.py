@@ -8,7 +8,7 @@ import pytest
 
 from analysis.figures import fig3
 from analysis.similarity import bidirectional, off_diagonal_mean
-from analysis_fixtures import run_cfg, similarity_line, summary, write_run
+from tests.helpers.records import run_cfg, similarity_line, summary, write_run
 
 
 def test_bidirectional_needs_both_directions():

@@ -11,6 +11,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from runners.paths import REPO_ROOT
 
 # Packages that load models, weights or engines (or the runners that do), never imported by analysis/.
@@ -66,6 +68,7 @@ def test_analysis_sources_import_no_model_code():
     assert {k: v for k, v in bad.items() if v} == {}
 
 
+@pytest.mark.subprocess
 def test_importing_analysis_loads_no_model_code():
     modules = [
         ".".join(p.relative_to(REPO_ROOT).with_suffix("").parts).removesuffix(".__init__")

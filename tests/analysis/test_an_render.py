@@ -10,9 +10,16 @@ import sys
 
 import pytest
 
-from analysis_fixtures import item_run, item_sample, run_cfg, similarity_line, summary, write_run
 from analysis.render import ARTEFACTS
 from runners.paths import REPO_ROOT
+from tests.helpers.records import (
+    item_run,
+    item_sample,
+    run_cfg,
+    similarity_line,
+    summary,
+    write_run,
+)
 
 
 def _vllm(cfg: dict) -> dict:
@@ -63,6 +70,7 @@ def test_every_renderer_exits_nonzero_without_runs(results, name, capsys):
     assert not (results / name).exists()
 
 
+@pytest.mark.subprocess
 def test_cli_exit_codes(results):
     run = [sys.executable, "-m", "analysis.render"]
     env = {"DROPMATCH_RESULTS": str(results), "PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"}
@@ -343,6 +351,7 @@ def _leet(run_dir) -> list[dict]:
     return [json.loads(line) for line in out.splitlines()]
 
 
+@pytest.mark.subprocess
 def test_wandb_offline_logs_every_table_and_figure(results, monkeypatch):
     pytest.importorskip("wandb")
     from analysis.render import render

@@ -63,7 +63,9 @@ def test_tau_is_a_pooled_ratio_not_a_mean_of_item_taus():
     assert e.value == 2.0
     # resamples: {0,0} -> 4, {1,1} -> 1 + 1/3, {0,1} -> 2
     assert (e.lo, e.hi) == pytest.approx((1 + 1 / 3, 4.0))
-    assert tau_ci([0, 0], [0, 0]).value == 1.0  # no drafts (AR): tau = 1 as runners.records.counters
+    assert (
+        tau_ci([0, 0], [0, 0]).value == 1.0
+    )  # no drafts (AR): tau = 1 as runners.records.counters
 
 
 def test_ratio_ci_share():

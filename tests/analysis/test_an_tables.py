@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from analysis_fixtures import (
+from tests.helpers.records import (
     item_run,
     item_sample,
     run_cfg,

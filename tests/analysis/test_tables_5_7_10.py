@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis_fixtures import item_run, item_sample, write_run
+from tests.helpers.records import item_run, item_sample, write_run
 
 EAGLE = "qwen25coder_1.5b_eagle3_random"
 SDPAIR = "qwen25coder_0.5b_1.5b"

@@ -1,4 +1,5 @@
-"""Plain helpers for the sweep tests (fixtures are in this directory's conftest.py)."""
+"""``python -m runners.main`` in a subprocess on the tiny pair, and readers of the records it writes (the
+environment: the ``main_env`` fixture of tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from pathlib import Path
 
 from runners.paths import REPO_ROOT
 
-# Overrides every sweep test uses: tiny pair, bundled GSM8K, one log line per step instead of a bar.
-BASE = ["pair=tiny", "profile=smoke", "dataset=gsm8k", "progress=log"]
+# Overrides every such run uses: tiny pair, smoke caps, one log line per step instead of a bar (the dataset is
+# conf/run.yaml's default, the bundled GSM8K, unless a test or an experiment names another).
+BASE = ["pair=tiny", "profile=smoke", "progress=log"]
 
 
 def main_cmd(*overrides: str, multirun: bool = False) -> list[str]:
@@ -21,6 +23,7 @@ def main_cmd(*overrides: str, multirun: bool = False) -> list[str]:
 def run_main(
     env: dict, *overrides: str, multirun: bool = False, timeout: float = 600
 ) -> subprocess.CompletedProcess:
+    """Run :func:`main_cmd` in the repository with ``env``; stdout and stderr captured as text."""
     return subprocess.run(
         main_cmd(*overrides, multirun=multirun),
         cwd=REPO_ROOT,
@@ -42,4 +45,5 @@ def raw_sample_ids(run_dir: Path) -> list[str]:
 
 
 def run_dirs(results: Path) -> list[Path]:
+    """The run directories under ``<results>/runs``, sorted."""
     return sorted(p for p in (Path(results) / "runs").glob("*/") if p.is_dir())

@@ -138,8 +138,8 @@ def item_run(
     **extra: Any,
 ) -> Path:
     """A complete run record whose summary is what ``runners.records.summary.summarize`` makes of ``samples``."""
-    from runners.scorers.base import summary as quality_summary
     from runners.records.summary import summarize
+    from runners.scorers.base import summary as quality_summary
 
     s = summarize(samples, int(cfg.get("L") or 0), lambda q: quality_summary("correct", True, q))
     s.update(

@@ -1,4 +1,4 @@
-"""Real-pair cost ratios (issue 13 Targets), one process, components round-robin: not a pytest file.
+"""Real-pair cost ratios, one process, components round-robin: not a pytest file.
 
 Measures, per dtype, on the loop's own code (``BatchKV.forward`` + LM head, ``criteria.verify.verify_round``):
   - forward of the target and the draft over n = 1, L+1, 2L+1 new tokens (LM head on every fed position) with

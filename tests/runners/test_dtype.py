@@ -1,4 +1,4 @@
-"""Precision by hardware (issue 13 item 1): ``pair.dtype: auto`` resolution, validation and the record."""
+"""Precision by hardware: ``pair.dtype: auto`` resolution, validation and the record."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import pytest
 
 from runners.measure.latency import COMPONENTS, VerifyTimer, paired_ratios, summarize_timings
 from runners.records.record import read_samples
+from tests.helpers.cli import run_main
 
 
 @pytest.fixture(scope="module")
@@ -78,11 +79,12 @@ def test_paired_ratios_by_hand():
     assert r["dm_round_share"] == pytest.approx(0.005 / 0.5)
 
 
-def test_latency_sweep_records_resume_and_table(run_main, runs_root, main_env, monkeypatch):
+@pytest.mark.subprocess
+def test_latency_sweep_records_resume_and_table(runs_root, main_env, monkeypatch):
     """experiment=table4 on the tiny pair: 4 runs (L 5/10 x fp32/bf16) with 3 lines each; a rerun skips them;
     a run cut back to 1 line resumes with 2; Table 4 is built from the records alone."""
     args = ["experiment=table4", "method.timing_repeats=3", "method.context=16", "method.warmup=1"]
-    p = run_main(*args)
+    p = run_main(main_env, *args, multirun=True)
     assert p.returncode == 0, p.stderr[-3000:]
     dirs = sorted(runs_root.iterdir())
     assert len(dirs) == 4
@@ -103,14 +105,14 @@ def test_latency_sweep_records_resume_and_table(run_main, runs_root, main_env, m
         "bfloat16",
     }
 
-    again = run_main(*args)
+    again = run_main(main_env, *args, multirun=True)
     assert "4 runs: 0 done, 4 skipped" in again.stderr, again.stderr[-2000:]
 
     victim = dirs[0]
     first = (victim / "samples.jsonl").read_text().splitlines(keepends=True)[0]
     (victim / "samples.jsonl").write_text(first)
     (victim / "summary.json").unlink()
-    resumed = run_main(*args)
+    resumed = run_main(main_env, *args, multirun=True)
     assert resumed.returncode == 0 and "1 done, 2 to go" in resumed.stdout + resumed.stderr
     ids = [ln["sample_id"] for ln in read_samples(victim / "samples.jsonl")]
     assert ids == ["repeat/0000", "repeat/0001", "repeat/0002"]
@@ -144,11 +146,12 @@ def test_latency_sweep_records_resume_and_table(run_main, runs_root, main_env, m
     assert "dm_overhead_pct [95% CI]" in md and "n (timed repeats per run): 3, 3, 3, 3" in md
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     "override, field",
     [("method.timing_repeats=0", "method.timing_repeats"), ("pair.dtype=int8", "pair.dtype")],
 )
-def test_latency_bad_config_exit_2(run_main, runs_root, override, field):
-    p = run_main("method=latency", override, multirun=False)
+def test_latency_bad_config_exit_2(main_env, runs_root, override, field):
+    p = run_main(main_env, "method=latency", override, multirun=False)
     assert p.returncode == 2 and field in p.stderr, p.stderr[-2000:]
     assert not runs_root.exists() or not any(runs_root.iterdir())

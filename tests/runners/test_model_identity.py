@@ -1,4 +1,4 @@
-"""Runs on different weights get different run ids; the resolved identity is recorded (issue 10 item 6)."""
+"""Runs on different weights get different run ids; the resolved identity is recorded."""
 
 from __future__ import annotations
 
@@ -177,6 +177,7 @@ def test_unavailable_weights_write_no_record(tmp_path, monkeypatch):
     assert not (tmp_path / "results" / "runs").exists()
 
 
+@pytest.mark.subprocess
 def test_record_holds_the_identity(tiny_pair_dir, tmp_path):
     """config.json and meta.json of a real (tiny) run name the weights and dtype actually loaded."""
     import os

@@ -1,4 +1,4 @@
-"""A pair's chat-template options: stated in its config, recorded, and passed to the template (issue 10 item 10)."""
+"""A pair's chat-template options: stated in its config, recorded, and passed to the template."""
 
 from __future__ import annotations
 

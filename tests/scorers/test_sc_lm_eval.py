@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -228,6 +227,7 @@ class TestIfeval:
         ]  # same score at another position in a batch
         assert in_batch == first[0]
 
+    @pytest.mark.subprocess
     @pytest.mark.parametrize(
         "key,instruction,answer",
         [
@@ -345,6 +345,7 @@ def test_scoring_errors_are_counted(make_dataset) -> None:
     assert agg["accuracy"] == pytest.approx(sum(r["correct"] for r in res) / 3)
 
 
+@pytest.mark.subprocess
 def test_ifeval_runs_offline_on_pinned_punkt(tmp_path: Path, shared_data: Path) -> None:
     """A fresh interpreter with no NLTK data anywhere and nltk.download disabled still scores IFEval."""
     script = f"""
@@ -385,8 +386,8 @@ def test_punkt_tab_matches_the_wheels_own_tokenizer() -> None:
     """Our punkt_tab files, read by NLTK, split text as the pinned package's own Punkt does."""
     import nltk
 
+    from runners.datasets.nltk_punkt import PUNKT_PINNED, ensure_punkt_tab
     from runners.datasets.sources import fetch_pinned_file, pinned_dir
-    from runners.scorers.nltk_punkt import PUNKT_PINNED, ensure_punkt_tab
 
     ensure_punkt_tab()
     fetch_pinned_file(PUNKT_PINNED)

@@ -142,6 +142,7 @@ def test_two_sweeps_started_in_the_same_second_get_their_own_dirs():
     ].startswith("2026-12-01_10-00-00_")
 
 
+@pytest.mark.subprocess
 def test_sweep_dirs_differ_across_processes_at_the_same_instant():
     import subprocess
     import sys
@@ -163,13 +164,14 @@ def test_sweep_dirs_differ_across_processes_at_the_same_instant():
     assert dirs[0] != dirs[1]
 
 
-def test_concurrent_sweeps_keep_their_own_dirs_and_statuses(sweep_env):
+@pytest.mark.subprocess
+def test_concurrent_sweeps_keep_their_own_dirs_and_statuses(main_env):
     """Two sweeps launched at once (one in-process, one with subprocess jobs): each finds its job's status in its
     own sweep dir, so the job processes resolved the same (cached) dir as their launcher."""
     import subprocess
     from pathlib import Path
 
-    from sweep_helpers import main_cmd
+    from tests.helpers.cli import main_cmd
 
     cmds = [
         main_cmd("method=ar", "decoding.max_new_tokens=4", multirun=True),
@@ -185,7 +187,7 @@ def test_concurrent_sweeps_keep_their_own_dirs_and_statuses(sweep_env):
         subprocess.Popen(
             c,
             cwd=REPO_ROOT,
-            env=sweep_env,
+            env=main_env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -196,7 +198,7 @@ def test_concurrent_sweeps_keep_their_own_dirs_and_statuses(sweep_env):
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, out + err
         assert "1 runs: 1 done, 0 skipped, 0 concurrent, 0 failed, 0 unreported" in err, err
-    sweeps = sorted((Path(sweep_env["DROPMATCH_RESULTS"]) / "hydra" / "multirun").iterdir())
+    sweeps = sorted((Path(main_env["DROPMATCH_RESULTS"]) / "hydra" / "multirun").iterdir())
     assert len(sweeps) == 2
     for d in sweeps:
         assert (d / "multirun.yaml").is_file() and (d / "0" / ".dropmatch_status.json").is_file()

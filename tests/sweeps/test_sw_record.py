@@ -209,6 +209,7 @@ class TestRecord:
         with RunRecord(tmp_path, CFG) as again:
             again.open({})
 
+    @pytest.mark.subprocess
     def test_lock_of_a_killed_process_is_released(self, tmp_path):
         code = textwrap.dedent(f"""
             import sys, time
@@ -263,6 +264,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.subprocess
 def test_sigkill_during_appends_loses_nothing_reported_and_duplicates_nothing(tmp_path):
     """Kill a writer at random instants many times; every id it reported is on disk exactly once."""
     n, rng = 60, random.Random(0)

@@ -6,12 +6,13 @@ import json
 import shutil
 from pathlib import Path
 
-from sweep_helpers import run_dirs, run_main
+import pytest
 
 from runners.paths import REPO_ROOT
 from runners.records import fingerprint
 from runners.records.fingerprint import DECISION_ROOTS, fingerprint_of, run_decision_code
 from runners.records.legacy_fingerprints import LEGACY_FILE, current_value
+from tests.helpers.cli import run_dirs, run_main
 
 RUN = ["method=dropmatch", "L=2", "dataset.limit=1", "decoding.max_new_tokens=4"]
 OTHER = "0" * 64
@@ -86,11 +87,12 @@ def _tamper(run_dir: Path) -> None:
     (run_dir / "meta.json").write_text(json.dumps(meta))
 
 
-def test_stale_record_is_warned_about_or_rerun(sweep_env):
+@pytest.mark.subprocess
+def test_stale_record_is_warned_about_or_rerun(main_env):
     """Before: a finished run was skipped whatever code had made it. Now reuse=warn (default) says so and notes it;
     reuse=strict moves the old record to results/stale/ and runs again."""
-    results = Path(sweep_env["DROPMATCH_RESULTS"])
-    first = run_main(sweep_env, *RUN, multirun=True)
+    results = Path(main_env["DROPMATCH_RESULTS"])
+    first = run_main(main_env, *RUN, multirun=True)
     assert first.returncode == 0, first.stdout + first.stderr
     (run_dir,) = run_dirs(results)
     now = run_decision_code(json.loads((run_dir / "config.json").read_text()))["fingerprint"]
@@ -100,7 +102,7 @@ def test_stale_record_is_warned_about_or_rerun(sweep_env):
     samples = (run_dir / "samples.jsonl").read_text()
 
     _tamper(run_dir)
-    warn = run_main(sweep_env, *RUN, multirun=True)
+    warn = run_main(main_env, *RUN, multirun=True)
     assert warn.returncode == 0, warn.stdout + warn.stderr
     assert (
         f"WARNING: finished by other decision code ({OTHER[:12]}; this checkout: {now[:12]}); reused as is "
@@ -116,7 +118,7 @@ def test_stale_record_is_warned_about_or_rerun(sweep_env):
     assert reuse["decision_code"] == now and reuse["recorded"] == [OTHER]
     assert (run_dir / "samples.jsonl").read_text() == samples
 
-    strict = run_main(sweep_env, *RUN, "reuse=strict", multirun=True)
+    strict = run_main(main_env, *RUN, "reuse=strict", multirun=True)
     assert strict.returncode == 0, strict.stdout + strict.stderr
     assert "; moved to " in strict.stdout and "run again (reuse=strict)" in strict.stdout
     assert "1 runs: 1 done, 0 skipped" in strict.stderr
@@ -127,7 +129,7 @@ def test_stale_record_is_warned_about_or_rerun(sweep_env):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["complete"] and summary["decision_codes"] == [now]
 
-    again = run_main(sweep_env, *RUN, multirun=True)
+    again = run_main(main_env, *RUN, multirun=True)
     assert (
         "1 runs: 0 done, 1 skipped" in again.stderr and "WARNING" not in again.stdout + again.stderr
     )

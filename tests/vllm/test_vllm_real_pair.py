@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.own_engine]
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.embedded, pytest.mark.own_engine]
 pytest.importorskip("vllm.entrypoints.llm")  # not "vllm": tests/vllm would satisfy it
 import vllm  # noqa: E402
 

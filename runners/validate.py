@@ -117,6 +117,39 @@ def _validate_modes(cfg: Mapping[str, Any]) -> None:
     )
 
 
+def _validate_rule(cfg: Mapping[str, Any]) -> None:
+    """Build the rule from its settings (``method.kwargs``) and let it check the run's L and temperature
+    (``check_round``), so a knob out of range or a setting the rule does not define fails here, before loading.
+    Auto-Judge rules are built later (their judge artefact is attached after validation)."""
+    import inspect
+
+    from runners.registry import CRITERIA
+    from runners.run import build_rule
+
+    name = cfg["method"]["criterion"]
+    try:
+        rule = build_rule(cfg)
+    except TypeError:  # a method.kwargs key the rule does not take
+        params = [
+            p.name
+            for p in inspect.signature(CRITERIA.get(name).__init__).parameters.values()
+            if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ]
+        unknown = sorted(set(cfg["method"].get("kwargs") or {}) - set(params))
+        raise ConfigError(
+            f"method.kwargs.{', method.kwargs.'.join(unknown) or '?'} is not a setting of method.criterion="
+            f"{name!r}; allowed: {', '.join(f'method.kwargs.{p}' for p in params) or 'none'}"
+        ) from None
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    check = getattr(rule, "check_round", None)
+    if check is not None:
+        try:
+            check(L=int(cfg.get("L") or 0), temperature=float(cfg["decoding"]["temperature"]))
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+
+
 PROGRESS = ("auto", "bar", "log", "quiet")
 
 
@@ -188,6 +221,8 @@ def validate(cfg: Mapping[str, Any]) -> None:
         raise ConfigError(
             f"method.criterion={method['criterion']!r} is unknown; allowed: {', '.join(CRITERIA.names())}"
         )
+    if method.get("criterion") is not None and not isinstance(method.get("judge"), Mapping):
+        _validate_rule(cfg)
     if cfg["backend"]["name"] not in BACKENDS:
         raise ConfigError(
             f"backend={cfg['backend']['name']!r} is unknown; allowed: {', '.join(BACKENDS.names())}"

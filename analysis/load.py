@@ -200,7 +200,17 @@ ITEM_COLUMNS = (
     "wall_s_repeats",
     "tok_per_s",
     "hit_cap",
+    "output",
 )
+
+
+def output_of(sample: dict) -> tuple[int, ...] | str | None:
+    """A sample's output for comparison across runs: its token ids when recorded, else its text, else None."""
+    ids = sample.get("output_token_ids")
+    if isinstance(ids, list):
+        return tuple(int(i) for i in ids)
+    text = sample.get("output_text")
+    return text if isinstance(text, str) else None
 
 
 def load_items(run_dir: str | Path) -> pd.DataFrame:
@@ -213,7 +223,9 @@ def load_items(run_dir: str | Path) -> pd.DataFrame:
     decoding then, so the shares of a run sum to its decoding time; ``== speed.wall_s`` at batch size 1), else
     ``speed.wall_s``); wall_s_repeats (list of seconds); tok_per_s (tokens / wall_s, tokens/s; NaN when
     wall_s is 0); hit_cap (1.0 when the output ended at ``max_new_tokens`` (``stop_reason == "length"``), 0.0 when
-    at EOS or a stop string, NaN in records without ``stop_reason``).
+    at EOS or a stop string, NaN in records without ``stop_reason``); output (the item's output as a tuple of
+    token ids (``output_token_ids``), else its ``output_text``, else None: what two runs' outputs are compared
+    by, e.g. :func:`analysis.stats.paired_accuracy`'s ``n_diverged``).
     """
     rows = []
     for s in read_samples(Path(run_dir) / "samples.jsonl"):
@@ -238,6 +250,7 @@ def load_items(run_dir: str | Path) -> pd.DataFrame:
                 "hit_cap": float(s["stop_reason"] == "length")
                 if s.get("stop_reason")
                 else float("nan"),
+                "output": output_of(s),
             }
         )
     return pd.DataFrame(rows, columns=list(ITEM_COLUMNS))

@@ -5,7 +5,7 @@ include_target (``dropmatch.include_target``: bool, False when the record lacks 
 majority (``dropmatch.majority``: strict | plurality, strict when absent), threshold and judge_key (Auto-Judge
 methods), temperature, seed, repeats, tok_per_s_repeat_std,
 n (samples done), n_expected, offset, trace (criterion trace recorded), complete, accuracy, accuracy_stderr, tau, acceptance_rate,
-per_position_rate (list), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, device, date_utc,
+per_position_rate (list), num_drafts (rounds, from ``spec/counters``; None when absent), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, device, date_utc,
 git_sha, git_shas (every commit that wrote to the run, sorted tuple), git_dirty, model_identity (text),
 decision_code (text or None), run_dir, plus every ``quality/*`` metric as ``q_<name>``.
 
@@ -123,6 +123,7 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "tau": summary.get("spec/mean_acceptance_length"),
         "acceptance_rate": summary.get("spec/acceptance_rate"),
         "per_position_rate": summary.get("spec/per_position_rate"),
+        "num_drafts": (summary.get("spec/counters") or {}).get("num_drafts"),
         "tok_per_s": summary.get("speed/tok_per_s"),
         "tok_per_s_std": summary.get("speed/tok_per_s_std"),
         "tok_per_s_total": summary.get("speed/tok_per_s_total"),

@@ -282,7 +282,8 @@ def plot_curves(ax, pts: pd.DataFrame, p_drop: float | None, K: int | None) -> N
     if p_drop is not None:
         ax.set_title(f"AJ+DM at $p_{{drop}}$={p_drop:g}, K={K}")
     if texts:
-        # deterministic: adjustText's moves depend only on the positions (no random draw)
+        # an iteration limit, not adjustText's default 1 s time limit: the same labels on every machine and
+        # load (its only random draw, for labels on the very same spot, is seeded)
         adjust_text(
             texts,
             x=xs,
@@ -293,9 +294,11 @@ def plot_curves(ax, pts: pd.DataFrame, p_drop: float | None, K: int | None) -> N
             force_static=(0.3, 0.5),
             max_move=(20, 20),
             arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.4"},
+            iter_lim=LABEL_ITERATIONS,
         )
 
 
+LABEL_ITERATIONS = 150  # adjustText steps (it stops earlier only when nothing overlaps)
 SD_COLORS = (
     "#000000",
     "#999999",

@@ -89,6 +89,21 @@ def read_meta(run_dir: Path) -> dict:
         return {}
 
 
+def knobs_of(cfg: dict) -> str:
+    """A run's rule settings as one label: ``method.kwargs`` (``k=v`` sorted by key), DropMatch's
+    ``p_drop``/``K`` when the method uses the heads, Auto-Judge's ``threshold``; ``""`` when it has none."""
+    method = cfg.get("method") or {}
+    parts = [
+        f"{k}={v}" for k, v in sorted(dict(method.get("kwargs") or {}).items()) if v is not None
+    ]
+    dm = cfg.get("dropmatch") or {}
+    if method.get("uses_dropmatch") and "p_drop" in dm:
+        parts += [f"p_drop={float(dm['p_drop']):g}", f"K={int(dm.get('K', 0))}"]
+    if method.get("threshold") is not None:
+        parts.append(f"threshold={float(method['threshold']):g}")
+    return ", ".join(parts)
+
+
 def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
     dm = cfg.get("dropmatch") or {}
     meta = read_meta(run_dir)
@@ -111,6 +126,7 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         ),  # records before the field: the paper's rule
         "majority": str(dm.get("majority") or "strict"),
         "threshold": (cfg["method"] or {}).get("threshold"),
+        "knobs": knobs_of(cfg),
         "judge_key": judge.get("key")
         if isinstance(judge, dict)
         else None,  # Auto-Judge (similarity's judge is a name)
@@ -214,6 +230,7 @@ ITEM_COLUMNS = (
     "tok_per_s",
     "hit_cap",
     "output",
+    "mismatched",
 )
 
 
@@ -264,6 +281,9 @@ def load_items(run_dir: str | Path) -> pd.DataFrame:
                 if s.get("stop_reason")
                 else float("nan"),
                 "output": output_of(s),
+                "mismatched": float(spec["num_accepted_mismatched"])
+                if "num_accepted_mismatched" in spec
+                else float("nan"),
             }
         )
     return pd.DataFrame(rows, columns=list(ITEM_COLUMNS))

@@ -2,14 +2,16 @@
 
 A *cell* is one run (pair, benchmark, method, L, setting). Its accuracy, tau and tok/s come with 95 %
 bootstrap intervals over the run's items; a speedup between two cells is paired on the items both hold
-(:func:`analysis.stats.paired_speedup`). Estimators and the bootstrap are documented in :mod:`analysis.stats`.
+(:func:`analysis.stats.paired_speedup`), and so is an accuracy difference (:func:`delta_acc`,
+:func:`paired_items`: Newcombe's paired interval, exact McNemar, items whose output diverged). Estimators,
+the bootstrap and the paired interval are documented in :mod:`analysis.stats`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import pandas as pd
 
@@ -17,9 +19,12 @@ from analysis.load import load_items
 from analysis.stats import (
     B_DEFAULT,
     NAN,
+    NAN_DIFF,
     SEED,
     Estimate,
+    PairedDiff,
     mean_ci,
+    paired_accuracy,
     paired_speedup,
     repeat_spread,
     tau_ci,
@@ -88,6 +93,52 @@ def speedup(a: Cell | None, b: Cell | None) -> Estimate:
         .dropna()
     )
     return paired_speedup(m["tok_per_s_a"], m["tok_per_s_b"])
+
+
+DELTA_ACC_NOTE = (
+    "Δ acc = accuracy of the row minus that of its reference on the items both runs scored, in points, "
+    "95% CI by Newcombe's paired score interval (method 10), exact McNemar test in the CSV; 'k/n differ' = "
+    "items whose output (token ids) differs from the reference's, the only ones whose score can change"
+)
+
+
+def paired_items(items_a: pd.DataFrame, items_b: pd.DataFrame) -> PairedDiff:
+    """acc(A) - acc(B) in percentage points on the items both runs hold (joined on ``sample_id``), with the
+    paired interval, McNemar p and the items whose output differs (:func:`analysis.stats.paired_accuracy`).
+
+    Args:
+        items_a, items_b: :func:`analysis.load.load_items` frames (columns ``sample_id``, ``correct``,
+            ``output``) of two runs on the same benchmark, e.g. a rule and its reference.
+
+    Returns:
+        :class:`analysis.stats.PairedDiff` in points; :data:`analysis.stats.NAN_DIFF` when no item is paired.
+    """
+    cols = ["sample_id", "correct", "output"]
+    m = items_a[cols].merge(items_b[cols], on="sample_id", suffixes=("_a", "_b"))
+    if m.empty:
+        return NAN_DIFF
+    return paired_accuracy(
+        m["correct_a"], m["correct_b"], list(m["output_a"]), list(m["output_b"])
+    ).scaled(100.0)
+
+
+def delta_acc(a: Cell | None, b: Cell | None) -> PairedDiff:
+    """Accuracy of cell ``a`` minus cell ``b`` (points, paired; :func:`paired_items`); NaN when either is
+    missing or unscored."""
+    if a is None or b is None:
+        return NAN_DIFF
+    return paired_items(a.items, b.items)
+
+
+def diff_columns(prefix: str, d: PairedDiff) -> dict[str, float]:
+    """CSV columns of a paired difference: ``<prefix>`` (+ ``_lo``, ``_hi``), ``<prefix>_n`` (paired items),
+    ``<prefix>_diverged`` (outputs differing; NaN when unknown), ``<prefix>_p_mcnemar``."""
+    return {
+        **est_columns(prefix, d.estimate),
+        f"{prefix}_n": d.n,
+        f"{prefix}_diverged": float("nan") if d.n_diverged is None else d.n_diverged,
+        f"{prefix}_p_mcnemar": d.p_mcnemar,
+    }
 
 
 def est_columns(prefix: str, e: Estimate) -> dict[str, float]:

@@ -5,7 +5,7 @@ include_target (``dropmatch.include_target``: bool, False when the record lacks 
 majority (``dropmatch.majority``: strict | plurality, strict when absent), threshold and judge_key (Auto-Judge
 methods), temperature, seed, repeats, tok_per_s_repeat_std,
 n (samples done), n_expected, offset, trace (criterion trace recorded), complete, accuracy, accuracy_stderr, tau, acceptance_rate,
-per_position_rate (list), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, device, date_utc,
+per_position_rate (list), num_drafts (rounds, from ``spec/counters``; None when absent), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, device, date_utc,
 git_sha, git_shas (every commit that wrote to the run, sorted tuple), git_dirty, model_identity (text),
 decision_code (text or None), run_dir, plus every ``quality/*`` metric as ``q_<name>``.
 
@@ -89,6 +89,21 @@ def read_meta(run_dir: Path) -> dict:
         return {}
 
 
+def knobs_of(cfg: dict) -> str:
+    """A run's rule settings as one label: ``method.kwargs`` (``k=v`` sorted by key), DropMatch's
+    ``p_drop``/``K`` when the method uses the heads, Auto-Judge's ``threshold``; ``""`` when it has none."""
+    method = cfg.get("method") or {}
+    parts = [
+        f"{k}={v}" for k, v in sorted(dict(method.get("kwargs") or {}).items()) if v is not None
+    ]
+    dm = cfg.get("dropmatch") or {}
+    if method.get("uses_dropmatch") and "p_drop" in dm:
+        parts += [f"p_drop={float(dm['p_drop']):g}", f"K={int(dm.get('K', 0))}"]
+    if method.get("threshold") is not None:
+        parts.append(f"threshold={float(method['threshold']):g}")
+    return ", ".join(parts)
+
+
 def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
     dm = cfg.get("dropmatch") or {}
     meta = read_meta(run_dir)
@@ -111,6 +126,7 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         ),  # records before the field: the paper's rule
         "majority": str(dm.get("majority") or "strict"),
         "threshold": (cfg["method"] or {}).get("threshold"),
+        "knobs": knobs_of(cfg),
         "judge_key": judge.get("key")
         if isinstance(judge, dict)
         else None,  # Auto-Judge (similarity's judge is a name)
@@ -134,6 +150,7 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "tau": summary.get("spec/mean_acceptance_length"),
         "acceptance_rate": summary.get("spec/acceptance_rate"),
         "per_position_rate": summary.get("spec/per_position_rate"),
+        "num_drafts": (summary.get("spec/counters") or {}).get("num_drafts"),
         "tok_per_s": summary.get("speed/tok_per_s"),
         "tok_per_s_std": summary.get("speed/tok_per_s_std"),
         "tok_per_s_total": summary.get("speed/tok_per_s_total"),
@@ -212,7 +229,18 @@ ITEM_COLUMNS = (
     "wall_s_repeats",
     "tok_per_s",
     "hit_cap",
+    "output",
+    "mismatched",
 )
+
+
+def output_of(sample: dict) -> tuple[int, ...] | str | None:
+    """A sample's output for comparison across runs: its token ids when recorded, else its text, else None."""
+    ids = sample.get("output_token_ids")
+    if isinstance(ids, list):
+        return tuple(int(i) for i in ids)
+    text = sample.get("output_text")
+    return text if isinstance(text, str) else None
 
 
 def load_items(run_dir: str | Path) -> pd.DataFrame:
@@ -225,7 +253,9 @@ def load_items(run_dir: str | Path) -> pd.DataFrame:
     decoding then, so the shares of a run sum to its decoding time; ``== speed.wall_s`` at batch size 1), else
     ``speed.wall_s``); wall_s_repeats (list of seconds); tok_per_s (tokens / wall_s, tokens/s; NaN when
     wall_s is 0); hit_cap (1.0 when the output ended at ``max_new_tokens`` (``stop_reason == "length"``), 0.0 when
-    at EOS or a stop string, NaN in records without ``stop_reason``).
+    at EOS or a stop string, NaN in records without ``stop_reason``); output (the item's output as a tuple of
+    token ids (``output_token_ids``), else its ``output_text``, else None: what two runs' outputs are compared
+    by, e.g. :func:`analysis.stats.paired_accuracy`'s ``n_diverged``).
     """
     rows = []
     for s in read_samples(Path(run_dir) / "samples.jsonl"):
@@ -249,6 +279,10 @@ def load_items(run_dir: str | Path) -> pd.DataFrame:
                 "tok_per_s": tokens / wall if wall > 0 else float("nan"),
                 "hit_cap": float(s["stop_reason"] == "length")
                 if s.get("stop_reason")
+                else float("nan"),
+                "output": output_of(s),
+                "mismatched": float(spec["num_accepted_mismatched"])
+                if "num_accepted_mismatched" in spec
                 else float("nan"),
             }
         )

@@ -51,6 +51,7 @@ ARTEFACTS = {
     "sensitivity": "analysis.figures.sensitivity",
     "fig3": "analysis.figures.fig3",
     "bench": "analysis.tables.bench",
+    "frontier": "analysis.tables.frontier",
 }
 
 

@@ -12,8 +12,8 @@ from typing import Any, Callable, NamedTuple
 import hydra
 from omegaconf import DictConfig
 
+from runners.config.errors import ConfigError
 from runners.config.resolve import resolve_run_config
-from runners.config.validate import ConfigError
 from runners.measure import resolve_measurement, run_measurement
 from runners.run import run
 from runners.sweep.resolvers import register_resolvers

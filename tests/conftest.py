@@ -12,9 +12,14 @@ import yaml
 
 from runners.paths import REPO_ROOT
 
+
 def pytest_collection_modifyitems(config, items):
     """A test that loads the real pair must be ``slow`` too, so ``-m "not slow"`` never prepares it."""
-    bad = [i.nodeid for i in items if i.get_closest_marker("embedded") and not i.get_closest_marker("slow")]
+    bad = [
+        i.nodeid
+        for i in items
+        if i.get_closest_marker("embedded") and not i.get_closest_marker("slow")
+    ]
     if bad:
         raise pytest.UsageError(f"marked embedded but not slow: {bad}")
 

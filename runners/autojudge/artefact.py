@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from runners.config.validate import ConfigError
+from runners.config.errors import ConfigError
 from runners.paths import REPO_ROOT, results_dir
 from runners.records.run_id import hashed_form, run_id_of
 

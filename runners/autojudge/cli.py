@@ -14,8 +14,8 @@ from typing import Any, Callable, Mapping
 import hydra
 from omegaconf import OmegaConf
 
+from runners.config.errors import ConfigError
 from runners.config.optional_deps import gpu_available
-from runners.config.validate import ConfigError
 from runners.datasets.sources import DatasetUnavailableError
 from runners.models.sources import ModelUnavailableError
 from runners.paths import REPO_ROOT

@@ -32,7 +32,7 @@ from runners.autojudge.cli import hydra_entry
 from runners.autojudge.mining import MinedItem, Tracked, mine_prompt
 from runners.backends.hf_loop import HFLoopBackend
 from runners.backends.kv_state import KVState, PrefixCache
-from runners.config.validate import ConfigError
+from runners.config.errors import ConfigError
 from runners.models.loader import load_pair
 from runners.records.provenance import provenance
 from runners.records.record import RunRecord

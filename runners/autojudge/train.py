@@ -36,7 +36,7 @@ from sklearn.preprocessing import StandardScaler
 from runners.autojudge.artefact import judge_dir, judge_key, mining_identity, root
 from runners.autojudge.cli import hydra_entry
 from runners.autojudge.mine import decode_rows
-from runners.config.validate import ConfigError
+from runners.config.errors import ConfigError
 from runners.records.io import atomic_write_json
 from runners.records.provenance import provenance
 from runners.records.record import RunRecord

@@ -8,7 +8,8 @@ Registered lazily (``BACKENDS.register_lazy("vllm", "runners.backends.vllm_engin
 nothing imports vLLM unless ``backend=vllm`` is selected.
 
 What it runs (:attr:`VLLMBackend.SUPPORTED_RULES`): the target's AR baseline (``autoregressive``, L = 0, a
-target-only engine) and SD with ``greedy_match`` / ``rejection`` / ``dropmatch_naive`` / ``dropmatch_js``
+target-only engine) and SD with ``greedy_match`` / ``rejection`` / ``dropmatch_naive`` / ``dropmatch_js`` and the
+field's rules (``criteria.rules.FIELD_RULES``: FLy, FSD, typical acceptance, ...) through the hook
 (L >= 1). Not the draft decoding alone (``method=draft_only``) nor one dropout path (``method=dropout_path``):
 :meth:`VLLMBackend.generate` refuses them (and ``decoding.top_p != 1``) before building an engine.
 
@@ -35,6 +36,7 @@ import gc
 import os
 from typing import Any, Iterable, Iterator, Mapping
 
+from criteria.rules import FIELD_RULES
 from runners.backends.base import DecodingConfig, SampleResult
 from runners.backends.output import end_of_sequence_ids, finalize
 from runners.backends.seeding import sample_seed
@@ -57,6 +59,8 @@ SD_RULES = (
     "dropmatch_naive",
     "dropmatch_js",
 )  # L >= 1 through the hook
+# every rule the hook runs at L >= 1 (the field's rules are pure, as the SD and DropMatch rules)
+HOOK_RULES = SD_RULES + FIELD_RULES
 _SHARED: dict[
     str, Any
 ] = {}  # {"key", "llm"}: the process's engine, reused across runs (see VLLMBackend.engine)
@@ -141,7 +145,7 @@ class VLLMBackend:
     """
 
     name = "vllm"
-    SUPPORTED_RULES = ("autoregressive",) + SD_RULES
+    SUPPORTED_RULES = ("autoregressive",) + HOOK_RULES
     SUPPORTS_AR_DRAFT_MODEL = False
     SUPPORTS_DROPOUT_PATH = False
 
@@ -326,7 +330,7 @@ class VLLMBackend:
         if (L == 0) != (name == "autoregressive"):
             raise ValueError(
                 f"method.criterion={name!r} with L={L}: backend=vllm runs 'autoregressive' at L = 0 "
-                f"and {', '.join(SD_RULES)} at L >= 1"
+                f"and {', '.join(HOOK_RULES)} at L >= 1"
             )
         if (
             L > 0

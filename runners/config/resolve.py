@@ -7,8 +7,9 @@ from typing import Any, Callable, Mapping
 from omegaconf import OmegaConf
 
 from runners.autojudge.artefact import attach_judge
+from runners.config.errors import ConfigError
 from runners.config.numeric_fields import canonical
-from runners.config.validate import ConfigError, validate
+from runners.config.validate import validate
 from runners.models.identity import model_identity
 
 

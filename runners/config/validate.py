@@ -6,24 +6,25 @@ Every error names the field and the allowed values, e.g.
 
 from __future__ import annotations
 
+import copy
+import inspect
 import sys
 from typing import Any, Mapping
+
+import yaml
 
 import criteria.rules  # noqa: F401  (fills CRITERIA)
 import runners.backends  # noqa: F401
 import runners.datasets  # noqa: F401
 from runners.backends.modes import BACKEND_MODES, modes_of, supported_modes
+from runners.config.decode_spec import build_rule
+from runners.config.errors import ConfigError
 from runners.config.numeric_fields import FieldError, canonical
 from runners.config.optional_deps import gpu_available, installed
 from runners.datasets.base import FIXED_CHAT_KWARGS
 from runners.models.dtype import resolve_dtype
 from runners.paths import REPO_ROOT
 from runners.registry import BACKENDS, CRITERIA, DATASETS
-
-
-class ConfigError(ValueError):
-    """A run config field has a value outside its allowed set."""
-
 
 # Backends whose engine is an optional package (imported only when generating): checked up front.
 BACKEND_PACKAGES = {"vllm": "vllm"}
@@ -47,8 +48,6 @@ def _validate_logger(logger: Mapping[str, Any]) -> None:
 
 def _method_files() -> dict[str, dict]:
     """``{name: conf/method/<name>.yaml}`` (for the allowed values of ``method``)."""
-    import yaml
-
     out = {}
     for path in sorted((REPO_ROOT / "conf" / "method").glob("*.yaml")):
         with open(path, encoding="utf-8") as f:
@@ -109,13 +108,39 @@ def _validate_modes(cfg: Mapping[str, Any]) -> None:
     )
 
 
+def _validate_rule(cfg: Mapping[str, Any]) -> None:
+    """Build the rule from its settings (``method.kwargs``) and let it check the run's L and temperature
+    (``check_round``), so a knob out of range or a setting the rule does not define fails here, before loading.
+    Auto-Judge rules are built later (their judge artefact is attached after validation)."""
+    name = cfg["method"]["criterion"]
+    try:
+        rule = build_rule(cfg)
+    except TypeError:  # a method.kwargs key the rule does not take
+        params = [
+            p.name
+            for p in inspect.signature(CRITERIA.get(name).__init__).parameters.values()
+            if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ]
+        unknown = sorted(set(cfg["method"].get("kwargs") or {}) - set(params))
+        raise ConfigError(
+            f"method.kwargs.{', method.kwargs.'.join(unknown) or '?'} is not a setting of method.criterion="
+            f"{name!r}; allowed: {', '.join(f'method.kwargs.{p}' for p in params) or 'none'}"
+        ) from None
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    check = getattr(rule, "check_round", None)
+    if check is not None:
+        try:
+            check(L=int(cfg.get("L") or 0), temperature=float(cfg["decoding"]["temperature"]))
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+
+
 PROGRESS = ("auto", "bar", "log", "quiet")
 
 
 def _validate_fields(cfg: Mapping[str, Any]) -> None:
     """Every numeric field of :data:`runners.config.numeric_fields.NUMERIC` (type and range), ``trace``, ``reuse``, ``progress``."""
-    import copy
-
     try:
         canonical(copy.deepcopy(dict(cfg)))
     except FieldError as e:
@@ -174,6 +199,8 @@ def validate(cfg: Mapping[str, Any]) -> None:
         raise ConfigError(
             f"method.criterion={method['criterion']!r} is unknown; allowed: {', '.join(CRITERIA.names())}"
         )
+    if method.get("criterion") is not None and not isinstance(method.get("judge"), Mapping):
+        _validate_rule(cfg)
     if cfg["backend"]["name"] not in BACKENDS:
         raise ConfigError(
             f"backend={cfg['backend']['name']!r} is unknown; allowed: {', '.join(BACKENDS.names())}"

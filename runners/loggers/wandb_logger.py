@@ -37,8 +37,8 @@ from typing import Any, Mapping
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
+from runners.config.errors import ConfigError
 from runners.config.optional_deps import require
-from runners.config.validate import ConfigError
 from runners.paths import results_dir
 from runners.records.record import read_samples
 

@@ -13,8 +13,8 @@ import logging
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 from criteria.registry import Registry, UnknownNameError
+from runners.config.errors import ConfigError
 from runners.config.resolve import resolve_run_config
-from runners.config.validate import ConfigError
 from runners.paths import results_dir
 from runners.records.provenance import provenance
 from runners.records.record import RunRecord

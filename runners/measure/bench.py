@@ -26,7 +26,7 @@ import runners.backends  # noqa: F401  (registration)
 import runners.datasets  # noqa: F401
 from runners.backends.output import end_of_sequence_ids
 from runners.config.decode_spec import build_rule, head_spec
-from runners.config.validate import ConfigError
+from runners.config.errors import ConfigError
 from runners.measure.base import MEASUREMENTS, positive_int
 from runners.measure.bench_arms import hf_generate, our_generate
 from runners.measure.bench_summary import SPEC_ARMS, summarize_bench

@@ -44,7 +44,7 @@ from criteria.dropout_heads import HeadSpec, LMHead, dropout_head_logits
 from criteria.registry import CRITERIA
 from criteria.verify import verify_round
 from runners.backends.kv_state import KVState
-from runners.config.validate import ConfigError
+from runners.config.errors import ConfigError
 from runners.measure.base import MEASUREMENTS, positive_int
 from runners.models.loader import load_pair
 

@@ -22,9 +22,9 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from runners.config.errors import ConfigError
 from runners.config.optional_deps import require
 from runners.config.resolve import resolve_run_config
-from runners.config.validate import ConfigError
 from runners.measure.base import MEASUREMENTS, MissingRecordsError
 from runners.measure.judges import CachedJudge, directed_entailment, make_judge
 from runners.models.loader import load_pair

@@ -42,7 +42,7 @@ from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from runners.config.validate import ConfigError
+from runners.config.errors import ConfigError
 from runners.loggers import hint_wandb
 from runners.main import describe, job_of
 from runners.paths import results_dir

@@ -320,8 +320,16 @@ def test_figures_follow_the_style(results):
     (f,) = art.figures
     axes = f.fig.axes
     assert [ax.get_title() for ax in axes] == ["GSM8K", "MMLU", "HumanEval"]  # table order
-    assert [[t.get_text() for t in ax.texts] for ax in axes] == [["(a)"], ["(b)"], ["(c)"]]
+    # SD's rounds accepted 3 and 1 of 5: no round reached position 4, so position 5 is n/a (not a 0)
+    na = "SD L=5: i ≥ 5 n/a\n(no round's accepted prefix reached i - 1)"
+    assert [[t.get_text() for t in ax.texts] for ax in axes] == [[na, "(a)"]] * 1 + [
+        [na, "(b)"],
+        [na, "(c)"],
+    ]
     assert f.fig.texts == [] and f.fig._suptitle is None  # no provenance inside the plot
+    sd = f.data[(f.data["dataset"] == "gsm8k") & (f.data["method"] == "sd")]
+    assert sd["verified"].tolist() == [True, True, True, True, False]
+    assert [ln.get_xdata().tolist() for ln in axes[0].lines][0] == [1, 2, 3, 4]  # SD: 5 not drawn
     assert "(a) GSM8K, (b) MMLU, (c) HumanEval" in f.caption
     assert f.fig.get_figwidth() == style.WIDTH["double"]
     colors = {line.get_color() for line in axes[0].lines}

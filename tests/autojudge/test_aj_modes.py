@@ -7,8 +7,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from runners.backends.modes import modes_of, supported_modes
+from runners.config.errors import ConfigError
 from runners.config.resolve import resolve_run_config
-from runners.config.validate import ConfigError
 from runners.paths import REPO_ROOT
 
 

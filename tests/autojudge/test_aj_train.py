@@ -213,7 +213,7 @@ def test_cv_selection_refits_on_all_and_reports_out_of_fold_metrics(results):
 
 
 def test_selection_is_validated(results):
-    from runners.config.validate import ConfigError
+    from runners.config.errors import ConfigError
 
     cfg = judge_cfg()
     cfg["train"] = {**cfg["train"], "selection": "loo"}

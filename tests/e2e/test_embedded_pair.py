@@ -13,7 +13,10 @@ from hydra import compose, initialize_config_dir
 
 from runners.paths import REPO_ROOT
 
-pytestmark = [pytest.mark.embedded, pytest.mark.slow]  # loads the real pair: never in the quick loop
+pytestmark = [
+    pytest.mark.embedded,
+    pytest.mark.slow,
+]  # loads the real pair: never in the quick loop
 
 
 @pytest.fixture

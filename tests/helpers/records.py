@@ -1,4 +1,4 @@
-"""Helpers for the analysis tests: hand-built traces and run records (imported as ``analysis_fixtures``)."""
+"""Hand-built traces and run records for the analysis tests."""
 
 from __future__ import annotations
 

@@ -32,7 +32,10 @@ HEAVY_OPTIONAL = (
 # Exceptions, each with its reason. Decision code (runners/records/fingerprint.py DECISION_ROOTS) is hashed into
 # the fingerprint of every record made with it: editing it for style would mark committed records stale.
 LAZY_PROJECT_IMPORTS = {
-    ("runners.backends.vllm_engine", "runners.backends.hf_loop"): "decision code of the vLLM records",
+    (
+        "runners.backends.vllm_engine",
+        "runners.backends.hf_loop",
+    ): "decision code of the vLLM records",
 }
 LONG_FUNCTIONS = {
     "runners/backends/vllm_verify_step.py::forward": "decision code of the vLLM records",
@@ -48,7 +51,9 @@ def modules() -> dict[str, Path]:
     out = {}
     for pkg in PACKAGES:
         for f in sorted((REPO_ROOT / pkg).rglob("*.py")):
-            out[".".join(f.relative_to(REPO_ROOT).with_suffix("").parts).removesuffix(".__init__")] = f
+            out[
+                ".".join(f.relative_to(REPO_ROOT).with_suffix("").parts).removesuffix(".__init__")
+            ] = f
     return out
 
 
@@ -178,7 +183,9 @@ def test_no_import_cycle():
 def test_the_cycle_finder_finds_a_cycle_through_a_package_init():
     """Not vacuous: a registration ``__init__`` whose module imports a sibling package's module is a cycle."""
     deps = imports()["runners.scorers.lm_eval_scorer"]
-    assert ("runners.datasets", False) in {(t, fn) for t, fn, _ in deps}  # via datasets.lm_eval_tasks
+    assert ("runners.datasets", False) in {
+        (t, fn) for t, fn, _ in deps
+    }  # via datasets.lm_eval_tasks
 
 
 def test_project_modules_are_imported_at_module_top():
@@ -254,12 +261,17 @@ def test_tests_that_start_python_subprocesses_are_marked():
                         helpers.add(d.name)
                         grew = True
         module_marks = ast.unparse(tree)
-        marked_module = "pytestmark" in module_marks and "mark.subprocess" in module_marks.split(
-            "pytestmark", 1
-        )[1].split("\n", 1)[0]
+        marked_module = (
+            "pytestmark" in module_marks
+            and "mark.subprocess" in module_marks.split("pytestmark", 1)[1].split("\n", 1)[0]
+        )
         for d in ast.walk(tree):
             if isinstance(d, ast.FunctionDef) and d.name.startswith("test"):
                 decos = " ".join(ast.unparse(x) for x in d.decorator_list)
-                if _starts_python(d, helpers) and "mark.subprocess" not in decos and not marked_module:
+                if (
+                    _starts_python(d, helpers)
+                    and "mark.subprocess" not in decos
+                    and not marked_module
+                ):
                     unmarked.append(f"{path.relative_to(REPO_ROOT)}::{d.name}")
     assert unmarked == []

@@ -6,8 +6,8 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from runners.config.errors import ConfigError
 from runners.config.resolve import resolve_run_config
-from runners.config.validate import ConfigError
 from runners.models.dtype import cpu_flags, cpu_has_fast_bf16, resolve_dtype
 from runners.models.loader import load_pair
 from runners.paths import REPO_ROOT

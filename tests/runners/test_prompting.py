@@ -94,7 +94,7 @@ def test_options_are_recorded_and_part_of_the_id(monkeypatch):
     "value", ["[1]", "{tokenize: false}", "{continue_final_message: true}", "7"]
 )
 def test_bad_options_are_refused(value, monkeypatch):
-    from runners.config.validate import ConfigError
+    from runners.config.errors import ConfigError
 
     monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
     with pytest.raises(

@@ -6,8 +6,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from runners.config.decode_spec import head_spec
+from runners.config.errors import ConfigError
 from runners.config.resolve import resolve_run_config
-from runners.config.validate import ConfigError
 from runners.paths import REPO_ROOT
 
 

@@ -17,13 +17,17 @@ from hydra import compose, initialize_config_dir
 
 from runners.autojudge.artefact import JudgeMissingError
 from runners.config import validate
-from runners.config.validate import ConfigError
+from runners.config.errors import ConfigError
 from runners.main import job_of
 from runners.measure import MissingRecordsError
 from runners.paths import REPO_ROOT
 from runners.sweep.callbacks import sweep_job_overrides
 
-EXPERIMENTS = sorted(p.stem for p in (REPO_ROOT / "conf" / "experiment").glob("*.yaml"))
+EXPERIMENTS = sorted(  # frontier/<rule>.yaml too; _common.yaml files are included by others
+    p.relative_to(REPO_ROOT / "conf" / "experiment").with_suffix("").as_posix()
+    for p in (REPO_ROOT / "conf" / "experiment").rglob("*.yaml")
+    if not p.name.startswith("_")
+)
 PROFILES = sorted(p.stem for p in (REPO_ROOT / "conf" / "profile").glob("*.yaml"))
 ABSENT_HERE = (MissingRecordsError, JudgeMissingError)  # the message says how to make it
 CASES = [
@@ -55,7 +59,7 @@ def hardware_present(monkeypatch, tmp_path):
 
 def test_the_glob_covers_every_artefact_and_profile():
     assert {"table1", "table6", "table8", "fig3", "fig3_measure", "bench"} <= set(EXPERIMENTS)
-    assert len(EXPERIMENTS) >= 18 and {"default", "full", "paper", "smoke"} <= set(PROFILES)
+    assert "frontier/fly" in EXPERIMENTS and len(EXPERIMENTS) >= 25 and {"default", "full", "paper", "smoke"} <= set(PROFILES)
 
 
 @pytest.mark.parametrize("experiment,profile", CASES)
@@ -77,6 +81,10 @@ def test_every_sweep_point_validates(experiment, profile, hardware_present):
             assert resolved["profile"]["name"] == profile and resolved["artefact"] == point.artefact
             outcome["valid"] += 1
     if experiment == "fig3_measure" and profile != "paper":
-        assert outcome == {"valid": 0, "absent": 2, "vllm_has_no_mode": 0}  # reads decodes not made here
+        assert outcome == {
+            "valid": 0,
+            "absent": 2,
+            "vllm_has_no_mode": 0,
+        }  # reads decodes not made here
     if profile == "default":  # the CPU profile runs every artefact's every point (given its inputs)
         assert outcome["vllm_has_no_mode"] == 0 and outcome["valid"] + outcome["absent"] > 0

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.config.validate import ConfigError
+from runners.config.errors import ConfigError
 from runners.paths import REPO_ROOT
 from tests.helpers.cli import run_main
 
@@ -90,12 +90,14 @@ BAD = [
     (
         ["backend=vllm", "method=draft_only"],
         r"method=draft_only is not supported by backend=vllm \(it has no "
-        r"draft_only decoding.*allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf$",
+        r"draft_only decoding.*allowed with backend=vllm: method=ar, bild, block_verify, dropmatch, "
+        r"dropmatch_naive, fly, fsd, prob_threshold, relaxed_topk, sd, static_ensemble, typical; or backend=hf$",
     ),
     (
         ["backend=vllm", "method=dropout_path"],
         r"method=dropout_path is not supported by backend=vllm \(it has no "
-        r"dropout_path decoding.*allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf$",
+        r"dropout_path decoding.*allowed with backend=vllm: method=ar, bild, block_verify, dropmatch, "
+        r"dropmatch_naive, fly, fsd, prob_threshold, relaxed_topk, sd, static_ensemble, typical; or backend=hf$",
     ),
     (
         ["backend=vllm", "backend.native_verify=true", "method=dropmatch_naive"],
@@ -216,8 +218,8 @@ def test_cli_refuses_a_method_the_backend_cannot_run(main_env, method):
         in p.stderr
     ), p.stderr
     assert (
-        "allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf"
-        in p.stderr
+        "allowed with backend=vllm: method=ar, bild, block_verify, dropmatch, dropmatch_naive, fly, fsd, "
+        "prob_threshold, relaxed_topk, sd, static_ensemble, typical; or backend=hf" in p.stderr
     )
     assert not (Path(main_env["DROPMATCH_RESULTS"]) / "runs").exists()
 
@@ -230,7 +232,7 @@ def test_every_backend_declares_its_modes():
     assert set(BACKEND_MODES) == set(BACKENDS.names())
     assert supported_modes({"name": "hf"}) == set(MODES) - {"nucleus"}
     # vLLM: read from VLLMBackend's own declaration (SUPPORTED_RULES, SUPPORTS_*) without importing vllm
-    assert supported_modes({"name": "vllm"}) == {"ar", "sd", "dropmatch", "trace"}
+    assert supported_modes({"name": "vllm"}) == {"ar", "sd", "lossy", "dropmatch", "trace"}
     assert supported_modes({"name": "vllm", "native_verify": True}) == {"ar", "sd"}
     # every method in conf/method/ maps to exactly one decoding mode
     from runners.config.validate import _method_files
@@ -248,6 +250,19 @@ def test_every_backend_declares_its_modes():
         "dropmatch_naive": ["dropmatch", "trace"],
         "autojudge": ["autojudge", "trace"],
         "autojudge_dropmatch": ["dropmatch", "autojudge", "trace"],
+        **{
+            m: ["lossy", "trace"]
+            for m in (
+                "fly",
+                "fsd",
+                "typical",
+                "relaxed_topk",
+                "prob_threshold",
+                "static_ensemble",
+                "bild",
+                "block_verify",
+            )
+        },
         "bench": [],
         "latency": [],
         "similarity": [],

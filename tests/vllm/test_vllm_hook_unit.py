@@ -373,12 +373,15 @@ def test_backend_declares_its_modes():
     assert (
         VLLMBackend.SUPPORTS_AR_DRAFT_MODEL is False and VLLMBackend.SUPPORTS_DROPOUT_PATH is False
     )
+    from criteria.rules import FIELD_RULES
+
     assert set(VLLMBackend.SUPPORTED_RULES) == {
         "autoregressive",
         "greedy_match",
         "rejection",
         "dropmatch_naive",
         "dropmatch_js",
+        *FIELD_RULES,
     }
     import criteria.rules  # noqa: F401
     from criteria.dropout_heads import HeadSpec

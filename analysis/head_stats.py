@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from analysis.stats import NAN, ratio_ci
 from criteria.divergence import agreement_pattern_names
 
 # Per-position trace fields copied into the position frame (when present).
@@ -191,7 +192,6 @@ def _item_keys(positions: pd.DataFrame) -> list[str]:
 def share_ci(positions: pd.DataFrame, mask: pd.Series, **kw: Any):
     """Share (fraction) of ``positions`` where ``mask`` holds, with a bootstrap interval over items (samples):
     Σ_items positions with mask / Σ_items positions (:func:`analysis.stats.ratio_ci`)."""
-    from analysis.stats import NAN, ratio_ci
 
     if len(positions) == 0:
         return NAN
@@ -203,7 +203,6 @@ def share_ci(positions: pd.DataFrame, mask: pd.Series, **kw: Any):
 def mean_over_positions_ci(positions: pd.DataFrame, mask: pd.Series, column: str, **kw: Any):
     """Mean of ``column`` over the positions where ``mask`` holds (pooled), with a bootstrap interval over
     items: Σ_items values / Σ_items positions (:func:`analysis.stats.ratio_ci`)."""
-    from analysis.stats import NAN, ratio_ci
 
     sel = positions[mask.astype(bool)].dropna(subset=[column])
     if len(sel) == 0:

@@ -28,6 +28,7 @@ from typing import Iterable
 
 from analysis.artefact import Artefact, Profile
 from analysis.load import load_runs
+from analysis.wandb_artefact import log_artefact
 from analysis.write import portable, write_artefact
 from runners.paths import results_dir
 from runners.sweep.console import console
@@ -128,7 +129,6 @@ def log_wandb(art: Artefact, out: Path) -> list[str]:
     """With ``DROPMATCH_WANDB=online|offline``: one W&B analysis run per table and figure; returns their dirs."""
     if os.environ.get("DROPMATCH_WANDB", "") not in ("online", "offline"):
         return []
-    from analysis.wandb_artefact import log_artefact
 
     dirs = [log_artefact(t.stem, t.data) for t in art.tables]
     dirs += [

@@ -181,40 +181,8 @@ def build(selected: pd.DataFrame) -> Artefact:
     judges = sorted({ln["judge"] for ls in lines.values() for ln in ls})
     calls = sum(int(ln["num_judge_calls"]) for ls in lines.values() for ln in ls)
     sbert = sorted({str(ln.get("sbert")) for ls in lines.values() for ln in ls})
-    rows = []
-    for p, ls in lines.items():
-        ci = off_diagonal_cis(ls)
-        ident = sum(
-            int(ln["identical"][i][j])
-            for ln in ls
-            for i in range(len(ln["identical"]))
-            for j in range(i + 1, len(ln["identical"]))
-        )
-        rows.append(
-            {
-                "p_drop": p,
-                "prompts": n[p],
-                "paths": mats[p]["cosine"].shape[0],
-                **{k2: v for k, e in ci.items() for k2, v in est_columns(METRICS[k], e).items()},
-                "identical outputs (pairs)": ident,
-            }
-        )
-    data = pd.DataFrame(rows)
-    display = pd.DataFrame(
-        {
-            "p_drop": [f"{p:g}" for p in data["p_drop"]],
-            "prompts": data["prompts"],
-            "paths": data["paths"],
-            **{
-                f"{name} [95% CI]": [
-                    fmt(Estimate(v, lo, hi, 1), 3)
-                    for v, lo, hi in zip(data[name], data[f"{name}_lo"], data[f"{name}_hi"])
-                ]
-                for name in METRICS.values()
-            },
-            "identical outputs (pairs)": data["identical outputs (pairs)"],
-        }
-    )
+    data = summary_frame(lines, mats)
+    display = display_frame(data)
     foot = [
         f"n (prompts per p_drop): {', '.join(f'{n[p]} at p_drop={p:g}' for p in n)}; dataset "
         f"{', '.join(sorted(runs['dataset'].unique()))}",
@@ -255,6 +223,48 @@ def build(selected: pd.DataFrame) -> Artefact:
     art.runs = runs
     art.source_runs = source_run_ids(runs)
     return art
+
+
+def summary_frame(lines: dict[float, list], mats: dict[float, dict]) -> pd.DataFrame:
+    """Per p_drop: prompts, paths, each metric's mean off-diagonal score with its interval, identical pairs."""
+    rows = []
+    for p, ls in lines.items():
+        ci = off_diagonal_cis(ls)
+        ident = sum(
+            int(ln["identical"][i][j])
+            for ln in ls
+            for i in range(len(ln["identical"]))
+            for j in range(i + 1, len(ln["identical"]))
+        )
+        rows.append(
+            {
+                "p_drop": p,
+                "prompts": len(ls),
+                "paths": mats[p]["cosine"].shape[0],
+                **{k2: v for k, e in ci.items() for k2, v in est_columns(METRICS[k], e).items()},
+                "identical outputs (pairs)": ident,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def display_frame(data: pd.DataFrame) -> pd.DataFrame:
+    """:func:`summary_frame` as shown: p_drop as text, each metric ``value [lo, hi]``."""
+    return pd.DataFrame(
+        {
+            "p_drop": [f"{p:g}" for p in data["p_drop"]],
+            "prompts": data["prompts"],
+            "paths": data["paths"],
+            **{
+                f"{name} [95% CI]": [
+                    fmt(Estimate(v, lo, hi, 1), 3)
+                    for v, lo, hi in zip(data[name], data[f"{name}_lo"], data[f"{name}_hi"])
+                ]
+                for name in METRICS.values()
+            },
+            "identical outputs (pairs)": data["identical outputs (pairs)"],
+        }
+    )
 
 
 def source_run_ids(runs: pd.DataFrame) -> list[str]:

@@ -241,62 +241,70 @@ def build(selected: pd.DataFrame) -> Artefact:
     data = data[[*LABEL_COLUMNS, *(c for c in data.columns if c not in LABEL_COLUMNS)]]
     tdata = pd.DataFrame(targets)
     runs = used(chosen)
+    n_line, prov = _n_line(chosen, tdata), provenance_lines(runs)
+    art.tables.append(_costs_table(data, n_line, prov))
+    art.tables.append(_targets_table(tdata, n_line, prov))
+    art.runs = runs
+    return art
+
+
+def _n_line(chosen: list, tdata: pd.DataFrame) -> str:
+    """The footer line saying what was timed: repeats per run, batch, K, p_drop, context, threads, load."""
     threads = sorted({t for _, s in chosen for t in s.get("model/threads", [])})
     loads = [
         s["latency/loadavg_1min_max"]
         for _, s in chosen
         if s.get("latency/loadavg_1min_max") is not None
     ]
-    n_line = (
+    return (
         f"n (timed repeats per run): {', '.join(str(int(s['num_samples'])) for _, s in chosen)}; batch 1, "
         f"n_input = L+1, K={'/'.join(sorted(set(tdata['K'].astype(str))))}, p_drop="
         f"{'/'.join(sorted({f'{p:g}' for p in tdata['p_drop']}))}, KV context "
         f"{'/'.join(sorted(set(tdata['context'].astype(str))))} tokens; torch threads {threads}"
         + (f"; max 1-min load average while timing {max(loads):.1f}" if loads else "")
     )
-    prov = provenance_lines(runs)
-    art.tables.append(
-        Table(
-            NAME,
-            "Table 4: cost split of one verify step",
-            data,
-            display_costs(data),
-            [
-                n_line,
-                "measured = median over repeats (components round-robin in each repeat); q25/q75 = quartiles; "
-                "% of verify = median component / median verify pass; MC extra and DropMatch overhead = sums of medians",
-                CI_NOTE,
-                "analytic: FLOPs and bytes moved (weights read once per forward + KV cache + outputs); batch-1 GPU "
-                "decoding is byte-bound, so the byte ratio is the one to read against the paper",
-                "paper: Llama-3.1-70B-Instruct, LM head 0.05% of the full forward; MC dropout + JS 1.64% in total",
-                *prov,
-            ],
-        )
+
+
+def _costs_table(data: pd.DataFrame, n_line: str, prov: list[str]) -> Table:
+    return Table(
+        NAME,
+        "Table 4: cost split of one verify step",
+        data,
+        display_costs(data),
+        [
+            n_line,
+            "measured = median over repeats (components round-robin in each repeat); q25/q75 = quartiles; "
+            "% of verify = median component / median verify pass; MC extra and DropMatch overhead = sums of medians",
+            CI_NOTE,
+            "analytic: FLOPs and bytes moved (weights read once per forward + KV cache + outputs); batch-1 GPU "
+            "decoding is byte-bound, so the byte ratio is the one to read against the paper",
+            "paper: Llama-3.1-70B-Instruct, LM head 0.05% of the full forward; MC dropout + JS 1.64% in total",
+            *prov,
+        ],
     )
-    art.tables.append(
-        Table(
-            f"{NAME}_targets",
-            "Table 4 (issue 13): verify/decode cost and DropMatch decision overhead",
-            tdata,
-            display_targets(tdata),
-            [
-                n_line,
-                f"issue-13 targets at L=5: verify(L+1)/decode <= {TARGETS['verify_over_decode']}, DM decision overhead "
-                f"(dm_in_loop) <= {TARGETS['dm_in_loop_pct']}% of the verify pass",
-                "verify_over_decode, dm_overhead_pct, dm_rule_pct: medians of the per-repeat (paired) ratios; "
-                "dm_overhead = (MC-dropout heads - LM head) + JS at every position (the paper's split); dm_rule = (MC-dropout "
-                "heads - LM head) + whole rule; dm_in_loop = verify_round(dropmatch_js) - verify_round(greedy SD) on the same "
-                "hidden states, as the HF loop and vLLM hook run it (heads at the L drafted positions only, JS only where "
-                "Eq. 7 fails, head matmul in the model's dtype): the overhead the issue-13 target applies to; "
-                "dm_in_loop_sparse = the same with the opt-in sparse variant (dropmatch.sparse_top_n = method.sparse_top_n "
-                "of the latency run), whose decision agreement with the exact rule is in Table 3's footer",
-                CI_NOTE,
-                *prov,
-            ],
-        )
+
+
+def _targets_table(tdata: pd.DataFrame, n_line: str, prov: list[str]) -> Table:
+    return Table(
+        f"{NAME}_targets",
+        "Table 4 (issue 13): verify/decode cost and DropMatch decision overhead",
+        tdata,
+        display_targets(tdata),
+        [
+            n_line,
+            f"issue-13 targets at L=5: verify(L+1)/decode <= {TARGETS['verify_over_decode']}, DM decision overhead "
+            f"(dm_in_loop) <= {TARGETS['dm_in_loop_pct']}% of the verify pass",
+            "verify_over_decode, dm_overhead_pct, dm_rule_pct: medians of the per-repeat (paired) ratios; "
+            "dm_overhead = (MC-dropout heads - LM head) + JS at every position (the paper's split); dm_rule = (MC-dropout "
+            "heads - LM head) + whole rule; dm_in_loop = verify_round(dropmatch_js) - verify_round(greedy SD) on the same "
+            "hidden states, as the HF loop and vLLM hook run it (heads at the L drafted positions only, JS only where "
+            "Eq. 7 fails, head matmul in the model's dtype): the overhead the issue-13 target applies to; "
+            "dm_in_loop_sparse = the same with the opt-in sparse variant (dropmatch.sparse_top_n = method.sparse_top_n "
+            "of the latency run), whose decision agreement with the exact rule is in Table 3's footer",
+            CI_NOTE,
+            *prov,
+        ],
     )
-    art.runs = runs
-    return art
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from analysis.cells import (
 from analysis.figures import per_position
 from analysis.footer import provenance_lines, quality_lines
 from analysis.load import SETTING, one_setting
+from analysis.render import NoRuns, render
 from analysis.stats import NAN, NAN_DIFF, PairedDiff, fmt, fmt_diff
 
 NAME = "table6"
@@ -269,8 +270,6 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     the paper setting's table as shown (the first table found; empty when there are no runs)."""
     import argparse
     import logging
-
-    from analysis.render import NoRuns, render
 
     ap = argparse.ArgumentParser()
     for flag, default in (("--profile", "default"), ("--runs", None), ("--out", None)):

@@ -13,6 +13,7 @@ HumanEval as a stand-in with the GSM8K-mined judge: the footer says so. LiveCode
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 
@@ -79,11 +80,34 @@ def build(selected: pd.DataFrame) -> Artefact:
         )
     aj = pts[pts["method"] == "AJ"]
     dm = pts[(pts["method"] == "AJ+DM") & (pts["p_drop"] == p) & (pts["K"] == K)]
-    data, display = [], []
     ref = sd_reference(pts[pts["method"] == "SD"], aj_length(pts))
     sd_cell = ref["cell"] if ref is not None else None
     vs_sd = f"vs SD L={int(ref['L'])}" if ref is not None else "vs SD"
-    for _, r in pts[pts["method"] == "SD"].sort_values("L").iterrows():
+    data, display = _sd_rows(pts[pts["method"] == "SD"], vs_sd)
+    for thr in sorted(set(aj["threshold"]) | set(dm["threshold"])):
+        shown, rows = _threshold_rows(thr, aj, dm, sd_cell, vs_sd)
+        display.append(shown)
+        data.extend(rows)
+    data = pd.DataFrame(data)
+    rr = runs[runs["run_id"].isin(set(data["run_id"]))]
+    footer = _footer(dataset, p, K, data, rr, pts)
+    art.tables.append(
+        Table(
+            stem=NAME,
+            title=f"Table 9: Auto-Judge vs Auto-Judge + DropMatch ({LABEL[dataset]})",
+            data=data,
+            display=pd.DataFrame(display),
+            footer=footer,
+        )
+    )
+    art.runs = rr
+    return art
+
+
+def _sd_rows(sd: pd.DataFrame, vs_sd: str) -> tuple[list[dict], list[dict]]:
+    """The SD reference rows (one per L): ``(data rows, display rows)``."""
+    data, display = [], []
+    for _, r in sd.sort_values("L").iterrows():
         c = r["cell"]
         display.append(
             {
@@ -109,46 +133,54 @@ def build(selected: pd.DataFrame) -> Artefact:
                 "run_id": c.run_id,
             }
         )
-    for thr in sorted(set(aj["threshold"]) | set(dm["threshold"])):
-        a, d = first_cell(aj, threshold=thr), first_cell(dm, threshold=thr)
-        show = lambda c, e, k: "" if c is None else fmt(getattr(c, e), k)  # noqa: E731
-        gain = _tau_gain(a, d)
-        d_a_sd, d_d_aj, d_d_sd = delta_acc(a, sd_cell), delta_acc(d, a), delta_acc(d, sd_cell)
-        display.append(
-            {
-                "Threshold": f"{thr:g}",
-                "AJ pass@1": show(a, "acc", 1),
-                f"AJ Δ {vs_sd}": fmt_diff(d_a_sd),
-                "AJ τ": show(a, "tau", 2),
-                "AJ+DM pass@1": show(d, "acc", 1),
-                "AJ+DM Δ vs AJ": fmt_diff(d_d_aj),
-                f"AJ+DM Δ {vs_sd}": fmt_diff(d_d_sd),
-                "AJ+DM τ": show(d, "tau", 2),
-                "τ gain": "" if math.isnan(gain) else f"{gain:.2f}×",
-            }
-        )
-        for label, c, src, d_aj, d_sd in (
-            ("AJ", a, aj, NAN_DIFF, d_a_sd),
-            ("AJ+DM", d, dm, d_d_aj, d_d_sd),
-        ):
-            if c is not None:
-                L = int(src[src["threshold"] == thr].iloc[0]["L"])
-                data.append(
-                    {
-                        "method": label,
-                        "L": L,
-                        "threshold": thr,
-                        "n": c.n,
-                        **est_columns("pass1_pct", c.acc),
-                        **est_columns("tau", c.tau),
-                        "tau_gain_vs_aj": gain if label == "AJ+DM" else math.nan,
-                        **diff_columns("delta_pass1_pp_vs_aj", d_aj),
-                        **diff_columns("delta_pass1_pp_vs_sd", d_sd),
-                        "run_id": c.run_id,
-                    }
-                )
-    data = pd.DataFrame(data)
-    rr = runs[runs["run_id"].isin(set(data["run_id"]))]
+    return data, display
+
+
+def _threshold_rows(
+    thr: float, aj: pd.DataFrame, dm: pd.DataFrame, sd_cell: Any, vs_sd: str
+) -> tuple[dict, list[dict]]:
+    """One threshold: its display row (AJ beside AJ+DM) and its data rows (one per method present)."""
+    a, d = first_cell(aj, threshold=thr), first_cell(dm, threshold=thr)
+    show = lambda c, e, k: "" if c is None else fmt(getattr(c, e), k)  # noqa: E731
+    gain = _tau_gain(a, d)
+    d_a_sd, d_d_aj, d_d_sd = delta_acc(a, sd_cell), delta_acc(d, a), delta_acc(d, sd_cell)
+    shown = {
+        "Threshold": f"{thr:g}",
+        "AJ pass@1": show(a, "acc", 1),
+        f"AJ Δ {vs_sd}": fmt_diff(d_a_sd),
+        "AJ τ": show(a, "tau", 2),
+        "AJ+DM pass@1": show(d, "acc", 1),
+        "AJ+DM Δ vs AJ": fmt_diff(d_d_aj),
+        f"AJ+DM Δ {vs_sd}": fmt_diff(d_d_sd),
+        "AJ+DM τ": show(d, "tau", 2),
+        "τ gain": "" if math.isnan(gain) else f"{gain:.2f}×",
+    }
+    rows = []
+    for label, c, src, d_aj, d_sd in (
+        ("AJ", a, aj, NAN_DIFF, d_a_sd),
+        ("AJ+DM", d, dm, d_d_aj, d_d_sd),
+    ):
+        if c is not None:
+            rows.append(
+                {
+                    "method": label,
+                    "L": int(src[src["threshold"] == thr].iloc[0]["L"]),
+                    "threshold": thr,
+                    "n": c.n,
+                    **est_columns("pass1_pct", c.acc),
+                    **est_columns("tau", c.tau),
+                    "tau_gain_vs_aj": gain if label == "AJ+DM" else math.nan,
+                    **diff_columns("delta_pass1_pp_vs_aj", d_aj),
+                    **diff_columns("delta_pass1_pp_vs_sd", d_sd),
+                    "run_id": c.run_id,
+                }
+            )
+    return shown, rows
+
+
+def _footer(
+    dataset: str, p: float, K: int, data: pd.DataFrame, rr: pd.DataFrame, pts: pd.DataFrame
+) -> list[str]:
     thresholds = sorted(t for t in data["threshold"].dropna().unique())
     footer = [
         *([STAND_IN] if dataset != "livecodebench" else []),
@@ -166,17 +198,7 @@ def build(selected: pd.DataFrame) -> Artefact:
             "NOTE: n < 30 problems (CPU budget): intervals are wide; read a pass@1 difference from its "
             "paired Δ interval"
         )
-    art.tables.append(
-        Table(
-            stem=NAME,
-            title=f"Table 9: Auto-Judge vs Auto-Judge + DropMatch ({LABEL[dataset]})",
-            data=data,
-            display=pd.DataFrame(display),
-            footer=footer,
-        )
-    )
-    art.runs = rr
-    return art
+    return footer
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ the CPU percentages next to these ratios (batch-1 decoding is bound by bytes mov
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 # Public config.json of meta-llama/Llama-3.1-70B-Instruct (the paper's Table 4 model), bf16.
 LLAMA31_70B = {
@@ -72,7 +73,7 @@ def analytic_costs(
         mc_dropout_heads (extra), js_divergence.
     """
     m = model_dims(config)
-    d, Lyr, V, H, Hk, hd, I = (
+    d, Lyr, V, H, Hk, hd, d_ff = (
         m["hidden_size"],
         m["num_hidden_layers"],
         m["vocab_size"],
@@ -82,7 +83,9 @@ def analytic_costs(
         m["intermediate_size"],
     )
     n, bpp = n_input, bytes_per_param
-    layer = d * H * hd + 2 * d * Hk * hd + H * hd * d + 3 * d * I  # attention + gated MLP weights
+    layer = (
+        d * H * hd + 2 * d * Hk * hd + H * hd * d + 3 * d * d_ff
+    )  # attention + gated MLP weights
     head = V * d
     params = Lyr * layer + head + (0 if m["tie_word_embeddings"] else V * d)
     attn_flops = Lyr * 4 * n * (context + n) * H * hd

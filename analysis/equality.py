@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import pandas as pd
 

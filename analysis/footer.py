@@ -9,7 +9,7 @@ rule when the records carry one (several in one table: said so, with counts).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 import pandas as pd
 

@@ -16,7 +16,8 @@ All functions are pure: records in, DataFrames out; no I/O, inputs not mutated.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import numbers
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 

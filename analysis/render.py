@@ -22,9 +22,9 @@ import importlib
 import logging
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import Iterable
 
 from analysis.artefact import Artefact, Profile
 from analysis.load import load_runs

@@ -16,7 +16,8 @@ Per-repeat (paired) ratios, medians over repeats as the run's summary (:func:`ru
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -6,8 +6,8 @@ Selection is on run-record config fields only (never on file names or the inform
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import pandas as pd
 

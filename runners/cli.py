@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from analysis.render import main as render_main
 from runners.rescore import main as rescore_main

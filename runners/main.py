@@ -7,7 +7,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import hydra
 from omegaconf import DictConfig

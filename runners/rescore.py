@@ -22,8 +22,9 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import runners.scorers  # noqa: F401  (registration)
 from runners.exports import dataset_samples, read_run, write_exports
@@ -140,7 +141,7 @@ def rescore_run(run_dir: Path, tokenizer: Any = None, exports: bool = True) -> d
         summary = {k: v for k, v in summary.items() if not k.startswith("quality/")}
         summary.update({f"quality/{k}": v for k, v in scorer.aggregate(per).items()})
         summary["quality/scorer_versions"] = scorer_versions()
-        summary["rescored_utc"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        summary["rescored_utc"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         atomic_write_json(run_dir / "summary.json", summary)
     finally:
         os.close(fd)

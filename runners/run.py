@@ -9,8 +9,9 @@ not reused silently (:mod:`runners.records.reuse`, config ``reuse: warn | strict
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import runners.backends  # noqa: F401  (fills BACKENDS)
 import runners.datasets  # noqa: F401  (fills DATASETS)

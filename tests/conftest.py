@@ -4,8 +4,9 @@ files of shared/data. Helpers the tests import are in ``tests/helpers/``."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml

@@ -17,8 +17,9 @@ judge) and is refused before anything loads when that judge does not exist (:fun
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from runners.config.errors import ConfigError
 from runners.paths import REPO_ROOT, results_dir

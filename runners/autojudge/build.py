@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from runners.autojudge.artefact import judge_dir, judge_key
 from runners.autojudge.cli import hydra_entry

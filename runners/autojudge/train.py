@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch

@@ -3,7 +3,8 @@ decoding settings."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import criteria.rules  # noqa: F401  (fills CRITERIA)
 from criteria.dropout_heads import HeadSpec

@@ -15,8 +15,9 @@ A path ``a.*`` covers every key of mapping ``a`` (e.g. ``profile.limit.*``: one 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 
 class FieldError(ValueError):

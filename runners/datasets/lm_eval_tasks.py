@@ -24,7 +24,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from runners.datasets.nltk_punkt import ensure_punkt_tab
 

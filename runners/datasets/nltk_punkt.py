@@ -16,8 +16,9 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from runners.datasets.sources import fetch_pinned_file
 from runners.paths import cache_dir

@@ -31,8 +31,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from runners.models.sources import ChecksumError, hub_online
 from runners.paths import REPO_ROOT, cache_dir

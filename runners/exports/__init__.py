@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import runners.datasets  # noqa: F401  (registration)
 import runners.scorers  # noqa: F401

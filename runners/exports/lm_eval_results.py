@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from runners.datasets.base import Sample
 from runners.datasets.lm_eval_tasks import LM_EVAL_VERSION, load_tasks, task_manager

@@ -7,7 +7,8 @@ effect at the edge; the run record on disk is the source of truth.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from runners.loggers.null_logger import NullLogger, hint_wandb
 from runners.loggers.wandb_logger import WandbLogger

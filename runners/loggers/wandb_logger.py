@@ -31,8 +31,9 @@ upload later with ``wandb sync <dir>/wandb/offline-run-*``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode

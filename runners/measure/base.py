@@ -10,7 +10,8 @@ without a line; ``summary.json`` aggregates the lines. ``analysis/`` reads only 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from criteria.registry import Registry, UnknownNameError
 from runners.config.errors import ConfigError

@@ -17,8 +17,9 @@ The summary (``bench/*``) is computed from the lines by :mod:`runners.measure.be
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import torch
 

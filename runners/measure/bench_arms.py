@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -86,7 +87,7 @@ class _CallCounter:
     def __init__(self, module: torch.nn.Module) -> None:
         self.module, self.calls, self.handle = module, 0, None
 
-    def __enter__(self) -> "_CallCounter":
+    def __enter__(self) -> _CallCounter:
         self.handle = self.module.register_forward_pre_hook(self._hook)
         return self
 

@@ -20,7 +20,8 @@ Keys (``bench/`` namespace; units in the suffix):
 from __future__ import annotations
 
 import statistics
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from runners.measure.latency import summarize_timings
 

@@ -17,8 +17,9 @@ with sentence-transformers and HF_HUB_OFFLINE=1, on CPU; ``method.sbert`` names 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

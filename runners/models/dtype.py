@@ -10,7 +10,8 @@ records it in ``model_identity`` (so it is part of the run id and of ``config.js
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 DTYPES = ("float32", "bfloat16", "float16")
 ALLOWED = ("auto", *DTYPES)

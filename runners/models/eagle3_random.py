@@ -26,8 +26,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from safetensors import safe_open
@@ -119,7 +120,7 @@ def head_weights(
 ) -> dict[str, torch.Tensor]:
     """The head's tensors: embeddings and LM head copied, norms ones, every other matrix N(0, 0.02) drawn in
     this order from ``torch.Generator().manual_seed(seed)``; ``fc`` [d, n_aux * d] unless ``n_aux`` is None."""
-    d, I = cfg["hidden_size"], cfg["intermediate_size"]
+    d, d_ff = cfg["hidden_size"], cfg["intermediate_size"]
     q, kv = (
         cfg["num_attention_heads"] * cfg["head_dim"],
         cfg["num_key_value_heads"] * cfg["head_dim"],
@@ -140,9 +141,9 @@ def head_weights(
         "midlayer.self_attn.k_proj.weight": rnd(kv, 2 * d),
         "midlayer.self_attn.v_proj.weight": rnd(kv, 2 * d),
         "midlayer.self_attn.o_proj.weight": rnd(d, q),
-        "midlayer.mlp.gate_proj.weight": rnd(I, d),
-        "midlayer.mlp.up_proj.weight": rnd(I, d),
-        "midlayer.mlp.down_proj.weight": rnd(d, I),
+        "midlayer.mlp.gate_proj.weight": rnd(d_ff, d),
+        "midlayer.mlp.up_proj.weight": rnd(d_ff, d),
+        "midlayer.mlp.down_proj.weight": rnd(d, d_ff),
     }
     if n_aux is not None:
         w["fc.weight"] = rnd(d, n_aux * d)

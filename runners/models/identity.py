@@ -28,8 +28,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from runners.models.dtype import resolve_dtype
 from runners.models.sources import COMPLETE_MARKER, ModelUnavailableError, pick_source

@@ -43,7 +43,7 @@ class SpecDecodeCounters:
         for i in range(num_accepted_tokens):
             self.num_accepted_tokens_per_pos[i] += 1
 
-    def __add__(self, other: "SpecDecodeCounters") -> "SpecDecodeCounters":
+    def __add__(self, other: SpecDecodeCounters) -> SpecDecodeCounters:
         if other.num_speculative_tokens != self.num_speculative_tokens:
             raise ValueError("cannot add counters of different draft lengths L")
         return SpecDecodeCounters(
@@ -61,7 +61,7 @@ class SpecDecodeCounters:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "SpecDecodeCounters":
+    def from_dict(cls, d: dict) -> SpecDecodeCounters:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 

@@ -172,7 +172,7 @@ def fingerprint_of(criterion: str | None, backend: str | None, root: Path = REPO
     return {"fingerprint": h, "scheme": SCHEME, "modules": list(mods)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached(criterion: str | None, backend: str | None) -> dict:
     return fingerprint_of(criterion, backend)
 

@@ -80,7 +80,7 @@ def versions() -> dict:
 
 def provenance() -> dict:
     return {
-        "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "device": device_name(),
         "versions": versions(),
         **git_state(),

@@ -20,8 +20,9 @@ import json
 import os
 import socket
 import warnings
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from runners.records.io import atomic_write_json, fsync_dir
 from runners.records.run_id import run_id_of
@@ -71,7 +72,8 @@ class RunRecord:
             OSError
         ) as e:  # e.g. Lustre mounted without -o flock: no locking, rely on first-line-wins readers
             warnings.warn(
-                f"no file locking on {self.dir} ({e}); do not run the same run twice at once"
+                f"no file locking on {self.dir} ({e}); do not run the same run twice at once",
+                stacklevel=2,
             )
             fd = None
         self._lock_fd = fd
@@ -223,7 +225,7 @@ class RunRecord:
             return None
         return summary if summary.get("complete") else None
 
-    def __enter__(self) -> "RunRecord":
+    def __enter__(self) -> RunRecord:
         return self
 
     def __exit__(self, *exc: Any) -> None:

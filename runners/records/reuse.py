@@ -19,7 +19,8 @@ no decision. Rebuilding results after a change that does alter decisions: ``reus
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from runners.paths import results_dir
 from runners.records.fingerprint import run_decision_code
@@ -79,7 +80,7 @@ def check(
         f"({_short(stale)}; this checkout: {now[:12]})"
     )
     if policy == "strict":
-        when = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        when = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         dest = record.retire(results_dir() / "stale" / f"{record.run_id}-{when}")
         log(f"{what}; moved to {dest} and run again (reuse=strict)")
         return None
@@ -87,7 +88,7 @@ def check(
         log(f"{what}; resuming it with this code (reuse=warn; reuse=strict starts it again)")
         return None
     entry = {
-        "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "decision_code": now,
         "recorded": stale,
     }

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from runners.records.counters import (
     SpecDecodeCounters,

@@ -32,7 +32,8 @@ import logging
 import math
 import random
 from collections import defaultdict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from runners.datasets.base import Sample
 from runners.datasets.lm_eval_tasks import load_tasks, task_manager
@@ -44,7 +45,7 @@ logger = logging.getLogger(__name__)
 BOOTSTRAP_ITERS = 100000  # lm-eval's default (simple_evaluate / --bootstrap_iters)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def metric_aggregations(task_name: str) -> dict[str, tuple[Callable[[list], float], bool]]:
     """``{metric: (aggregation function, higher_is_better)}`` of a registered task's ``metric_list``.
 

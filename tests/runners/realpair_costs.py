@@ -19,7 +19,7 @@ import argparse
 import gc
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -106,7 +106,7 @@ def measure(dtype: str, args) -> None:
         "dm_js": (CRITERIA.get("dropmatch_js")(), heads),
         "dm_naive": (CRITERIA.get("dropmatch_naive")(), heads),
     }
-    fns["lm head"] = lambda: tkv.logits(hidden)  # the plain head over L+1 positions
+    fns["lm head"] = lambda tkv=tkv: tkv.logits(hidden)  # the plain head over L+1 positions
     for name, (rule, hs) in rules.items():
 
         def decide(rule=rule, hs=hs) -> None:

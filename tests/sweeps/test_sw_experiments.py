@@ -59,7 +59,11 @@ def hardware_present(monkeypatch, tmp_path):
 
 def test_the_glob_covers_every_artefact_and_profile():
     assert {"table1", "table6", "table8", "fig3", "fig3_measure", "bench"} <= set(EXPERIMENTS)
-    assert "frontier/fly" in EXPERIMENTS and len(EXPERIMENTS) >= 25 and {"default", "full", "paper", "smoke"} <= set(PROFILES)
+    assert (
+        "frontier/fly" in EXPERIMENTS
+        and len(EXPERIMENTS) >= 25
+        and {"default", "full", "paper", "smoke"} <= set(PROFILES)
+    )
 
 
 @pytest.mark.parametrize("experiment,profile", CASES)

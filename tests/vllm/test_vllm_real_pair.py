@@ -95,7 +95,7 @@ def test_real_pair_dropmatch_in_vllm():
         llm.collective_rpc("dropmatch_take_rounds")
     assert results["dm_naive_p0"][0] == results["native"][0]
     assert results["dm_naive_p0"][1].to_dict() == results["native"][1].to_dict()
-    for label, (_, c) in results.items():
+    for _, c in results.values():
         assert sum(c.num_accepted_tokens_per_pos) == c.num_accepted_tokens
         assert c.num_accepted_tokens <= c.num_draft_tokens <= L * c.num_drafts
     # lossy rule: a per-draft-token acceptance rate at least greedy match's (a fixed token budget means

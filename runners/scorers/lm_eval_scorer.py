@@ -11,13 +11,23 @@ for ``mean``; none for IFEval's ``agg_inst_level_acc``, as in lm-eval's tables).
 
 Registry keys, their lm-eval task and primary metric (``"<metric>,<filter>"`` as in lm-eval's results):
 
-* ``lm_eval_gsm8k_cot_llama``: ``gsm8k_cot_llama``, ``exact_match,strict-match``;
+* ``lm_eval_gsm8k_cot_llama``: ``gsm8k_cot_llama``, ``math_verify,strict-match`` (lm-eval's comparable
+  number ``exact_match,strict-match`` is kept beside it: see "GSM8K" below);
 * ``lm_eval_mmlu_llama``: ``mmlu_llama_<subject>``, ``exact_match,strict_match``;
 * ``lm_eval_mmlu_generative``: ``mmlu_<subject>_generative``, ``exact_match,get_response`` (older runs);
 * ``lm_eval_ifeval``: ``ifeval``, ``prompt_level_strict_acc,none`` (NLTK's Punkt from a pinned wheel,
   :mod:`runners.scorers.nltk_punkt`, never ``nltk.download``);
-* ``eagle_gsm8k_exact_match`` (:mod:`runners.scorers.eagle_gsm8k_scorer`): ``gsm8k``,
-  ``exact_match,flexible-extract``.
+* ``eagle_gsm8k_exact_match`` (:mod:`runners.scorers.eagle_gsm8k_scorer`): ``gsm8k``, ``math_verify,none``
+  (comparable: ``exact_match,flexible-extract``).
+
+GSM8K: lm-eval's ``exact_match`` compares strings, so an answer written as people write numbers ("$18.00",
+"18...", "1,200.00") scores 0, and ``flexible-extract`` can take a run of punctuation ("...", ".,") for the
+answer. The GSM8K scorers therefore also compare values with math-verify
+(:mod:`runners.scorers.math_verify_match`, as lm-eval's ``minerva_math`` does): ``math_verify,<filter>`` is
+math-verify on that lm-eval filter's extracted answer, ``math_verify,none`` math-verify's own extraction from
+the whole output. The primary (``correct``, ``accuracy``) is the numerically normalised match; lm-eval's
+``exact_match`` of every filter stays in each record, and ``aggregate`` names the lm-eval number to compare
+with published results as ``comparable_metric``.
 
 A sample's task is ``sample.meta["lm_eval_task"]`` (set by the lm-eval datasets), else the scorer's
 ``task_name``. Scoring errors (an exception from lm-eval on one item) are not hidden: the item gets
@@ -37,10 +47,12 @@ from typing import Any, Callable
 from runners.datasets.base import Sample
 from runners.registry import SCORERS
 from runners.scorers.base import as_text, check_aligned, summary
+from runners.scorers.math_verify_match import answer_matches
 
 logger = logging.getLogger(__name__)
 
 BOOTSTRAP_ITERS = 100000  # lm-eval's default (simple_evaluate / --bootstrap_iters)
+MATH_VERIFY = "math_verify"  # the metric name lm-eval's minerva_math gives math-verify's match
 
 
 @functools.lru_cache(maxsize=None)
@@ -78,13 +90,22 @@ class LmEvalScorer:
 
     Per-sample keys: ``"<metric>,<filter>"`` for every metric and filter of the task (lm-eval's values:
     0/1 floats, IFEval's instruction-level lists of bools), ``"filtered,<filter>"`` (the extracted
-    answer), ``"target"``, ``"lm_eval_task"``, ``"correct"`` (primary, 0/1); on a scoring error
+    answer), ``"target"``, ``"lm_eval_task"``, ``"correct"`` (primary, 0/1); with ``math_verify``
+    also ``"math_verify,<filter>"`` per filter and ``"math_verify,none"`` (0.0/1.0); on a scoring error
     ``"scoring_error": 1`` and ``"error"`` instead of the metrics.
+
+    Attributes:
+        task_name: the lm-eval task of a sample without ``meta["lm_eval_task"]``.
+        metric: the primary metric (what ``correct`` holds).
+        math_verify: also score the numerically normalised match (:func:`answer_matches`).
+        comparable_metric: lm-eval's own headline metric when the primary is not it (None: the primary is).
     """
 
     task_name: str = ""
     metric: str = ""
     higher_is_better: bool = True
+    math_verify: bool = False
+    comparable_metric: str | None = None
 
     def _task_of(self, sample: Sample) -> str:
         return str((sample.meta or {}).get("lm_eval_task") or self.task_name)
@@ -143,6 +164,10 @@ class LmEvalScorer:
                     metrics = task.process_results(doc, [filtered])
                     res[f"filtered,{key}"] = filtered
                     res.update({f"{m},{key}": _plain(v) for m, v in metrics.items()})
+                    if self.math_verify:
+                        res[f"{MATH_VERIFY},{key}"] = answer_matches(res["target"], filtered)
+                if self.math_verify:
+                    res[f"{MATH_VERIFY},none"] = answer_matches(res["target"], inst.resps[0])
             except Exception as exc:  # one malformed item: recorded and counted, never silent
                 logger.warning(
                     "scoring error (%s doc %d): %s: %s", name, doc_id, type(exc).__name__, exc
@@ -166,6 +191,12 @@ class LmEvalScorer:
         fns: dict[str, tuple[Callable[[list], float], bool]] = {}
         for name in sorted(names):
             fns.update(metric_aggregations(name))
+        if self.math_verify:
+            from lm_eval.api.metrics import mean
+
+            fns[MATH_VERIFY] = (mean, True)
+        if self.comparable_metric:
+            agg["comparable_metric"] = self.comparable_metric
         keys = sorted({k for r in per_sample for k in r if "," in k and k.split(",", 1)[0] in fns})
         for key in keys:
             metric, _, filt = key.partition(",")
@@ -193,10 +224,14 @@ def _plain(value: Any) -> Any:
 
 @SCORERS.register("lm_eval_gsm8k_cot_llama")
 class Gsm8kCotLlamaScorer(LmEvalScorer):
-    """lm-eval ``gsm8k_cot_llama``; primary ``exact_match,strict-match``."""
+    """lm-eval ``gsm8k_cot_llama``; primary ``math_verify,strict-match``: the answer after "The final answer
+    is" (lm-eval's ``strict-match`` extraction, the format the prompt asks for) equal in value to the reference.
+    Comparable number: lm-eval's ``exact_match,strict-match`` (same extraction, string comparison)."""
 
     task_name = "gsm8k_cot_llama"
-    metric = "exact_match,strict-match"
+    metric = "math_verify,strict-match"
+    math_verify = True
+    comparable_metric = "exact_match,strict-match"
 
 
 @SCORERS.register("lm_eval_mmlu_llama")

@@ -156,12 +156,7 @@ class LmEvalScorer:
             state = random.getstate()
             try:
                 for key, filtered in inst.filtered_resps.items():
-                    # an IFEval checker with invalid kwargs draws them from `random`: seed by the item itself
-                    # (not its position in this call) and restore the caller's state, so an item always gets
-                    # the same score, alone or in a batch, at generation time or on rescore
-                    random.seed(f"{name}/{json.dumps(doc, sort_keys=True, default=str)}")
-                    _seed_langdetect()  # IFEval's language checks: one verdict per answer (IfevalScorer)
-                    metrics = task.process_results(doc, [filtered])
+                    metrics = self._process_results(task, name, doc, filtered)
                     res[f"filtered,{key}"] = filtered
                     res.update({f"{m},{key}": _plain(v) for m, v in metrics.items()})
                     if self.math_verify:
@@ -177,6 +172,13 @@ class LmEvalScorer:
                 random.setstate(state)
             out.append(res)
         return out
+
+    def _process_results(self, task: Any, name: str, doc: dict, filtered: Any) -> dict[str, Any]:
+        """``task.process_results(doc, [filtered])`` with Python's ``random`` seeded by the item itself (see
+        :func:`item_seed`); the caller restores its own ``random`` state afterwards."""
+        random.seed(item_seed(name, doc))
+        _seed_langdetect()  # IFEval's language checks: one verdict per answer (IfevalScorer)
+        return task.process_results(doc, [filtered])
 
     def aggregate(self, per_sample: list[dict[str, Any]]) -> dict[str, Any]:
         """Primary accuracy (a scoring error counts as wrong) plus every ``"<metric>,<filter>"`` aggregated
@@ -208,6 +210,13 @@ class LmEvalScorer:
                 float(stderr(items)) if stderr is not None and len(items) > 1 else math.nan
             )
         return agg
+
+
+def item_seed(name: str, doc: dict) -> str:
+    """The seed of an item's scoring draws: its task and doc, not its position in a call, so an item gets the
+    same score alone or in a batch, at generation time or on any rescore (an IFEval checker with invalid
+    kwargs draws them from ``random``)."""
+    return f"{name}/{json.dumps(doc, sort_keys=True, default=str)}"
 
 
 def _plain(value: Any) -> Any:
@@ -282,14 +291,50 @@ class IfevalScorer(LmEvalScorer):
     """lm-eval ``ifeval`` (``process_results`` / ``agg_inst_level_acc``); primary
     ``prompt_level_strict_acc,none``.
 
-    Determinism: an IFEval checker whose kwargs are invalid draws them from Python's ``random`` (e.g.
-    ``keywords:letter_frequency`` with ``letter: "#"``, key 1122), so lm-eval's own score of such an item
-    depends on the global RNG state; we seed ``random`` per item (see ``_score_task``). The language checks
-    (``language:response_language``, ``change_case:english_capital`` / ``english_lowercase``) call
-    ``langdetect.detect``, which samples n-grams with a fresh unseeded RNG per call, so a short or
-    mixed-language answer flipped between languages from one scoring to the next; ``_score_task`` sets
-    ``langdetect.DetectorFactory.seed = 0`` (langdetect's documented way to get deterministic results) first.
+    Invalid checker arguments: a checker whose kwargs are missing or invalid draws them from Python's
+    ``random`` in ``build_description`` (two items of the real set: ``keywords:letter_frequency`` with
+    ``letter: "#"``, key 1122, and ``letter: "!"``, key 1129). lm-eval's ``process_results`` builds every checker
+    twice, once for the strict test and once for the loose one, so the two tests drew different letters and an
+    answer could pass strict and fail loose. Here both tests run lm-eval's own functions
+    (``test_instruction_following_strict`` / ``_loose`` of ``lm_eval.tasks.ifeval.utils``) after the same
+    seed (:func:`item_seed`), so each checker gets one argument for both: loose >= strict on every instruction
+    (loose also tries the answer itself), and the item's score is the same on every scoring. The four metrics
+    are assembled as ``process_results`` assembles them. Valid arguments draw nothing, so every other item
+    scores exactly as lm-eval's ``process_results``.
+
+    Language checks (``language:response_language``, ``change_case:english_capital`` / ``english_lowercase``)
+    call ``langdetect.detect``, which samples n-grams with a fresh unseeded RNG per call, so a short or
+    mixed-language answer flipped between languages from one scoring to the next; ``langdetect.DetectorFactory.seed
+    = 0`` (langdetect's documented way to get deterministic results) is set first.
+
+    Raises (at scoring, recorded as a scoring error): ``TypeError`` when the installed lm-eval's ``ifeval`` task
+    no longer scores with ``utils.process_results`` (the strict / loose split above would not be lm-eval's).
     """
 
     task_name = "ifeval"
     metric = "prompt_level_strict_acc,none"
+
+    def _process_results(self, task: Any, name: str, doc: dict, filtered: Any) -> dict[str, Any]:
+        from lm_eval.tasks.ifeval import utils
+
+        if getattr(task.config, "process_results", None) is not utils.process_results:
+            raise TypeError(
+                f"lm-eval task {name!r} no longer scores with lm_eval.tasks.ifeval.utils.process_results"
+            )
+        inp = utils.InputExample(
+            key=doc["key"],
+            instruction_id_list=doc["instruction_id_list"],
+            prompt=doc["prompt"],
+            kwargs=doc["kwargs"],
+        )
+        out = {}
+        for part, test in (
+            ("strict", utils.test_instruction_following_strict),
+            ("loose", utils.test_instruction_following_loose),
+        ):
+            random.seed(item_seed(name, doc))  # the same draws for both tests
+            _seed_langdetect()
+            res = test(inp, filtered)
+            out[f"prompt_level_{part}_acc"] = res.follow_all_instructions
+            out[f"inst_level_{part}_acc"] = res.follow_instruction_list
+        return out

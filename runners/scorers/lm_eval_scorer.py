@@ -42,7 +42,8 @@ import logging
 import math
 import random
 from collections import defaultdict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from runners.datasets.base import Sample
 from runners.registry import SCORERS
@@ -55,7 +56,7 @@ BOOTSTRAP_ITERS = 100000  # lm-eval's default (simple_evaluate / --bootstrap_ite
 MATH_VERIFY = "math_verify"  # the metric name lm-eval's minerva_math gives math-verify's match
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def metric_aggregations(task_name: str) -> dict[str, tuple[Callable[[list], float], bool]]:
     """``{metric: (aggregation function, higher_is_better)}`` of a registered task's ``metric_list``.
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 logger = logging.getLogger(__name__)
-SCORER_PACKAGES = ("lm_eval", "evalplus", "nltk")
+SCORER_PACKAGES = ("lm_eval", "evalplus", "nltk", "math-verify")
 
 
 def scorer_versions() -> dict[str, str]:

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
+from runners.datasets.base import prompt_token_ids
 from runners.measure.base import MEASUREMENTS, positive_int
 from runners.measure.bench_summary import SPEC_ARMS
 from runners.measure.latency import VerifyTimer, check_common
@@ -109,10 +110,10 @@ class BenchMeasurement:
         pad = pair.tokenizer.pad_token_id if pair.tokenizer.pad_token_id is not None else eos[0]
 
         def prompt_ids(sample: Any) -> list[int]:
-            ids = pair.tokenizer.apply_chat_template(
-                sample.messages, add_generation_prompt=True, tokenize=True
+            # the ids every backend sends (a pre-filled answer start is continued, the pair's template options)
+            return prompt_token_ids(
+                pair.tokenizer, sample.messages, getattr(pair, "chat_template_kwargs", None)
             )
-            return [int(i) for i in (ids["input_ids"] if hasattr(ids, "keys") else ids)]
 
         def run_arm(arm: str, sample: Any, tokens: int) -> dict:
             if arm.startswith("hf_"):

@@ -42,7 +42,9 @@ SPEEDUP_NOTE = (
 
 @dataclass
 class Cell:
-    """One run's numbers. ``acc`` in percent, ``tau`` in tokens per round, ``tps`` in tokens/s."""
+    """One run's numbers. ``acc`` in percent (the scorer's primary metric), ``tau`` in tokens per round, ``tps``
+    in tokens/s; ``comparable`` in percent: the run's ``comparable_metric`` (lm-eval's own number when the
+    primary is another, e.g. GSM8K's strict-match beside the numerically normalised match), else NaN."""
 
     run_id: str
     n: int
@@ -52,6 +54,14 @@ class Cell:
     repeats: int
     spread: float
     items: pd.DataFrame = field(repr=False)
+    comparable_metric: str | None = None
+    comparable: Estimate = NAN
+
+
+def comparable_of(run: pd.Series) -> str | None:
+    """The run's ``comparable_metric`` when its records carry one other than the primary, else None."""
+    m = run.get("comparable_metric")
+    return str(m) if isinstance(m, str) and m and m != run.get("quality_metric") else None
 
 
 class ItemCache:
@@ -63,7 +73,7 @@ class ItemCache:
     def items(self, run: pd.Series) -> pd.DataFrame:
         key = str(run["run_dir"])
         if key not in self._items:
-            self._items[key] = load_items(key)
+            self._items[key] = load_items(key, comparable_of(run))
         return self._items[key]
 
     def cell(self, run: pd.Series) -> Cell:
@@ -71,6 +81,7 @@ class ItemCache:
         it = self.items(run)
         acc = mean_ci(it["correct"]).scaled(100.0) if it["correct"].notna().any() else NAN
         reps = min((len(r) for r in it["wall_s_repeats"]), default=1)
+        other = comparable_of(run)
         return Cell(
             run_id=str(run["run_id"]),
             n=len(it),
@@ -80,6 +91,10 @@ class ItemCache:
             repeats=reps,
             spread=repeat_spread(list(it["wall_s_repeats"])),
             items=it,
+            comparable_metric=other,
+            comparable=mean_ci(it["comparable"]).scaled(100.0)
+            if other and it["comparable"].notna().any()
+            else NAN,
         )
 
 

@@ -126,4 +126,17 @@ def quality_lines(runs: pd.DataFrame) -> list[str]:
         if isinstance(n, str) and n
     ]
     out = [f"quality metric (as scored): {_counted(metrics)}"] if metrics else []
+    pairs = [
+        (str(m), str(c))
+        for m, c in zip(
+            runs.get("quality_metric", pd.Series(dtype=object)),
+            runs.get("comparable_metric", pd.Series(dtype=object)),
+        )
+        if isinstance(m, str) and isinstance(c, str) and c and c != m
+    ]
+    if pairs:
+        out.append(
+            "primary accuracy vs lm-eval's own number (CSV comparable_pct): "
+            + ", ".join(f"{m} is primary, {c} comparable" for m, c in sorted(set(pairs)))
+        )
     return out + [f"scorer note: {n}" for n in sorted(set(notes))]

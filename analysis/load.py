@@ -7,7 +7,9 @@ methods), temperature, seed, repeats, tok_per_s_repeat_std,
 n (samples done), n_expected, offset, trace (criterion trace recorded), complete, accuracy, accuracy_stderr, tau, acceptance_rate,
 per_position_rate (list), num_drafts (rounds, from ``spec/counters``; None when absent), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, device, date_utc,
 git_sha, git_shas (every commit that wrote to the run, sorted tuple), git_dirty, model_identity (text),
-decision_code (text or None), run_dir, plus every ``quality/*`` metric as ``q_<name>``.
+decision_code (text or None), run_dir, plus every ``quality/*`` metric as ``q_<name>``; quality_metric (the primary
+metric's name, what accuracy is) and comparable_metric (lm-eval's own number when the primary is another, e.g.
+GSM8K's ``exact_match,strict-match`` beside the primary ``math_verify,strict-match``; None otherwise).
 
 :func:`load_items` reads one run's ``samples.jsonl`` as one row per benchmark item (for intervals).
 """
@@ -146,6 +148,7 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "accuracy": summary.get("quality/accuracy"),
         "accuracy_stderr": summary.get("quality/accuracy_stderr"),
         "quality_metric": summary.get("quality/metric"),
+        "comparable_metric": summary.get("quality/comparable_metric"),
         "quality_note": summary.get("quality/note"),
         "tau": summary.get("spec/mean_acceptance_length"),
         "acceptance_rate": summary.get("spec/acceptance_rate"),
@@ -231,6 +234,7 @@ ITEM_COLUMNS = (
     "hit_cap",
     "output",
     "mismatched",
+    "comparable",
 )
 
 
@@ -243,7 +247,7 @@ def output_of(sample: dict) -> tuple[int, ...] | str | None:
     return text if isinstance(text, str) else None
 
 
-def load_items(run_dir: str | Path) -> pd.DataFrame:
+def load_items(run_dir: str | Path, comparable: str | None = None) -> pd.DataFrame:
     """One row per benchmark item of a run (its ``samples.jsonl``), for intervals over items.
 
     Columns: sample_id; rounds (``spec.num_drafts``, rounds), accepted (``spec.num_accepted_tokens``,
@@ -255,7 +259,10 @@ def load_items(run_dir: str | Path) -> pd.DataFrame:
     wall_s is 0); hit_cap (1.0 when the output ended at ``max_new_tokens`` (``stop_reason == "length"``), 0.0 when
     at EOS or a stop string, NaN in records without ``stop_reason``); output (the item's output as a tuple of
     token ids (``output_token_ids``), else its ``output_text``, else None: what two runs' outputs are compared
-    by, e.g. :func:`analysis.stats.paired_accuracy`'s ``n_diverged``).
+    by, e.g. :func:`analysis.stats.paired_accuracy`'s ``n_diverged``); mismatched (accepted draft tokens that
+    differ from the target's argmax, ``spec.num_accepted_mismatched``; NaN in records without it); comparable
+    (0/1: the item's ``quality[comparable]``, a metric the records carry beside the primary, e.g.
+    ``"exact_match,strict-match"``; NaN when ``comparable`` is None or the item lacks it).
     """
     rows = []
     for s in read_samples(Path(run_dir) / "samples.jsonl"):
@@ -267,6 +274,7 @@ def load_items(run_dir: str | Path) -> pd.DataFrame:
         wall = float(statistics.median(reps)) if reps else 0.0
         tokens = int(speed.get("num_output_tokens", 0))
         correct = q.get("correct") if isinstance(q, dict) else None
+        other = q.get(comparable) if comparable and isinstance(q, dict) else None
         rows.append(
             {
                 "sample_id": s["sample_id"],
@@ -284,6 +292,7 @@ def load_items(run_dir: str | Path) -> pd.DataFrame:
                 "mismatched": float(spec["num_accepted_mismatched"])
                 if "num_accepted_mismatched" in spec
                 else float("nan"),
+                "comparable": float(other) if isinstance(other, (int, float)) else float("nan"),
             }
         )
     return pd.DataFrame(rows, columns=list(ITEM_COLUMNS))

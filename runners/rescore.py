@@ -36,7 +36,7 @@ from runners.registry import SCORERS, build
 from runners.sweep.console import console
 
 logger = logging.getLogger(__name__)
-SCORER_PACKAGES = ("lm_eval", "evalplus", "nltk")
+SCORER_PACKAGES = ("lm_eval", "evalplus", "nltk", "math-verify")
 
 
 def scorer_versions() -> dict[str, str]:

@@ -8,6 +8,9 @@ AR; DM vs SD at the same L, paired over items, plus DM vs AR), and the paired ac
 reference run (:func:`analysis.cells.delta_acc`). One table per (p_drop, K) found in the
 records: ``table6`` for the paper's (0.3, 5), ``table6_p<p>_K<K>`` for others; each with a per-position
 acceptance figure ``<stem>_per_position``. The numeric CSV is long: one row per (pair, method, L, benchmark).
+Accuracy is each scorer's primary metric (the footer names it); where that is not lm-eval's own number (GSM8K:
+the numerically normalised ``math_verify,strict-match``), the CSV also carries lm-eval's (``comparable_metric``,
+``comparable_pct``: ``exact_match,strict-match``), the number to compare with published lm-eval results.
 
     python -m analysis.render table6 --profile default
 """
@@ -169,6 +172,7 @@ def build_setting(
                         "n": c.n,
                         "max_new_tokens": int(pr[pr["dataset"] == b]["max_new_tokens"].max()),
                         **est_columns("accuracy_pct", c.acc),
+                        **comparable_columns(c),
                         **est_columns("tau", c.tau),
                         **est_columns("tok_per_s", c.tps),
                         "timing_repeats": c.repeats,
@@ -180,7 +184,19 @@ def build_setting(
                     }
                 )
             display.append(row)
-    return pd.DataFrame(data), pd.DataFrame(display), by_bench, ns
+    frame = pd.DataFrame(data)
+    if "comparable_metric" in frame and frame["comparable_metric"].isna().all():
+        frame = frame.drop(
+            columns=[c for c in frame if c.startswith("comparable")]
+        )  # every primary is lm-eval's own number: no second column
+    return frame, pd.DataFrame(display), by_bench, ns
+
+
+def comparable_columns(c: Cell) -> dict:
+    """CSV columns ``comparable_metric`` and ``comparable_pct`` (+ ``_lo`` / ``_hi``): lm-eval's own number of a
+    cell whose primary accuracy is another metric (GSM8K: ``exact_match,strict-match`` beside the primary
+    ``math_verify,strict-match``); None / NaN for a cell whose primary is lm-eval's own."""
+    return {"comparable_metric": c.comparable_metric, **est_columns("comparable_pct", c.comparable)}
 
 
 def batch_text(runs: pd.DataFrame) -> str:

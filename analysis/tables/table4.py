@@ -1,7 +1,7 @@
 """Table 4: cost split of one verify step at batch 1 -- decode step, verify pass (L+1 tokens), LM head,
 MC-dropout heads, JS divergence -- as percentages of the verify pass, measured on the target here per
 (dtype, L), next to analytic FLOP and byte ratios (for this target and for the paper's Llama-3.1-70B).
-A second table (``table4_targets``) gives the issue-13 numbers: verify(L+1)/decode and the DropMatch decision
+A second table (``table4_targets``) gives the cost targets: verify(L+1)/decode and the DropMatch decision
 overhead (K extra head rows + JS) as a share of the verify pass.
 
 Paper: DropMatch (arXiv 2603.03333) Sec. 4.1, Table 4: LM head 0.05% of the full forward; MC dropout and
@@ -144,7 +144,7 @@ def cost_rows(
 
 
 def target_row(sec: Mapping[str, np.ndarray]) -> dict:
-    """The issue-13 numbers of one run: medians (and CIs) of the per-repeat ratios, component medians in ms."""
+    """The target numbers of one run: medians (and CIs) of the per-repeat ratios, component medians in ms."""
     r = ratios(sec)
     return {
         "n_repeats": len(sec["verify_pass"]),

@@ -40,9 +40,11 @@ LAZY_PROJECT_IMPORTS = {
 LONG_FUNCTIONS = {
     "runners/backends/vllm_verify_step.py::forward": "decision code of the vLLM records",
 }
+# file -> lines allowed to name an issue, each with its reason
 HISTORY_REFERENCES = {
-    "analysis/tables/table4.py": "the committed Table 4 artefact prints its title",
+    "analysis/tables/table4.py": "the committed Table 4 artefact prints these words (title and footer)",
 }
+HISTORY_LINES_ALLOWED = {"analysis/tables/table4.py": 3}
 
 
 @cache
@@ -226,14 +228,14 @@ def test_code_carries_no_history_references():
         *(REPO_ROOT / "conf").rglob("*.yaml"),
         *(REPO_ROOT / "runners").rglob("*.sh"),
     ]
-    hits = [
-        f"{p.relative_to(REPO_ROOT)}:{i}"
-        for p in files
-        if p.relative_to(REPO_ROOT).as_posix() not in HISTORY_REFERENCES
-        for i, line in enumerate(p.read_text().splitlines(), 1)
-        if pattern.search(line) and p != Path(__file__)
-    ]
-    assert hits == []
+    hits: dict[str, list[int]] = {}
+    for p in files:
+        rel = p.relative_to(REPO_ROOT).as_posix()
+        lines = [i for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+        if lines and p != Path(__file__):
+            hits[rel] = lines
+    allowed = {f: n for f, n in HISTORY_LINES_ALLOWED.items() if len(hits.get(f, [])) <= n}
+    assert {f: v for f, v in hits.items() if f not in allowed} == {}
 
 
 def _starts_python(fn: ast.AST, helpers: set[str]) -> bool:

@@ -182,6 +182,7 @@ def test_a_head_smaller_than_the_tokenizer_is_refused(tmp_path, tiny_pair_dir) -
         load_pair({"name": "small", "target": spec(tiny_pair_dir / "target"), "draft": spec(small)})
 
 
+@pytest.mark.subprocess
 def test_the_run_completes_on_a_padded_pair(padded, run_main, runs_root) -> None:
     """The whole run (CLI, records) on a pair whose draft head is padded: DropMatch records a finished run
     and no output id lies beyond the tokenizer's vocabulary."""

@@ -19,6 +19,7 @@ from runners.backends.hf_loop import HFLoopBackend
 from runners.datasets.base import Sample
 from runners.models import loader
 from runners.models.loader import load_pair
+from tests.helpers.cli import run_main
 
 PADDED_ROWS = 576  # the tiny tokenizer has 512 ids
 PROMPTS = [
@@ -183,10 +184,11 @@ def test_a_head_smaller_than_the_tokenizer_is_refused(tmp_path, tiny_pair_dir) -
 
 
 @pytest.mark.subprocess
-def test_the_run_completes_on_a_padded_pair(padded, run_main, runs_root) -> None:
+def test_the_run_completes_on_a_padded_pair(padded, main_env, runs_root) -> None:
     """The whole run (CLI, records) on a pair whose draft head is padded: DropMatch records a finished run
     and no output id lies beyond the tokenizer's vocabulary."""
     p = run_main(
+        main_env,
         f"pair.target.local_path={padded['target']}",
         f"pair.draft.local_path={padded['draft_pad']}",
         "method=dropmatch",

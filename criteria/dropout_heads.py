@@ -38,8 +38,8 @@ class HeadSpec:
             the run keeps the sparse decision); 0 = no audit. Stored as 0.0 when ``K = 0``.
 
     Raises:
-        ValueError: a field out of range; the message names ``dropmatch.K`` / ``dropmatch.p_drop`` /
-            ``dropmatch.sparse_top_n`` and the allowed values.
+        ValueError: a field out of range, or an audit of an exact run; the message names ``dropmatch.K`` /
+            ``dropmatch.p_drop`` / ``dropmatch.sparse_top_n`` / ``dropmatch.audit_share`` and the allowed values.
     """
 
     K: int = 0

@@ -71,3 +71,38 @@ def test_unaudited_sparse_runs_are_flagged_and_exact_tables_say_nothing():
     assert only.endswith("NOT audited against the exact rule")
     assert audit_lines(pd.DataFrame([AR, EXACT_DM])) == []
     assert audit_lines(pd.DataFrame([{"method": "ar"}])) == []  # records from before the columns
+
+
+def test_table6_footer_prints_the_audit_pooled_over_its_runs(results):
+    """Table 6 rendered from records: two sparse, audited DM runs (GSM8K, MMLU) and their SD runs; the footer
+    line pools both runs' counts."""
+    from analysis_fixtures import item_run, item_sample, run_cfg
+
+    from analysis.render import main
+
+    counts = {"gsm8k": (6, 6, 20, 20), "mmlu": (4, 3, 12, 11)}
+    for ds, (r, re, p, pe) in counts.items():
+        item_run(results, f"sd-{ds}", run_cfg("sd", ds, L=5), [item_sample(f"{ds}/0", [3, 3], 5)])
+        cfg = run_cfg("dropmatch", ds, p_drop=0.3, K=5, L=5)
+        cfg["method"]["uses_dropmatch"] = True
+        cfg["dropmatch"].update(sparse_top_n=64, audit_share=0.05)
+        item_run(
+            results,
+            f"dm-{ds}",
+            cfg,
+            [item_sample(f"{ds}/0", [4, 4], 5)],
+            **{
+                "audit/rounds": r,
+                "audit/rounds_equal": re,
+                "audit/positions": p,
+                "audit/positions_equal": pe,
+                "audit/rounds_total": 100,
+            },
+        )
+    assert main(["table6", "--profile", "default"]) == 0
+    md = (results / "table6" / "table6.md").read_text()
+    lo = 100 * beta.ppf(0.05, 31, 32 - 31 + 1)
+    assert "sparse variant (dropmatch.sparse_top_n=64) in 2 of the 2 DropMatch runs" in md
+    assert "10/200 rounds also decided by the exact rule" in md
+    assert f"same verdict at 31/32 positions (96.88%, one-sided 95% lower bound {lo:.2f}%)" in md
+    assert "same accepted length at 9/10 rounds" in md

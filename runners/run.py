@@ -31,7 +31,8 @@ def resolve_run_config(cfg: Any, identify_models: bool = True) -> dict:
     Normalisation: numeric fields take their declared type (:func:`runners.fields.canonical`); the
     profile's per-dataset ``limit`` / ``max_new_tokens`` fill unset fields;
     autoregressive methods get ``L = 0``; DropMatch fields a method does not use are fixed (so a sweep
-    over ``dropmatch.p_drop`` runs SD once, not once per value); ``model_identity`` records the weights
+    over ``dropmatch.p_drop`` runs SD once, not once per value), and ``dropmatch.audit_share`` is dropped where
+    nothing is audited (an exact run, or a share of 0); ``model_identity`` records the weights
     each model will be loaded from (:func:`runners.models.identity.model_identity`; skipped with
     ``identify_models=False``, for validation only). ``method.threshold`` is dropped from methods without a judge (a sweep
     ``++method.threshold=...`` runs SD once); Auto-Judge methods get ``method.judge.key``
@@ -85,6 +86,10 @@ def resolve_run_config(cfg: Any, identify_models: bool = True) -> dict:
     if c.get("repeats") is None:
         c["repeats"] = int(profile.get("repeats") or 1)
     dm = c["dropmatch"]
+    if dm.get("sparse_top_n") is None or not dm.get("audit_share"):
+        dm.pop(
+            "audit_share", None
+        )  # nothing audited: the config (and run id) of a run without the field
     if method.get("uses_dropmatch") or method.get("measure"):
         dm["path"] = 0
     elif method.get("ar_dropout_path"):  # one path: K = 1; the rule's settings do not apply
@@ -163,6 +168,7 @@ def head_spec(c: Mapping[str, Any]) -> Any:
             p_drop=float(c["dropmatch"]["p_drop"]),
             top_n=None if top_n is None else int(top_n),
             check_top_n=None if check is None else int(check),
+            audit_share=float(c["dropmatch"].get("audit_share") or 0.0),
         )
     return HeadSpec()
 
@@ -376,6 +382,8 @@ def run(cfg: Any, log=_logger.info) -> dict:
                 }
                 if res.trace is not None:
                     rec["trace"] = res.trace
+                if res.audit is not None:
+                    rec["audit"] = res.audit
                 if repeats > 1:  # re-time the same sample (Spec-Bench style throughput repeats)
                     rec["speed"]["wall_s_repeats"] = [res.wall_s] + [
                         _repeat(backend, sample, decoding, rule, heads, res)
@@ -389,6 +397,8 @@ def run(cfg: Any, log=_logger.info) -> dict:
             s for s in record.samples() if s["sample_id"] in {x.sample_id for x in samples}
         ]
         summary = summarize(all_samples, L, scorer.aggregate)
+        from criteria.audit import pool as audit_pool
+
         summary.update(
             {
                 "run_id": record.run_id,
@@ -397,6 +407,7 @@ def run(cfg: Any, log=_logger.info) -> dict:
                 **provenance(),
                 "decision_code": run_decision_code(c)["fingerprint"],
                 "decision_codes": recorded_codes(record),
+                **audit_pool(all_samples),
             }
         )
         record.write_summary(summary)

@@ -127,6 +127,12 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
             dm.get("include_target", False)
         ),  # records before the field: the paper's rule
         "majority": str(dm.get("majority") or "strict"),
+        # DropMatch's decision: a decoding run of a DropMatch method, the sparse variant's top-N (None: exact),
+        # and the share of its rounds audited by the exact rule (None: no audit)
+        "uses_dropmatch": bool((cfg["method"] or {}).get("uses_dropmatch"))
+        and not (cfg["method"] or {}).get("measure"),
+        "sparse_top_n": dm.get("sparse_top_n"),
+        "audit_share": dm.get("audit_share"),
         "threshold": (cfg["method"] or {}).get("threshold"),
         "knobs": knobs_of(cfg),
         "judge_key": judge.get("key")
@@ -172,6 +178,8 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
     for k, v in summary.items():
         if k.startswith("quality/") and isinstance(v, (int, float)):
             row["q_" + k.split("/", 1)[1]] = v
+        elif k.startswith("audit/"):  # criteria.audit.pool: the exactness audit's counts
+            row["audit_" + k.split("/", 1)[1]] = int(v)
     return row
 
 

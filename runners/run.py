@@ -16,6 +16,7 @@ from typing import Any
 import runners.backends  # noqa: F401  (fills BACKENDS)
 import runners.datasets  # noqa: F401  (fills DATASETS)
 import runners.scorers  # noqa: F401  (fills SCORERS)
+from criteria.audit import pool as audit_pool
 from runners.config.decode_spec import build_rule, decoding_config, head_spec, needs_draft
 from runners.config.resolve import resolve_run_config
 from runners.datasets.base import Sample, prompt_record, prompt_token_ids
@@ -135,7 +136,8 @@ def run_summary(
     c: Mapping[str, Any], record: RunRecord, samples: Sequence[Sample], scorer: Any
 ) -> dict:
     """The summary of the run's selected samples (:func:`runners.records.summary.summarize`) with its identity,
-    provenance and the decision code of this session and of every session that wrote the record."""
+    provenance, the decision code of this session and of every session that wrote the record, and the pooled
+    audit of a sparse run (:func:`criteria.audit.pool`)."""
     wanted = {s.sample_id for s in samples}
     done = [s for s in record.samples() if s["sample_id"] in wanted]
     summary = summarize(done, int(c["L"]), scorer.aggregate)
@@ -147,6 +149,7 @@ def run_summary(
             **provenance(),
             "decision_code": run_decision_code(c)["fingerprint"],
             "decision_codes": recorded_codes(record),
+            **audit_pool(done),
         }
     )
     return summary

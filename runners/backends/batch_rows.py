@@ -74,6 +74,8 @@ class Row:
         t_join: ``time.perf_counter()`` when its first round could start.
         accepted: accepted drafts per round, as the rule decided (cut later).
         traces: per-round criterion traces (``decoding.trace``) or None.
+        audit: its audited rounds (:class:`criteria.audit.AuditTally`) when the run audits the sparse
+            variant (``HeadSpec.audit_share`` > 0), else None.
         timing: ``draft`` / ``verify`` / ``criterion`` seconds of the rounds it took part in.
         share_s: its share of the batch's wall time (module docstring).
     """
@@ -87,6 +89,7 @@ class Row:
     t_join: float = field(default_factory=time.perf_counter)
     accepted: list[int] = field(default_factory=list)
     traces: list[dict] | None = None
+    audit: Any = None
     timing: dict[str, float] = field(
         default_factory=lambda: {"draft": 0.0, "verify": 0.0, "criterion": 0.0}
     )

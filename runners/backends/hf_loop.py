@@ -12,6 +12,8 @@ then rounds follow, for all rows at once. One round, for each row's committed to
      reads ``d_L``, so the draft's hidden state after each draft token is known (``draft_hidden`` ``[B, L, d]``);
   2. verify: ONE target forward over ``[pending, d_1..d_L]`` of every row -> hidden ``[B, L+1, d]``;
   3. decide: ``criteria.verify.verify_round`` (plain + dropout heads, the rule, each row's own random stream);
+     with the sparse variant and ``HeadSpec.audit_share`` > 0, a hashed share of each sample's rounds is also
+     decided by the exact rule on the same masks (``criteria.audit.audited_verify_round``; the decision stays);
   4. commit ``d_1..d_a, next`` per row; rejected slots leave both caches (``runners.backends.batch_kv``).
 A finished row leaves the batch with its result, and the next sample takes its place. L = 0 is the
 autoregressive baseline through the same loop (no draft model, one target step per round). Per-sample timing
@@ -26,6 +28,7 @@ from typing import Any, Iterable, Iterator
 import torch
 
 import criteria.rules  # noqa: F401  (registers the rules, e.g. the first token's ``autoregressive``)
+from criteria.audit import AuditTally, audited_verify_round, is_audited
 from criteria.dropout_heads import HeadSpec, LMHead
 from criteria.registry import CRITERIA
 from criteria.verify import trace_to_json, verify_round
@@ -231,6 +234,7 @@ class HFLoopBackend:
             stop=StopCheck(self.tokenizer, self.eos_ids, decoding.stop, decoding.max_new_tokens),
             prefill_s=0.0,
             traces=[] if decoding.trace else None,
+            audit=AuditTally() if heads.audit_share > 0 and L > 0 else None,
         )
         row.commit([int(first.next_token_ids[0])])
         row.prefill_s = time.perf_counter() - t0
@@ -286,7 +290,14 @@ class HFLoopBackend:
         pending = torch.tensor([[r.ids[-1]] for r in rows], dtype=torch.long, device=dev)
         hidden = target.forward(torch.cat([pending, drafts], dim=1))  # [B, L+1, d]
         t2 = time.perf_counter()
-        res = verify_round(
+        # the audited rows of this round: each sample's own hashed stream (criteria.audit), not its generator
+        audit_rows = [
+            i
+            for i, r in enumerate(rows)
+            if r.audit is not None
+            and is_audited(heads.audit_share, decoding.seed, r.sample.sample_id, len(r.accepted))
+        ]
+        res, exact = audited_verify_round(
             hidden,
             head,
             drafts,
@@ -294,10 +305,13 @@ class HFLoopBackend:
             heads,
             temperature=T,
             generators=gens,
+            audit_rows=audit_rows,
             draft_probs=torch.stack(qs, dim=1) if (needs_q and L > 0) else None,
             draft_hidden=torch.stack(dh, dim=1) if dh else None,
             trace=decoding.trace,
         )
+        for j, i in enumerate(audit_rows):
+            rows[i].audit.add(len(rows[i].accepted), res.accept_mask[i].tolist(), exact[j].tolist())
         acc, nxt, dl = res.num_accepted.tolist(), res.next_token_ids.tolist(), drafts.tolist()
         for i, r in enumerate(rows):
             a = int(acc[i])
@@ -359,4 +373,5 @@ class HFLoopBackend:
             eos_removed=out.eos_removed,
             trace=traces,
             share_s=row.share_s,
+            audit=row.audit.record(len(kept)) if row.audit is not None else None,
         )

@@ -22,7 +22,8 @@ def resolve_run_config(
     Normalisation: numeric fields take their declared type (:func:`runners.config.numeric_fields.canonical`); the
     profile's per-dataset ``limit`` / ``max_new_tokens`` fill unset fields;
     autoregressive methods get ``L = 0``; DropMatch fields a method does not use are fixed (so a sweep
-    over ``dropmatch.p_drop`` runs SD once, not once per value); ``model_identity`` records the weights
+    over ``dropmatch.p_drop`` runs SD once, not once per value), and ``dropmatch.audit_share`` is dropped where
+    nothing is audited (an exact run, or a share of 0); ``model_identity`` records the weights
     each model will be loaded from (:func:`runners.models.identity.model_identity`; skipped with
     ``identify_models=False``, for validation only). ``method.threshold`` is dropped from methods without a judge (a sweep
     ``++method.threshold=...`` runs SD once); Auto-Judge methods get ``method.judge.key``
@@ -69,6 +70,10 @@ def resolve_run_config(
     if c.get("repeats") is None:
         c["repeats"] = int(profile.get("repeats") or 1)
     dm = c["dropmatch"]
+    if dm.get("sparse_top_n") is None or not dm.get("audit_share"):
+        dm.pop(
+            "audit_share", None
+        )  # nothing audited: the config (and run id) of a run without the field
     if method.get("uses_dropmatch") or method.get("measure"):
         dm["path"] = 0
     elif method.get("ar_dropout_path"):  # one path: K = 1; the rule's settings do not apply

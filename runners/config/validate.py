@@ -161,6 +161,12 @@ def _validate_fields(cfg: Mapping[str, Any]) -> None:
                 f"with the exact rule, but dropmatch.sparse_top_n={dm['sparse_top_n']} makes the run "
                 "sparse; allowed: sparse_top_n=null with the check, or sparse_check_top_n=null"
             )
+    backend = str((cfg.get("backend") or {}).get("name"))
+    if dm.get("audit_share") and dm.get("sparse_top_n") is not None and backend != "hf":
+        raise ConfigError(
+            f"dropmatch.audit_share={dm['audit_share']} audits the sparse variant in the HF loop, but "
+            f"backend={backend}; allowed: backend=hf with the audit, or audit_share=0 (or sparse_top_n=null)"
+        )
     if cfg.get("reuse", "warn") not in ("warn", "strict"):
         raise ConfigError(f"reuse={cfg.get('reuse')!r} is invalid; allowed: warn, strict")
     if cfg.get("progress", "auto") not in PROGRESS:

@@ -29,7 +29,7 @@ def sample_record(
         ``sample_id``, ``prompt``, ``output_text``, ``output_token_ids``, ``reference``, ``quality``, ``spec``
         (the counters), ``accepted_per_round``, ``stop_reason``, ``eos_removed``, ``speed`` (tokens and seconds:
         ``wall_s``, ``prefill_s``, ``draft_s``, ``verify_s``, ``criterion_s``, ``share_s`` when measured),
-        ``seed`` and ``trace`` when the backend traced.
+        ``seed``, ``trace`` when the backend traced and ``audit`` when it audited the sparse variant.
     """
     speed = {
         "num_output_tokens": res.num_output_tokens,
@@ -57,4 +57,6 @@ def sample_record(
     }
     if res.trace is not None:
         rec["trace"] = res.trace
+    if res.audit is not None:
+        rec["audit"] = res.audit
     return rec

@@ -50,7 +50,9 @@ def test_table4_rows_from_repeats():
     from analysis.tables.table4 import LABELS, cost_rows
 
     t = cost_rows(_summary(), _seconds(MS)).set_index("component")
-    assert isinstance(t, pd.DataFrame) and len(t) == len(LABELS) and (t["n_repeats"] == 3).all()
+    # no audited round timed: no amortised row
+    assert isinstance(t, pd.DataFrame) and len(t) == len(LABELS) - 1 and (t["n_repeats"] == 3).all()
+    assert LABELS["dm_in_loop_audited"] not in t.index
     pct = t["pct_of_verify_measured"]
     assert pct[LABELS["verify_pass"]] == pytest.approx(100.0) and pct[
         LABELS["decode_step"]
@@ -90,3 +92,27 @@ def test_table4_targets_row():
         "dm_overhead_ms"
     ] == pytest.approx(70.0)
     assert row["dm_rule_pct"] == pytest.approx(100 * 80 / 209) and row["n_repeats"] == 3
+
+
+def test_table4_audited_decision_is_amortised_over_the_audit_share():
+    """The sparse decision with 5 % of its rounds audited: 0.95 * sparse + 0.05 * audited - SD, in the cost rows
+    (share of the median verify pass) and in the targets row (median of the per-repeat shares)."""
+    from analysis.tables.table4 import LABELS, cost_rows, target_row
+
+    ms = {
+        **MS,
+        "verify_round_sd": [12.0, 12.0, 12.0],
+        "verify_round_dm": [40.0, 40.0, 40.0],
+        "verify_round_dm_sparse": [14.0, 14.0, 14.0],
+        "verify_round_dm_audited": [54.0, 54.0, 54.0],
+    }
+    amortised = 0.95 * 14.0 + 0.05 * 54.0 - 12.0  # 4.0 ms
+    t = cost_rows({**_summary(), "latency/audit_share": 0.05}, _seconds(ms)).set_index("component")
+    row = t.loc[LABELS["dm_in_loop_audited"]]
+    assert row["median_ms"] == pytest.approx(amortised)
+    assert row["pct_of_verify_measured"] == pytest.approx(100 * amortised / 1000.0)
+    assert t.loc[LABELS["dm_in_loop_sparse"], "pct_of_verify_measured"] == pytest.approx(0.2)
+    tr = target_row(_seconds(ms), 0.05)
+    assert tr["audit_share"] == 0.05
+    assert tr["dm_in_loop_audited_pct"] == pytest.approx(100 * amortised / 1000.0)
+    assert "dm_in_loop_audited_pct" not in target_row(_seconds(ms))  # no share: no amortised cost

@@ -22,11 +22,13 @@ def tiny_target(tiny_pair_dir):
 
 
 def test_verify_timer_tiny(tiny_target):
-    timer = VerifyTimer(tiny_target, L=5, K=5, p_drop=0.3, context=16, sparse_top_n=8)
+    timer = VerifyTimer(
+        tiny_target, L=5, K=5, p_drop=0.3, context=16, sparse_top_n=8, audit_share=0.05
+    )
     lines = [{"seconds": timer.time_once()} for _ in range(4)]
     assert all(set(ln["seconds"]) == set(COMPONENTS) for ln in lines)
     assert all(0 < t < 10 and math.isfinite(t) for ln in lines for t in ln["seconds"].values())
-    s = summarize_timings(lines)
+    s = summarize_timings(lines, audit_share=0.05)
     for comp in COMPONENTS:
         assert (
             s[f"latency/{comp}/q25_ms"]
@@ -40,8 +42,14 @@ def test_verify_timer_tiny(tiny_target):
     assert math.isfinite(
         s["latency/dm_sparse_round_share"]
     )  # the opt-in sparse variant, same round
-    no_sparse = VerifyTimer(tiny_target, L=5, K=5, p_drop=0.3, context=16).time_once()
-    assert set(no_sparse) == set(COMPONENTS) - {"verify_round_dm_sparse"}
+    assert math.isfinite(s["latency/dm_audited_round_share"])  # sparse + 5 % of rounds audited
+    assert "latency/dm_audited_round_share" not in summarize_timings(
+        lines
+    )  # no share: not amortised
+    no_sparse = VerifyTimer(
+        tiny_target, L=5, K=5, p_drop=0.3, context=16, audit_share=0.05
+    ).time_once()
+    assert set(no_sparse) == set(COMPONENTS) - {"verify_round_dm_sparse", "verify_round_dm_audited"}
 
 
 def test_verify_timer_rejects_L0(tiny_target):
@@ -77,6 +85,23 @@ def test_paired_ratios_by_hand():
         }
     )
     assert r["dm_round_share"] == pytest.approx(0.005 / 0.5)
+    timed = {
+        "decode_step": 0.2,
+        "verify_pass": 0.5,
+        "lm_head": 0.01,
+        "mc_dropout_heads": 0.03,
+        "js_divergence": 0.02,
+        "dropmatch_criterion": 0.025,
+        "verify_round_sd": 0.012,
+        "verify_round_dm": 0.017,
+        "verify_round_dm_sparse": 0.013,
+        "verify_round_dm_audited": 0.032,
+    }
+    r = paired_ratios(timed, audit_share=0.05)
+    assert r["dm_sparse_round_share"] == pytest.approx(0.001 / 0.5)
+    # 95 % of rounds sparse only, 5 % sparse + the exact rule: 0.95 * 13 + 0.05 * 32 - 12 = 1.95 ms
+    assert r["dm_audited_round_share"] == pytest.approx(0.00195 / 0.5)
+    assert "dm_audited_round_share" not in paired_ratios(timed)
 
 
 @pytest.mark.subprocess

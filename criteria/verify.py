@@ -197,6 +197,7 @@ def verify_round(
         head_candidates=cand,
     )
     res = _decide(rule, inputs, generators, trace)
+    res = dataclasses.replace(res, target_argmax=target_logits[:, : N - 1].argmax(dim=-1))
     if check:
         res = _sparse_check(
             res, inputs, hidden, lm_head, rule, heads, generators, states, positions, draft_probs

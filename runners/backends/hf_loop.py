@@ -36,7 +36,13 @@ from runners.backends.base import DecodingConfig, SampleResult
 from runners.backends.batch_kv import BatchKV
 from runners.backends.batch_rows import BatchClock, Row, StopCheck
 from runners.backends.kv_state import KVState, PrefixCache
-from runners.backends.output import cut_rounds, end_of_sequence_ids, finalize, round_counters
+from runners.backends.output import (
+    count_mismatched,
+    cut_rounds,
+    end_of_sequence_ids,
+    finalize,
+    round_counters,
+)
 from runners.backends.seeding import make_generator, sample_seed
 from runners.datasets.base import Sample, prompt_token_ids
 from runners.registry import BACKENDS
@@ -71,6 +77,27 @@ def draft_choice(
     return torch.cat(
         [torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(generators)]
     ), probs
+
+
+def commit_round(rows: list[Row], res: Any, drafts: torch.Tensor, L: int) -> None:
+    """Each row takes its round: the accepted drafts and the next token, the accepted count, which accepted
+    drafts differ from the target's greedy token, and its trace.
+
+    Args:
+        rows: the batch's rows, in the order of ``res``.
+        res: the round's :class:`criteria.base.AcceptResult` (``target_argmax`` filled by ``verify_round``).
+        drafts: ``[B, L]`` int64, the drafted tokens.
+        L: draft length.
+    """
+    acc, nxt, dl = res.num_accepted.tolist(), res.next_token_ids.tolist(), drafts.tolist()
+    off = (res.accept_mask & (drafts != res.target_argmax)).int().tolist()
+    for i, r in enumerate(rows):
+        a = int(acc[i])
+        r.accepted.append(a)
+        r.mismatched.append(off[i][:a])
+        if r.traces is not None and res.trace:
+            r.traces.append(trace_to_json(res.trace, i, min(a + 1, L)))
+        r.commit(dl[i][:a] + [int(nxt[i])])
 
 
 @BACKENDS.register("hf")
@@ -312,13 +339,7 @@ class HFLoopBackend:
         )
         for j, i in enumerate(audit_rows):
             rows[i].audit.add(len(rows[i].accepted), res.accept_mask[i].tolist(), exact[j].tolist())
-        acc, nxt, dl = res.num_accepted.tolist(), res.next_token_ids.tolist(), drafts.tolist()
-        for i, r in enumerate(rows):
-            a = int(acc[i])
-            r.accepted.append(a)
-            if r.traces is not None and res.trace:
-                r.traces.append(trace_to_json(res.trace, i, min(a + 1, L)))
-            r.commit(dl[i][:a] + [int(nxt[i])])
+        commit_round(rows, res, drafts, L)
         num = res.num_accepted.to(dev)
         target.keep_last(L + 1, num + 1)  # pending + accepted drafts
         if draft is not None and needs_h:  # d_1..d_L were fed (steps 2..L and the extra step)
@@ -361,7 +382,7 @@ class HFLoopBackend:
             sample_id=row.sample.sample_id,
             output_text=out.text,
             output_token_ids=out.token_ids,
-            counters=round_counters(kept, L),
+            counters=round_counters(kept, L, mismatched=count_mismatched(row.mismatched, kept)),
             num_output_tokens=len(out.token_ids),
             wall_s=now - row.t_join,
             prefill_s=row.prefill_s,

@@ -9,6 +9,8 @@ Definitions (one place for the whole project; README's glossary quotes them):
         equals tokens committed per target forward). 1.0 with no drafts.
     acceptance_rate = num_accepted_tokens / num_draft_tokens.
     per_position_rate[i] = num_accepted_tokens_per_pos[i] / num_drafts.
+    num_accepted_mismatched: accepted draft tokens that differ from the target's greedy token (0 for greedy
+        SD; what a lossy rule accepts beyond exact match); None when the backend does not count it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class SpecDecodeCounters:
     num_draft_tokens: int = 0
     num_accepted_tokens: int = 0
     num_accepted_tokens_per_pos: list[int] = field(default_factory=list)
+    num_accepted_mismatched: int | None = None
 
     def __post_init__(self) -> None:
         if not self.num_accepted_tokens_per_pos:
@@ -55,14 +58,35 @@ class SpecDecodeCounters:
                 a + b
                 for a, b in zip(self.num_accepted_tokens_per_pos, other.num_accepted_tokens_per_pos)
             ],
+            num_accepted_mismatched=_add_known(
+                self.num_accepted_mismatched, other.num_accepted_mismatched
+            ),
         )
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The counters as a record stores them (``num_accepted_mismatched`` only when counted)."""
+        d = asdict(self)
+        if d["num_accepted_mismatched"] is None:
+            del d["num_accepted_mismatched"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> SpecDecodeCounters:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+def _add_known(a: int | None, b: int | None) -> int | None:
+    """Sum of two counts where None means "not counted" (None only when neither was)."""
+    return None if a is None and b is None else (a or 0) + (b or 0)
+
+
+def acceptance_histogram(accepted_per_round: list[int]) -> dict[int, int]:
+    """``{accepted draft count: rounds}`` over rounds, zero-count entries omitted (the bonus/correction token
+    not counted): the accepted-draft-length distribution vLLM's per-request metrics report."""
+    out: dict[int, int] = {}
+    for a in accepted_per_round:
+        out[int(a)] = out.get(int(a), 0) + 1
+    return dict(sorted(out.items()))
 
 
 def mean_acceptance_length(c: SpecDecodeCounters) -> float:

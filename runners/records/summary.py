@@ -15,6 +15,7 @@ from typing import Any
 
 from runners.records.counters import (
     SpecDecodeCounters,
+    acceptance_histogram,
     acceptance_rate,
     mean_acceptance_length,
     per_position_rate,
@@ -54,6 +55,23 @@ def summarize(
         "spec/mean_acceptance_length": mean_acceptance_length(c),
         "spec/acceptance_rate": acceptance_rate(c) if c.num_draft_tokens else None,
         "spec/per_position_rate": per_position_rate(c) if c.num_drafts else [],
+        # the same run in the names of vLLM's per-request spec-decode metrics (mean acceptance length and the
+        # accepted-draft-length distribution, bonus token not counted), so a client's tooling reads it as is
+        "speculative_decoding": {
+            "num_drafts": c.num_drafts,
+            "num_draft_tokens": c.num_draft_tokens,
+            "num_accepted_tokens": c.num_accepted_tokens,
+            "mean_acceptance_length": mean_acceptance_length(c),
+            "draft_acceptance_rate": acceptance_rate(c) if c.num_draft_tokens else None,
+            "acceptance_histogram": {
+                str(k): v
+                for k, v in acceptance_histogram(
+                    [a for s in samples for a in s.get("accepted_per_round") or []]
+                ).items()
+            }
+            if L > 0
+            else {},
+        },
         "speed/num_output_tokens": tokens,
         "speed/wall_s": wall,
         "speed/prefill_s": sum(s["speed"].get("prefill_s", 0.0) for s in samples),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from runners.backends.output import cut_rounds, round_counters
+from runners.backends.output import count_mismatched, cut_rounds, round_counters
 from runners.records.counters import SpecDecodeCounters
 
 SPEC_METRICS = (
@@ -102,8 +102,18 @@ def check_against_vllm(completion: Any, drafted: list[int], accepted: list[int],
         )
 
 
+def logged_mismatches(rounds: Iterable[Any]) -> list[list[int]] | None:
+    """Per round, the 0/1 mismatch flags of its accepted drafts; None if any round did not record them."""
+    flags = [r.mismatched for r in rounds]
+    return None if any(f is None for f in flags) else flags
+
+
 def output_counters(
-    drafted: list[int], accepted: list[int], emitted: int, L: int
+    drafted: list[int],
+    accepted: list[int],
+    emitted: int,
+    L: int,
+    mismatched: list[list[int]] | None = None,
 ) -> tuple[SpecDecodeCounters, list[int]]:
     """One request's counters over the tokens that are in its output (the HF backend's definition).
 
@@ -111,6 +121,7 @@ def output_counters(
         drafted / accepted: the request's rounds, uncut (:func:`logged_rounds`).
         emitted: ``runners.backends.output.Output.emitted`` of the finalized output (``len(ids) - 1 + eos_removed``).
         L: draft length (0: no rounds).
+        mismatched: the rounds' mismatch flags (:func:`logged_mismatches`); None: not counted.
 
     Returns:
         ``(counters, accepted per round)`` with ``num_drafts + num_accepted_tokens == emitted``; at ``L = 0`` no
@@ -123,14 +134,17 @@ def output_counters(
     if (
         L == 0
     ):  # one decode step per emitted token, none of them drafted (as the HF loop records an AR run)
-        return SpecDecodeCounters(num_speculative_tokens=0), [0] * emitted
+        return SpecDecodeCounters(num_speculative_tokens=0, num_accepted_mismatched=0), [
+            0
+        ] * emitted
     try:
         kept = cut_rounds(accepted, emitted)
     except ValueError as e:
         raise RuntimeError(
             f"{e}: vLLM decoded tokens without drafts (near backend.max_model_len?)"
         ) from e
-    return round_counters(kept, L, drafted[: len(kept)]), kept
+    off = count_mismatched(mismatched, kept) if mismatched is not None else None
+    return round_counters(kept, L, drafted[: len(kept)], mismatched=off), kept
 
 
 def request_times(output: Any) -> tuple[float, float]:

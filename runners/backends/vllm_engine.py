@@ -42,6 +42,7 @@ from runners.backends.output import end_of_sequence_ids, finalize
 from runners.backends.seeding import sample_seed
 from runners.backends.vllm_counters import (
     check_against_vllm,
+    logged_mismatches,
     logged_rounds,
     metrics_delta,
     output_counters,
@@ -431,7 +432,9 @@ class VLLMBackend:
             drafted, accepted = logged_rounds(mine)
             check_against_vllm(comp, drafted, accepted, sample.sample_id)
             fin = finalize(list(comp.token_ids), self.tokenizer, self.eos_ids, stops, cap)
-            counters, kept = output_counters(drafted, accepted, fin.emitted, L)
+            counters, kept = output_counters(
+                drafted, accepted, fin.emitted, L, logged_mismatches(mine)
+            )
             wall_s, prefill_s = request_times(out)
             results.append(
                 SampleResult(

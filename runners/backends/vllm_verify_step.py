@@ -53,6 +53,9 @@ class RoundRecord:
 
     ``inputs`` (only when recording inputs): ``hidden`` ``[L+1, d]``, ``draft_token_ids`` ``[1, L]``,
     ``draft_probs`` ``[1, L, V]`` or None, ``temperature``, ``generator_state`` (before the round).
+    ``mismatched``: one 0/1 flag per accepted draft (1: it differs from the target's greedy token), as the
+    HF loop's; None where the round's decider does not expose the target's argmax (vLLM's own sampler at
+    T > 0).
     """
 
     req_id: str
@@ -60,6 +63,7 @@ class RoundRecord:
     num_accepted: int
     next_token_id: int
     accept_mask: list[bool]
+    mismatched: list[int] | None = None
     trace: dict[str, list] | None = None
     inputs: dict[str, Any] | None = None
 
@@ -208,7 +212,7 @@ class DropMatchSampler(RejectionSampler):
         st = self.state
         if st.rule is None:  # vLLM's own sampler decides; the rounds are only logged
             result = self.native(metadata, draft_probs, logits, sampling_metadata)
-            self._log_native(metadata, result.sampled_token_ids)
+            self._log_native(metadata, result.sampled_token_ids, sampling_metadata.all_greedy)
             return result
         _refuse_unsupported(sampling_metadata)
         hidden = st.target_hidden
@@ -275,6 +279,7 @@ class DropMatchSampler(RejectionSampler):
                     num_accepted=a,
                     next_token_id=nxt,
                     accept_mask=res.accept_mask[0].tolist(),
+                    mismatched=(drafts[0, :a] != res.target_argmax[0, :a]).int().tolist(),
                     trace=trace_to_json(res.trace, 0, min(a + 1, n)) if res.trace else None,
                     inputs=dict(
                         hidden=h.clone(),
@@ -290,8 +295,12 @@ class DropMatchSampler(RejectionSampler):
         st.criterion_s += time.perf_counter() - t0
         return SamplerOutput(sampled_token_ids=out, logprobs_tensors=None)
 
-    def _log_native(self, metadata: Any, sampled: torch.Tensor) -> None:
-        """Record the rounds vLLM's own sampler decided (``sampled`` ``[B, max_spec_len + 1]``, placeholder-padded)."""
+    def _log_native(self, metadata: Any, sampled: torch.Tensor, all_greedy: bool) -> None:
+        """Record the rounds vLLM's own sampler decided (``sampled`` ``[B, max_spec_len + 1]``, placeholder-padded).
+
+        ``all_greedy``: every request of the step decodes at T = 0, where greedy rejection sampling accepts
+        a draft only if it is the target's argmax (no mismatch); otherwise mismatches are not known.
+        """
         kept = (sampled != PLACEHOLDER_TOKEN_ID).sum(dim=1).tolist()  # accepted + 1 per request
         for i, req_id in enumerate(self.runner.input_batch.req_ids[: len(kept)]):
             n = int(metadata.num_draft_tokens[i])
@@ -304,6 +313,7 @@ class DropMatchSampler(RejectionSampler):
                         num_accepted=a,
                         next_token_id=int(sampled[i, a]),
                         accept_mask=[True] * a + [False] * (n - a),
+                        mismatched=[0] * a if all_greedy else None,
                     )
                 )
 

@@ -73,3 +73,18 @@ def test_counters_add_and_store_the_count_only_when_counted():
     assert "num_accepted_mismatched" not in b.to_dict()
     assert (b + b).num_accepted_mismatched is None
     assert acceptance_histogram([2, 0, 2, 1]) == {0: 1, 1: 1, 2: 2}
+
+
+def test_vllm_backend_counts_the_same_way_from_its_logged_rounds():
+    """The vLLM backend's per-request counters (from the hook's logged rounds) carry the same count as the
+    HF loop's: flags cut to the output, 0 at L = 0, absent when a round did not record them."""
+    from types import SimpleNamespace
+
+    from runners.backends.vllm_counters import logged_mismatches, output_counters
+
+    rounds = [SimpleNamespace(mismatched=[1, 0, 1]), SimpleNamespace(mismatched=[1, 1])]
+    c, kept = output_counters([3, 3], [3, 2], 6, 3, logged_mismatches(rounds))
+    assert kept == [3, 1] and c.num_accepted_mismatched == 3
+    assert output_counters([], [], 4, 0)[0].num_accepted_mismatched == 0
+    assert logged_mismatches([*rounds, SimpleNamespace(mismatched=None)]) is None
+    assert "num_accepted_mismatched" not in output_counters([3], [1], 2, 3, None)[0].to_dict()

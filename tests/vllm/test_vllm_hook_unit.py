@@ -53,7 +53,12 @@ def _runner(weight: torch.Tensor, seeds: dict[str, int], T: float = 0.0):
 
 
 SAMPLING = SimpleNamespace(
-    max_num_logprobs=None, no_penalties=True, bad_words_token_ids={}, top_p=None, top_k=None
+    max_num_logprobs=None,
+    no_penalties=True,
+    bad_words_token_ids={},
+    top_p=None,
+    top_k=None,
+    all_greedy=True,
 )
 
 
@@ -141,6 +146,16 @@ def test_native_sampler_decides_and_rounds_are_logged():
     assert [
         (r.req_id, r.num_draft_tokens, r.num_accepted, r.next_token_id) for r in state.rounds
     ] == [("a", 3, 2, 9), ("c", 2, 2, 5)]
+    # greedy rejection sampling accepts only the target's argmax: no mismatch; unknown when sampling
+    assert [r.mismatched for r in state.rounds] == [[0, 0], [0, 0]]
+    state.rounds.clear()
+    sampler.forward(
+        meta,
+        None,
+        torch.zeros((rows, V)),
+        SimpleNamespace(**{**vars(SAMPLING), "all_greedy": False}),
+    )
+    assert [r.mismatched for r in state.rounds] == [None, None]
 
 
 def test_vllm_own_draft_probs_reach_vllm_own_sampler():

@@ -21,7 +21,16 @@ from analysis.stats import Estimate, mean_ci
 from runners.judging.protocols import PROTOCOLS
 from runners.record import read_samples
 
-UNIT = {"single": "rating 1-10", "pairwise": "win rate %", "alpaca_eval": "win rate %"}
+JUDGE_COLUMNS = (
+    "source_run_id",
+    "protocol",
+    "subset",
+    "judge_key",
+    "judge_label",
+    "judge_weak",
+    "baseline",
+    "prompt_files",
+)
 DIGITS = {"single": 2, "pairwise": 1, "alpaca_eval": 1}
 
 
@@ -34,23 +43,12 @@ def _json(path: Path) -> dict:
 
 def judge_rows(runs: pd.DataFrame) -> pd.DataFrame:
     """The judging runs among ``runs`` (full question sets only), with their judge and source as columns."""
-    if runs.empty or "method" not in runs:
-        return runs.iloc[0:0]
-    r = runs[runs["method"] == "judge"].copy()
-    if r.empty:
-        return r
-    cols: dict[str, list] = {
-        k: []
-        for k in (
-            "source_run_id",
-            "protocol",
-            "subset",
-            "judge_key",
-            "judge_label",
-            "judge_weak",
-            "baseline",
-        )
-    }
+    r = (
+        runs[runs["method"] == "judge"].copy()
+        if not runs.empty and "method" in runs
+        else runs.iloc[0:0].copy()
+    )
+    cols: dict[str, list] = {k: [] for k in JUDGE_COLUMNS}
     for _, row in r.iterrows():
         cfg = _json(Path(row["run_dir"]) / "config.json")
         summ = _json(Path(row["run_dir"]) / "summary.json")
@@ -64,9 +62,12 @@ def judge_rows(runs: pd.DataFrame) -> pd.DataFrame:
         cols["judge_label"].append(summ.get("judge/label"))
         cols["judge_weak"].append(bool(summ.get("judge/weak")))
         cols["baseline"].append(json.dumps(m.get("baseline"), sort_keys=True))
+        cols["prompt_files"].append(
+            json.dumps((cfg.get("judge") or {}).get("prompt_files"), sort_keys=True)
+        )
     for k, v in cols.items():
         r[k] = v
-    return r[r["subset"] == "all"]
+    return r[r["subset"] == "all"] if not r.empty else r
 
 
 def with_judgments(selected: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
@@ -145,6 +146,8 @@ class Judgments:
 
     def cell(self, source_run_id: str) -> Judged | None:
         """The judged quality of decode run ``source_run_id``, or None (not judged by the chosen judge)."""
+        if not self:
+            return None
         if source_run_id in self._cells:
             return self._cells[source_run_id]
         hit = self.chosen[self.chosen["source_run_id"] == source_run_id]
@@ -174,11 +177,15 @@ class Judgments:
 
     def protocol_of(self, source_run_ids) -> str | None:
         """The protocol of the judged runs among ``source_run_ids`` (None: none judged)."""
+        if not self:
+            return None
         hit = self.chosen[self.chosen["source_run_id"].isin(list(source_run_ids))]
         return None if hit.empty else str(hit.iloc[0]["protocol"])
 
     def used(self, source_run_ids) -> pd.DataFrame:
         """The chosen judging runs of ``source_run_ids`` (for the manifest)."""
+        if not self:
+            return self.chosen
         return self.chosen[self.chosen["source_run_id"].isin(list(source_run_ids))]
 
     def footer(self, judged_sets: dict[str, str], baseline_note: str = "") -> list[str]:
@@ -190,12 +197,16 @@ class Judgments:
         n = sum(c.n_expected for c in cells)
         unparsed = sum(c.n_parse_failures for c in cells)
         failed = sum(c.n_call_failures for c in cells)
-        lines = [f"judge: {self.label}"]
+        files = json.loads(self.chosen.iloc[0]["prompt_files"] or "null") or {}
+        lines = [
+            f"judge: {self.label}; prompts (sha256): "
+            + ", ".join(f"{k} {str(v)[:12]}" for k, v in sorted(files.items()))
+        ]
         if self.weak:
             lines.append(
-                "WEAK JUDGE: a small local model's opinion of the answers (offline stand-in for the paper's GPT-4); "
-                "not comparable with the paper's MT-Bench scores or win rates; rejudge with judge=api "
-                "(python -m runners.judging <artefact> judge=api)"
+                "WEAK JUDGE: these numbers are a weak judge's opinion of the answers, not GPT-4's (the paper's "
+                "judge); not comparable with the paper's MT-Bench scores or win rates; rejudge the stored answers "
+                "with a strong judge: python -m runners.judging <artefact> judge=api"
             )
         what = {
             "single": "mean FastChat single-answer rating 1-10 (single-v1; single-math-v1 with a reference "

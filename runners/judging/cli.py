@@ -5,16 +5,18 @@
     python -m runners.judging table7 judge=api                            # DROPMATCH_JUDGE_MODEL=gpt-4 ...
     python -m runners.judging table10 judge=local subset=calibration      # the calibration subset only
 
-Selectors as ``runners.rescore``: a run id, a run directory, or an artefact name (every run whose config says
-``artefact: <name>``); ``--profile`` keeps the runs of one profile (default: any). Every complete decode run whose
+Selectors: a table or figure name (the runs it shows: ``analysis`` selects them, e.g. ``table7``), a run id, a
+run directory, or another artefact name (every run whose config says ``artefact: <name>``, as ``runners.rescore``);
+``--profile`` keeps the runs of one profile (default: any). Every complete decode run whose
 dataset has a protocol in ``conf/judging.yaml`` gets a judging run (:mod:`runners.judging.measurement`), which is
 skipped when finished and resumed when not. Overrides are Hydra overrides of ``conf/judging.yaml`` and the judge
 group ``conf/judge/`` (``judge=local|api``, ``judge.max_tokens=...``, ``protocol.mt_bench=pairwise``,
 ``baseline=sd|ar|reference``, ``subset=all|calibration``, ``calibration_n=10``). Without ``judge=``: ``api`` when
 ``DROPMATCH_JUDGE_MODEL`` (or ``OPENAI_MODEL``) is set, else ``local``.
 
-At the end, for every judged run that two judges have judged, their agreement on the calibration subset is
-printed (:mod:`runners.judging.agreement`).
+``--calibrate-with local`` also judges the calibration subset of every selected run with that second judge. At the
+end, for every judged run that two judges have judged, their agreement on the calibration subset is printed
+(:mod:`runners.judging.agreement`).
 
 Exit status: 0 every selected run judged completely; 1 some judging incomplete (failed calls: rerun to retry) or
 a baseline missing; 2 bad arguments, an invalid judge config, or no run selected.
@@ -91,21 +93,45 @@ def check_judging(judging: dict) -> None:
         raise ConfigError(f"calibration_n={n!r} is invalid; allowed: an integer >= 1")
 
 
+def artefact_runs(name: str, root: Path, profile: str | None) -> list[Path]:
+    """The run directories artefact ``name`` tabulates (its ``select`` in ``analysis/``), for ``profile``."""
+    from analysis.artefact import Profile
+    from analysis.load import load_runs
+    from analysis.render import module
+
+    runs = load_runs(root)
+    if runs.empty:
+        return []
+    selected = module(name).select(runs, Profile.load(profile or "any"))
+    return [Path(d) for d in selected["run_dir"]] if not selected.empty else []
+
+
 def select_sources(
     selectors: Sequence[str], root: Path, profile: str | None, judging: dict
 ) -> list[tuple[dict, dict, Path]]:
     """``(config, summary, dir)`` of the complete decode runs the selectors name whose dataset has a protocol.
+
+    A selector that names a table or figure of ``analysis/render.py`` selects the runs that artefact shows (its
+    ``select``: e.g. ``table7`` = the EAGLE-3 runs of its three sets, whichever sweep made them); otherwise as
+    ``runners.rescore``: a run id, a run directory, or the runs whose config says ``artefact: <name>``.
 
     Raises:
         LookupError: a selector matches no run.
     """
     import json
 
+    from analysis.render import ARTEFACTS
     from runners.judging.runs import is_decode, protocol_of
     from runners.rescore import select_runs
 
+    dirs: list[Path] = []
+    for sel in selectors:
+        hits = artefact_runs(sel, root, profile) if sel in ARTEFACTS else select_runs([sel], root)
+        if not hits:
+            raise LookupError(f"{sel!r}: no runs of that artefact under {root}")
+        dirs += [h for h in hits if h not in dirs]
     out = []
-    for d in select_runs(selectors, root):
+    for d in dirs:
         try:
             cfg = json.loads((d / "config.json").read_text())
             summary = json.loads((d / "summary.json").read_text())
@@ -143,44 +169,22 @@ def result_line(summary: dict) -> str:
     )
 
 
-def judge_selected(
-    selectors: Sequence[str],
-    overrides: Sequence[str] = (),
-    profile: str | None = None,
-    log: Callable[[str], None] = logger.info,
+def judge_runs(
+    sources: Sequence[tuple[dict, dict, Path]],
+    judging: dict,
+    judge: dict,
+    root: Path,
+    log: Callable[[str], None],
 ) -> int:
-    """Judge the selected runs (module docstring); returns the exit status."""
+    """One judging run per source run with ``judge`` (:func:`runners.judging.runs.judge_block`); exit status."""
     import runners.judging.measurement  # noqa: F401  (registers the measurement)
-    from runners.judging.agreement import describe, pairs_for
     from runners.judging.measurement import JudgeMeasurement
     from runners.judging.protocols import PROTOCOLS
-    from runners.judging.runs import find_baseline, judge_block, judge_config, protocol_of
+    from runners.judging.runs import find_baseline, judge_config, protocol_of
     from runners.measure.base import MissingRecordsError, run_measurement
-    from runners.paths import results_dir
     from runners.record import run_id_of
     from runners.validate import ConfigError
 
-    root = results_dir() / "runs"
-    try:
-        judging = compose_judging(default_judge(overrides))
-        check_judging(judging)
-        judge = judge_block(judging["judge"])
-    except ConfigError as e:
-        logger.error("[judge] %s", e)
-        return 2
-    try:
-        sources = select_sources(selectors, root, profile, judging)
-    except LookupError as e:
-        logger.error("[judge] %s", e)
-        return 2
-    if not sources:
-        logger.error(
-            "[judge] no complete decode run of %s%s on a judged dataset (%s)",
-            ", ".join(selectors),
-            f" with profile={profile}" if profile not in (None, "any") else "",
-            ", ".join(sorted(judging.get("protocol") or {})),
-        )
-        return 2
     status = 0
     for cfg, _, d in sources:
         protocol = protocol_of(cfg, judging)
@@ -229,6 +233,61 @@ def judge_selected(
         )
         if not summary.get("complete"):
             status = max(status, 1)
+    return status
+
+
+def judge_selected(
+    selectors: Sequence[str],
+    overrides: Sequence[str] = (),
+    profile: str | None = None,
+    log: Callable[[str], None] = logger.info,
+    calibrate_with: str | None = None,
+) -> int:
+    """Judge the selected runs (module docstring); returns the exit status.
+
+    ``calibrate_with``: another judge (``conf/judge/<name>``) that also judges the calibration subset of every
+    selected run, so the two judges' agreement is printed.
+    """
+    from runners.judging.agreement import describe, pairs_for
+    from runners.judging.runs import judge_block
+    from runners.paths import results_dir
+    from runners.validate import ConfigError
+
+    root = results_dir() / "runs"
+    try:
+        judging = compose_judging(default_judge(overrides))
+        check_judging(judging)
+        judge = judge_block(judging["judge"])
+        second = None
+        if calibrate_with:
+            rest = [
+                o for o in overrides if o.split("=", 1)[0].lstrip("+~").split(".")[0] != "judge"
+            ]
+            second = compose_judging([f"judge={calibrate_with}", *rest, "subset=calibration"])
+            second_judge = judge_block(second["judge"])
+    except ConfigError as e:
+        logger.error("[judge] %s", e)
+        return 2
+    try:
+        sources = select_sources(selectors, root, profile, judging)
+    except LookupError as e:
+        logger.error("[judge] %s", e)
+        return 2
+    if not sources:
+        logger.error(
+            "[judge] no complete decode run of %s%s on a judged dataset (%s)",
+            ", ".join(selectors),
+            f" with profile={profile}" if profile not in (None, "any") else "",
+            ", ".join(sorted(judging.get("protocol") or {})),
+        )
+        return 2
+    status = judge_runs(sources, judging, judge, root, log)
+    if second is not None:
+        if second_judge["identity"] == judge["identity"]:
+            log(f"[judge] --calibrate-with {calibrate_with}: the same judge; nothing to compare")
+        else:
+            log(f"[judge] calibration subset with judge={calibrate_with} (agreement below)")
+            status = max(status, judge_runs(sources, second, second_judge, root, log))
     for p in pairs_for(
         root, [d.name for _, _, d in sources], int(judging.get("calibration_n", 10))
     ):
@@ -252,14 +311,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         "args", nargs="+", help="run ids / run dirs / artefact names, then key=value overrides"
     )
     p.add_argument("--profile", default=None, help="only runs of this profile ('any': all)")
+    p.add_argument(
+        "--calibrate-with",
+        default=None,
+        metavar="JUDGE",
+        help="also judge the calibration subset with this judge (conf/judge/JUDGE.yaml) and print the agreement",
+    )
     a = p.parse_args(list(argv) if argv is not None else None)
     console()
+    logging.getLogger("httpx").setLevel(
+        logging.WARNING
+    )  # one INFO line per judge request otherwise
     overrides = [x for x in a.args if "=" in x]
     selectors = [x for x in a.args if "=" not in x]
     if not selectors:
         logger.error("[judge] name at least one run id, run directory or artefact")
         return 2
-    return judge_selected(selectors, overrides, a.profile, log=logger.info)
+    return judge_selected(
+        selectors, overrides, a.profile, log=logger.info, calibrate_with=a.calibrate_with
+    )
 
 
 if __name__ == "__main__":

@@ -133,6 +133,7 @@ def test_failed_calls_are_counted_and_retried_on_the_next_run(results, api_env):
     assert len(ids) == 3 == len(set(ids))
 
 
+@pytest.mark.slow  # two subprocesses (imports) and 8 delayed judge replies: ~20 s
 def test_killed_judging_resumes_without_redoing(results, api_env, tmp_path):
     cfg = decode_cfg("sd", "mt_bench", limit=8)
     src = write_decode(results, cfg, {sid: f"ans {d['question_id']}" for sid, d in docs(cfg)})

@@ -5,7 +5,8 @@ run. :func:`with_judgments` adds the judging runs of the selected decode runs to
 :class:`Judgments` picks one judge for the artefact (a strong judge over a weak one, then the judge that covers
 the most cells, then the newest) and gives each decode run's quality cell: the protocol's per-question values
 (rating 1-10; win rate: 100 / 50 / 0 per pairwise outcome, 100 x (preference - 1) for AlpacaEval) with a
-percentile-bootstrap 95 % interval over questions, and the standard error the reference tool reports.
+percentile-bootstrap 95 % interval over questions, and the standard error the reference tool reports. The
+per-question number is the ``value`` each judgment line carries (written by the judging run).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.stats import Estimate, mean_ci
-from runners.judging.protocols import PROTOCOLS
 from runners.record import read_samples
 
 JUDGE_COLUMNS = (
@@ -156,9 +156,8 @@ class Judgments:
         row = hit.iloc[0]
         summ = _json(Path(row["run_dir"]) / "summary.json")
         protocol = str(row["protocol"])
-        value = PROTOCOLS.get(protocol).value
-        vals = [value(x) for x in read_samples(Path(row["run_dir"]) / "samples.jsonl")]
-        vals = [float(v) for v in vals if v is not None]
+        lines = read_samples(Path(row["run_dir"]) / "samples.jsonl")
+        vals = [float(x["value"]) for x in lines if x.get("value") is not None]
         scale = 1.0 if protocol == "single" else 100.0
         est = mean_ci(vals).scaled(scale) if vals else Estimate(math.nan, math.nan, math.nan, 0)
         se = scale * float(pd.Series(vals).sem()) if len(vals) > 1 else math.nan

@@ -7,7 +7,8 @@ pairwise protocols, those the baseline answered too). Each line holds the questi
 made (the messages sent, the raw reply, the first-token ``top_logprobs`` where asked, finish reason, retries,
 seconds, the model the server named, and ``cached_from`` when the reply was reused), the parsed result (score /
 winner / preference), ``parse_error`` (None, or why nothing was parsed: counted, never scored) and the judge's
-identity. A question whose call failed for good (timeout, HTTP error after the retries) gets no line: the
+identity, and ``value``: the number the question adds to the run's statistic (the rating; 1 / 0.5 / 0 for a
+pairwise win / tie / loss; ``preference - 1`` for AlpacaEval; None when unscored). A question whose call failed for good (timeout, HTTP error after the retries) gets no line: the
 run stays incomplete, the failures are counted in the summary, and a rerun asks again.
 
 Reused replies: a request (messages and parameters, :meth:`JudgeRequest.key`) already answered by the same judge
@@ -242,7 +243,7 @@ class JudgeMeasurement:
                         f"[judge] {u.question.sample_id}: call failed ({failed}); not recorded, a rerun retries"
                     )
                     continue
-                replies = [_reply(c) for c in calls]
+                judgment = self.protocol.judgment(u, [_reply(c) for c in calls])
                 yield {
                     "sample_id": u.question.sample_id,
                     "question_id": u.question.question_id,
@@ -251,7 +252,8 @@ class JudgeMeasurement:
                     "prompt": name,
                     "reference_source": u.question.reference_source,
                     "calls": calls,
-                    **self.protocol.judgment(u, replies),
+                    **judgment,
+                    "value": self.protocol.value(judgment),
                     "judge": {
                         **identity,
                         "prompt": name,

@@ -26,6 +26,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--skip-single", action="store_true", help="only the AlpacaEval judgments")
     a = ap.parse_args()
     judge = LocalJudge(
         {
@@ -64,15 +65,20 @@ def main() -> None:
             0
         ]  # a GPT-4 answer (of another question for general ones)
         reqs.append(JudgeRequest.of(P.single_messages(q, answer)[1], max_tokens=a.max_tokens))
-    t0 = time.perf_counter()
-    reps = judge.complete(reqs)
-    dt = time.perf_counter() - t0
-    toks = [r.extra.get("num_reply_tokens", 0) for r in reps]
-    ratings = [parse_rating(r.text or "") for r in reps]
-    print(
-        f"single: {len(reps)} judgments in {dt:.1f} s ({dt / len(reps):.1f} s each), reply tokens {toks}, "
-        f"ratings {ratings}, cut at max_tokens {sum(r.finish_reason == 'length' for r in reps)}"
-    )
+    reps = []
+    if not a.skip_single:
+        t0 = time.perf_counter()
+        reps = judge.complete(reqs)
+        dt = time.perf_counter() - t0
+        toks = [r.extra.get("num_reply_tokens", 0) for r in reps]
+        ratings = [parse_rating(r.text or "") for r in reps]
+        cut = sum(r.finish_reason == "length" for r in reps)
+        print(
+            f"single: {len(reps)} judgments in {dt:.1f} s ({dt / len(reps):.1f} s each), reply tokens "
+            f"{toks}, ratings {ratings}, cut at max_tokens {cut}"
+        )
+        for r in reps:
+            print("reply:", (r.text or "")[:400].replace("\n", " | "))
     alp = [
         json.loads(x)
         for x in (REPO_ROOT / "runners/datasets/data/alpaca/question.jsonl")
@@ -95,7 +101,6 @@ def main() -> None:
     print(
         f"alpaca_eval: {len(areps)} judgments in {dt:.1f} s ({dt / len(areps):.2f} s each), preferences {prefs}"
     )
-    print("first reply:", (reps[0].text or "")[:600].replace("\n", " | "))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.stats import Estimate, mean_ci
-from runners.record import read_samples
+from runners.records.record import read_samples
 
 JUDGE_COLUMNS = (
     "source_run_id",

@@ -149,8 +149,9 @@ def verify_round(
         :class:`AcceptResult` with ``accept_mask`` ``[B, L]``, ``num_accepted`` ``[B]``, ``next_token_ids`` ``[B]``.
 
     Raises:
-        ValueError: shapes that do not fit, a generator count other than B, a rule that needs heads with a
-            HeadSpec of ``K = 0`` (names ``dropmatch.K``), or the rule's own input errors.
+        ValueError: shapes that do not fit (``draft_probs`` narrower than the target's vocabulary V: both must be
+            cut to the shared tokenizer's vocabulary), a generator count other than B, a rule that needs heads
+            with a HeadSpec of ``K = 0`` (names ``dropmatch.K``), or the rule's own input errors.
     """
     if hidden.ndim != 3:
         raise ValueError(f"hidden must be [B, L+1, d]; got shape {tuple(hidden.shape)}")
@@ -168,6 +169,12 @@ def verify_round(
     # V: the real vocabulary (a shard's rows are not all of it under tensor parallelism)
     V = lm_head.vocab_size if lm_head.gather is not None else lm_head.rows()[0].shape[0]
     if draft_probs is not None and V is not None and draft_probs.shape[-1] != V:
+        if draft_probs.shape[-1] < V:
+            raise ValueError(
+                f"draft_probs cover {draft_probs.shape[-1]} vocabulary rows but the target's LM head {V}: "
+                "cut both to the shared tokenizer's vocabulary (LMHead.vocab_size, the draft's logits "
+                "[..., :vocab_size])"
+            )
         draft_probs = draft_probs[..., :V]  # the draft's padded vocabulary rows
     positions = (
         N - 1 if getattr(rule, "heads_at_drafts_only", False) else N
@@ -190,6 +197,7 @@ def verify_round(
         head_candidates=cand,
     )
     res = _decide(rule, inputs, generators, trace)
+    res = dataclasses.replace(res, target_argmax=target_logits[:, : N - 1].argmax(dim=-1))
     if check:
         res = _sparse_check(
             res, inputs, hidden, lm_head, rule, heads, generators, states, positions, draft_probs

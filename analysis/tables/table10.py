@@ -5,7 +5,9 @@ Rows: EAGLE3 (eagle3 pair, exact match), EAGLE3+DM (naive), SD (draft-model pair
 DropMatch rule(s) that were run). Columns: tau, tok/s, speedup vs EAGLE3 (1.0x) and vs SD, each with a 95 %
 bootstrap interval over questions (speedups paired). Quality is GPT-4-judged in the paper: when judging runs
 exist (``python -m runners.judging``, :mod:`analysis.judged`) a column Q holds each row's judged quality and the
-footer names the judge; without them the table has no quality column. One table per (L, p_drop, K) found:
+footer names the judge; without them the table has no quality column. One table per (L, p_drop, K) found
+among the draft lengths that have a DropMatch run (the table's comparison; an EAGLE3 run alone at another L,
+e.g. Table 7's at L = 5, is not a Table 10):
 ``table10`` for L = 7 at the paper's (0.3, 5).
 
     python -m analysis.render table10 --profile default
@@ -107,7 +109,8 @@ def build(selected: pd.DataFrame) -> Artefact:
     judged = Judgments(judges)
     art, cache, used = Artefact(NAME), ItemCache(), []
     spec = selected[selected["method"] != "ar"]
-    for L in sorted({int(x) for x in spec["L"]}, key=lambda L: (L != PAPER_L, L)):
+    dm_lengths = {int(x) for x in spec.loc[spec["method"].str.startswith("dropmatch"), "L"]}
+    for L in sorted(dm_lengths, key=lambda L: (L != PAPER_L, L)):
         atL = spec[spec["L"] == L]
         for p, K in dm_settings(atL) or [PAPER_SETTING]:
             runs = at_setting(atL, p, K, keys=("pair", "dataset", "method", "L", "spec_method"))

@@ -19,7 +19,7 @@ from typing import Any
 
 from runners.judging.protocols import PROTOCOLS
 from runners.judging.runs import judge_runs_of
-from runners.record import read_samples
+from runners.records.record import read_samples
 
 
 def _outcome(v: float) -> int:

@@ -25,18 +25,44 @@ a baseline missing; 2 bad arguments, an invalid judge config, or no run selected
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from analysis.artefact import Profile
+from analysis.load import load_runs
+from analysis.render import ARTEFACTS, module
+from runners.config.errors import ConfigError
+from runners.judging.agreement import describe, pairs_for
+from runners.judging.judges import ENV_MODEL, first_env
+from runners.judging.measurement import JudgeMeasurement
+from runners.judging.protocols import PROTOCOLS
+from runners.judging.runs import (
+    SUBSETS,
+    find_baseline,
+    is_decode,
+    judge_block,
+    judge_config,
+    protocol_of,
+)
+from runners.measure.base import MissingRecordsError, run_resolved
+from runners.paths import REPO_ROOT, results_dir
+from runners.records.run_id import run_id_of
+from runners.rescore import select_runs
+from runners.sweep.console import console
 
 logger = logging.getLogger(__name__)
 
 
 def default_judge(overrides: Sequence[str]) -> list[str]:
     """``overrides`` plus ``judge=api`` or ``judge=local`` when they do not choose a judge (module docstring)."""
-    from runners.judging.judges import ENV_MODEL, first_env
-
     if any(o.split("=", 1)[0].lstrip("+~") == "judge" for o in overrides):
         return list(overrides)
     return [f"judge={'api' if first_env(ENV_MODEL) else 'local'}", *overrides]
@@ -44,18 +70,9 @@ def default_judge(overrides: Sequence[str]) -> list[str]:
 
 def compose_judging(overrides: Sequence[str]) -> dict:
     """``conf/judging.yaml`` with the judge group and ``overrides`` applied, as a plain dict.
-
     Raises:
-        runners.validate.ConfigError: an override Hydra refuses (unknown key or group option).
+        runners.config.errors.ConfigError: an override Hydra refuses (unknown key or group option).
     """
-    from hydra import compose, initialize_config_dir
-    from hydra.errors import HydraException
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    from runners.paths import REPO_ROOT
-    from runners.validate import ConfigError
-
     try:
         with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base=None):
             cfg = compose("judging", overrides=list(overrides))
@@ -66,14 +83,9 @@ def compose_judging(overrides: Sequence[str]) -> dict:
 
 def check_judging(judging: dict) -> None:
     """The judging settings of ``conf/judging.yaml`` (protocols, baseline, subset), before anything runs.
-
     Raises:
-        runners.validate.ConfigError: a field outside its allowed values, named with them.
+        runners.config.errors.ConfigError: a field outside its allowed values, named with them.
     """
-    from runners.judging.protocols import PROTOCOLS
-    from runners.judging.runs import SUBSETS
-    from runners.validate import ConfigError
-
     for ds, proto in (judging.get("protocol") or {}).items():
         if proto not in PROTOCOLS:
             raise ConfigError(
@@ -95,10 +107,6 @@ def check_judging(judging: dict) -> None:
 
 def artefact_runs(name: str, root: Path, profile: str | None) -> list[Path]:
     """The run directories artefact ``name`` tabulates (its ``select`` in ``analysis/``), for ``profile``."""
-    from analysis.artefact import Profile
-    from analysis.load import load_runs
-    from analysis.render import module
-
     runs = load_runs(root)
     if runs.empty:
         return []
@@ -110,7 +118,6 @@ def select_sources(
     selectors: Sequence[str], root: Path, profile: str | None, judging: dict
 ) -> list[tuple[dict, dict, Path]]:
     """``(config, summary, dir)`` of the complete decode runs the selectors name whose dataset has a protocol.
-
     A selector that names a table or figure of ``analysis/render.py`` selects the runs that artefact shows (its
     ``select``: e.g. ``table7`` = the EAGLE-3 runs of its three sets, whichever sweep made them); otherwise as
     ``runners.rescore``: a run id, a run directory, or the runs whose config says ``artefact: <name>``.
@@ -118,12 +125,6 @@ def select_sources(
     Raises:
         LookupError: a selector matches no run.
     """
-    import json
-
-    from analysis.render import ARTEFACTS
-    from runners.judging.runs import is_decode, protocol_of
-    from runners.rescore import select_runs
-
     dirs: list[Path] = []
     for sel in selectors:
         hits = artefact_runs(sel, root, profile) if sel in ARTEFACTS else select_runs([sel], root)
@@ -177,14 +178,6 @@ def judge_runs(
     log: Callable[[str], None],
 ) -> int:
     """One judging run per source run with ``judge`` (:func:`runners.judging.runs.judge_block`); exit status."""
-    import runners.judging.measurement  # noqa: F401  (registers the measurement)
-    from runners.judging.measurement import JudgeMeasurement
-    from runners.judging.protocols import PROTOCOLS
-    from runners.judging.runs import find_baseline, judge_config, protocol_of
-    from runners.measure.base import MissingRecordsError, run_measurement
-    from runners.record import run_id_of
-    from runners.validate import ConfigError
-
     status = 0
     for cfg, _, d in sources:
         protocol = protocol_of(cfg, judging)
@@ -220,7 +213,7 @@ def judge_runs(
         )
         try:
             JudgeMeasurement.check(c)
-            summary = run_measurement(c, log)
+            summary = run_resolved(c, log)
         except (ConfigError, MissingRecordsError) as e:
             logger.error("[judge] run %s: %s", d.name, e)
             status = max(status, 2 if not isinstance(e, MissingRecordsError) else 1)
@@ -244,15 +237,9 @@ def judge_selected(
     calibrate_with: str | None = None,
 ) -> int:
     """Judge the selected runs (module docstring); returns the exit status.
-
     ``calibrate_with``: another judge (``conf/judge/<name>``) that also judges the calibration subset of every
     selected run, so the two judges' agreement is printed.
     """
-    from runners.judging.agreement import describe, pairs_for
-    from runners.judging.runs import judge_block
-    from runners.paths import results_dir
-    from runners.validate import ConfigError
-
     root = results_dir() / "runs"
     try:
         judging = compose_judging(default_judge(overrides))
@@ -299,8 +286,6 @@ def judge_selected(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from runners.logs import console
-
     p = argparse.ArgumentParser(
         prog="python -m runners.judging",
         description=__doc__.split("\n")[0],

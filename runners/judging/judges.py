@@ -30,8 +30,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import openai
+import torch
+import yaml
+from omegaconf import OmegaConf
+from transformers import GenerationConfig
+
 from criteria.registry import Registry
-from runners.validate import ConfigError
+from runners.backends.output import end_of_sequence_ids
+from runners.config.errors import ConfigError
+from runners.datasets.base import prompt_token_ids
+from runners.models.dtype import ALLOWED, resolve_dtype
+from runners.models.identity import source_identity
+from runners.models.loader import load_pair
+from runners.paths import REPO_ROOT
 
 logger = logging.getLogger(__name__)
 
@@ -175,9 +187,7 @@ class ApiJudge:
 
     def client(self) -> Any:
         if self._client is None:
-            from openai import OpenAI
-
-            self._client = OpenAI(
+            self._client = openai.OpenAI(
                 base_url=self.base_url,
                 api_key=first_env(ENV_API_KEY) or "EMPTY",  # local servers take any key
                 timeout=float(self.cfg["timeout_s"]),
@@ -193,8 +203,6 @@ class ApiJudge:
             return list(ex.map(self._one, requests))
 
     def _one(self, r: JudgeRequest) -> JudgeReply:
-        import openai
-
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": r.message_list(),
@@ -247,11 +255,6 @@ def local_model_spec(cfg: Mapping[str, Any]) -> dict:
     Raises:
         ConfigError: neither names a model.
     """
-    import yaml
-    from omegaconf import OmegaConf
-
-    from runners.paths import REPO_ROOT
-
     if cfg.get("local_path"):
         path = Path(str(cfg["local_path"])).expanduser()
         return {"name": path.name, "hub_id": None, "local_path": str(path), "order": ["local"]}
@@ -287,8 +290,6 @@ class LocalJudge:
 
     @staticmethod
     def check(cfg: Mapping[str, Any]) -> None:
-        from runners.models.dtype import ALLOWED
-
         for f in ("max_tokens", "batch_size"):
             v = cfg.get(f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -310,9 +311,6 @@ class LocalJudge:
         }
 
     def identity(self) -> dict:
-        from runners.models.dtype import resolve_dtype
-        from runners.models.identity import source_identity
-
         if self._identity is None:
             self.check(self.cfg)
             pc = self._pair_cfg()
@@ -337,9 +335,6 @@ class LocalJudge:
     def load(self) -> None:
         if self._model is not None:
             return
-        from runners.backends.output import end_of_sequence_ids
-        from runners.models.loader import load_pair
-
         pair = load_pair(self._pair_cfg(), need_draft=False)
         self._model, self._tokenizer = pair.target, pair.tokenizer
         self._eos = end_of_sequence_ids(
@@ -375,14 +370,10 @@ class LocalJudge:
         return [r for r in out if r is not None]
 
     def _encode(self, r: JudgeRequest) -> list[int]:
-        from runners.datasets.base import prompt_token_ids
-
         return prompt_token_ids(self._tokenizer, r.message_list())
 
     def _batch(self, seqs: list[list[int]]) -> tuple[Any, Any]:
         """Left-padded ``input_ids`` and ``attention_mask`` ``[B, T]`` (int64)."""
-        import torch
-
         T = max(len(s) for s in seqs)
         ids = torch.full((len(seqs), T), self._pad, dtype=torch.long)
         mask = torch.zeros((len(seqs), T), dtype=torch.long)
@@ -394,9 +385,6 @@ class LocalJudge:
 
     def _generate(self, seqs: list[list[int]], max_tokens: int) -> list[JudgeReply]:
         """Greedy replies of up to ``max_tokens`` tokens (transformers ``generate``, stops at end of turn)."""
-        import torch
-        from transformers import GenerationConfig
-
         ids, mask = self._batch(seqs)
         gen = GenerationConfig(
             max_new_tokens=int(max_tokens),
@@ -423,8 +411,6 @@ class LocalJudge:
     def _first_token(self, seqs: list[list[int]], requests: list[JudgeRequest]) -> list[JudgeReply]:
         """The first reply token's distribution: its argmax as the reply and the top-k alternatives (log-softmax of
         the raw logits, temperature 1, as an API's ``top_logprobs``)."""
-        import torch
-
         ids, mask = self._batch(seqs)
         with torch.inference_mode():
             logits = self._model(input_ids=ids, attention_mask=mask, logits_to_keep=1).logits[:, -1]

@@ -1,7 +1,7 @@
 """The judging run: judge the stored answers of one decode run, one record line per question (resumable).
 
 Registered as measurement ``judge`` (:data:`runners.measure.base.MEASUREMENTS`) and executed by
-:func:`runners.measure.base.run_measurement` (same record, locking and resumption as every run); configs come from
+:func:`runners.measure.base.run_resolved` (same record, locking and resumption as every run); configs come from
 :func:`runners.judging.runs.judge_config`. Units are the judged run's questions in the dataset's order (for
 pairwise protocols, those the baseline answered too). Each line holds the question id and category, every call
 made (the messages sent, the raw reply, the first-token ``top_logprobs`` where asked, finish reason, retries,
@@ -20,27 +20,29 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+import runners.datasets  # noqa: F401  (registration)
+from runners.config.errors import ConfigError
 from runners.judging import prompts as P
 from runners.judging.judges import JUDGES, JudgeReply, JudgeRequest, build_judge
 from runners.judging.protocols import PROTOCOLS, Unit, build_protocol
 from runners.judging.runs import SUBSETS
 from runners.measure.base import MEASUREMENTS, MissingRecordsError
-from runners.validate import ConfigError
+from runners.paths import results_dir
+from runners.records.record import iter_runs, read_samples
+from runners.records.run_id import run_id_of
+from runners.registry import DATASETS, build
 
 MAX_LISTED_FAILURES = 20
 
 
-def _runs_root():
-    from runners.paths import results_dir
-
+def _runs_root() -> Path:
     return results_dir() / "runs"
 
 
 def _read(run_id: str, what: str) -> list[dict]:
-    from runners.record import read_samples
-
     path = _runs_root() / run_id / "samples.jsonl"
     if not (path.parent / "summary.json").is_file():
         raise MissingRecordsError(
@@ -58,8 +60,6 @@ class ReplyCache:
         self._loaded = False
 
     def _load(self) -> None:
-        from runners.record import iter_runs, read_samples
-
         self._loaded = True
         root = _runs_root()
         if not root.is_dir():
@@ -131,9 +131,6 @@ class JudgeMeasurement:
         """
         if self._units is not None:
             return self._units
-        import runners.datasets  # noqa: F401  (registration)
-        from runners.registry import DATASETS, build
-
         answers = {s["sample_id"]: s for s in _read(self.method["source_run_id"], "judged")}
         base = self.method.get("baseline") or {}
         base_answers = (
@@ -265,8 +262,6 @@ class JudgeMeasurement:
             log(f"[judge] {done + len(self.call_failures)}/{len(todo)} questions, {elapsed:.0f} s")
 
     def _run_id(self) -> str:
-        from runners.record import run_id_of
-
         return run_id_of(self.c)
 
     def summarize(self, lines: Sequence[Mapping[str, Any]]) -> dict:

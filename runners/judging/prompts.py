@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runners.datasets.sources import fetch_pinned_file
+
 # Categories whose questions are graded against a reference answer (FastChat common.NEED_REF_CATS).
 NEED_REF_CATS = ("math", "reasoning", "coding")
 
@@ -68,8 +70,6 @@ def prompt_files() -> dict[str, str]:
 
 def _bundled(pinned: Mapping[str, Any]) -> Path:
     """The checked path of a bundled file (raises ``ChecksumError`` / ``DatasetUnavailableError``)."""
-    from runners.datasets.sources import fetch_pinned_file
-
     return fetch_pinned_file(pinned)
 
 

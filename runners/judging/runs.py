@@ -17,7 +17,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from runners.record import identity_of, iter_runs
+from runners.judging.judges import judge_identity
+from runners.judging.prompts import prompt_files
+from runners.records.record import iter_runs
+from runners.records.run_id import identity_of
 
 JUDGING_VERSION = 1  # the judgment line and summary layout; bump when their meaning changes
 SUBSETS = ("all", "calibration")
@@ -60,11 +63,8 @@ def judge_block(judge_cfg: Mapping[str, Any]) -> dict:
     """The ``judge`` block of a judging run: the judge's config plus its identity and the prompt files' sha256.
 
     Raises:
-        runners.validate.ConfigError: an invalid judge config (e.g. judge=api without a model).
+        runners.config.errors.ConfigError: an invalid judge config (e.g. judge=api without a model).
     """
-    from runners.judging.judges import judge_identity
-    from runners.judging.prompts import prompt_files
-
     return {
         **dict(judge_cfg),
         "identity": judge_identity(judge_cfg),

@@ -1,19 +1,9 @@
-"""Fixtures for the judging tests: an isolated results root and a judge endpoint on localhost."""
+"""Fixtures for the judging tests: the judge=api environment pointed at a localhost endpoint (the results root
+is the ``results`` fixture of tests/conftest.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-
-
-@pytest.fixture
-def results(tmp_path, monkeypatch) -> Path:
-    """An empty results root (DROPMATCH_RESULTS) for the records a test writes."""
-    d = tmp_path / "results"
-    d.mkdir()
-    monkeypatch.setenv("DROPMATCH_RESULTS", str(d))
-    return d
 
 
 @pytest.fixture

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from openai_server import Canned, OpenAIServer
 
+from runners.config.errors import ConfigError
 from runners.judging.judges import ApiJudge, JudgeRequest, judge_identity
-from runners.validate import ConfigError
+from tests.helpers.openai_server import Canned, OpenAIServer
 
 MSGS = [{"role": "system", "content": "sys"}, {"role": "user", "content": "rate it"}]
 

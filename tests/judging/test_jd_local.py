@@ -7,9 +7,10 @@ import json
 import re
 
 import pytest
-from judging_fixtures import decode_cfg, docs, write_decode
 
-from runners.record import read_samples
+from runners.records.record import read_samples
+from tests.helpers.judging import decode_cfg, docs, write_decode
+from tests.helpers.openai_server import Canned, OpenAIServer
 
 
 @pytest.fixture
@@ -134,12 +135,9 @@ def test_local_alpaca_logprobs_on_tiny(results, tiny_pair_dir, local_args):
 
 
 def test_calibrate_with_a_second_judge(results, local_args, api_env):
-    from judging_fixtures import decode_cfg as dc
-    from openai_server import Canned, OpenAIServer
-
     from runners.judging.cli import judge_selected
 
-    cfg = dc("sd", "mt_bench", limit=4)
+    cfg = decode_cfg("sd", "mt_bench", limit=4)
     src = write_decode(results, cfg, {sid: f"ans {i}" for i, (sid, _) in enumerate(docs(cfg))})
     logs: list[str] = []
     with OpenAIServer(lambda b, n: Canned("[[7]]")) as srv:

@@ -14,12 +14,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from judging_fixtures import SDPAIR, decode_cfg, docs, write_decode
-from openai_server import Canned, OpenAIServer
 
 from runners.judging import prompts as P
 from runners.paths import REPO_ROOT
-from runners.record import read_samples
+from runners.records.record import read_samples
+from tests.helpers.judging import SDPAIR, decode_cfg, docs, write_decode
+from tests.helpers.openai_server import Canned, OpenAIServer
 
 
 def judge(*args: str, log=None) -> int:
@@ -33,6 +33,8 @@ def judge(*args: str, log=None) -> int:
 def judging_runs(results: Path) -> list[tuple[dict, dict, Path]]:
     out = []
     for d in sorted((results / "runs").iterdir()):
+        if not (d / "config.json").is_file():
+            continue  # a record being opened: its directory exists before its config
         c = json.loads((d / "config.json").read_text())
         if c["method"].get("measure") == "judge":
             s = (
@@ -134,6 +136,7 @@ def test_failed_calls_are_counted_and_retried_on_the_next_run(results, api_env):
 
 
 @pytest.mark.slow  # two subprocesses (imports) and 8 delayed judge replies: ~20 s
+@pytest.mark.subprocess
 def test_killed_judging_resumes_without_redoing(results, api_env, tmp_path):
     cfg = decode_cfg("sd", "mt_bench", limit=8)
     src = write_decode(results, cfg, {sid: f"ans {d['question_id']}" for sid, d in docs(cfg)})

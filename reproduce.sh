@@ -12,16 +12,19 @@ ARTEFACTS="table1 table2 table3 table4 table5 table6 table7 table8 table9 table1
 
 usage() {
   cat >&2 <<USAGE
-usage: ./reproduce.sh <artefact|all|test|setup|rescore> [hydra overrides | pytest args | runs]
+usage: ./reproduce.sh <artefact|all|test|setup|rescore|judge> [hydra overrides | pytest args | runs]
   artefacts: $ARTEFACTS
   all        every artefact that has a config (conf/experiment/<name>.yaml)
   test       the test suite (CI): ./reproduce.sh test ; quick loop: ./reproduce.sh test -m "not slow"
   setup      create .venv and install (done automatically on first use)
   rescore    rescore stored outputs with the installed scorers: ./reproduce.sh rescore <run_id|run dir|artefact> ...
+  judge      judge stored open-ended answers again (MT-Bench, Alpaca, KoMT-Bench), no decoding:
+             ./reproduce.sh judge <artefact|run_id|run dir> ... [--profile P] [judge=api|local] [judge.*=...]
 examples:
   ./reproduce.sh table6
   ./reproduce.sh table6 -m method=sd,dropmatch L=5,10 dropmatch.p_drop=0.1,0.2,0.3
   ./reproduce.sh table6 profile=paper          # paper scale (needs GPUs)
+  ./reproduce.sh table7 judge=api              # judge with DROPMATCH_JUDGE_MODEL at DROPMATCH_JUDGE_BASE_URL
 USAGE
 }
 
@@ -98,6 +101,13 @@ build_judge() {  # mine + train the judge a run with these overrides uses, unles
   done
 }
 
+JUDGED_ARTEFACTS=" table7 table10 "   # open-ended sets: the sweep's answers are judged before the table (runners/judging)
+
+is_judging_override() {  # an override of conf/judging.yaml or the judge group: for the judging step, not the sweep
+  case $1 in judge=*|judge.*=*|+judge*|protocol.*=*|baseline=*|subset=*|calibration_n=*) return 0;; esac
+  return 1
+}
+
 renders() {  # the artefact is registered with the one analysis driver (analysis/render.py ARTEFACTS)
   grep -qE "^\s+\"$1\": \"analysis\." analysis/render.py
 }
@@ -108,8 +118,10 @@ run_artefact() {
     echo "artefact '$name' is not implemented yet (no conf/experiment/$name.yaml, no analysis module)" >&2
     exit 2
   fi
-  local overrides=()
-  while IFS= read -r -d '' a; do overrides+=("$a"); done < <(strip_multirun "$@")
+  local overrides=() judging=()
+  while IFS= read -r -d '' a; do
+    if is_judging_override "$a"; then judging+=("$a"); else overrides+=("$a"); fi
+  done < <(strip_multirun "$@")
   local profile
   profile=$(profile_of "${overrides[@]+"${overrides[@]}"}")
   local t0=$SECONDS
@@ -142,6 +154,21 @@ run_artefact() {
       "$xpy" -m runners.main --multirun "experiment=$exp" "${overrides[@]+"${overrides[@]}"}"
     fi
   done
+  if [[ $JUDGED_ARTEFACTS == *" $name "* ]]; then
+    # judge the answers the table shows (judge=local offline by default; api when DROPMATCH_JUDGE_MODEL is set); an
+    # api judge is calibrated against the local one on the calibration subset (their agreement is printed)
+    local jsel="" calib=()
+    for a in "${judging[@]+"${judging[@]}"}"; do case $a in judge=*) jsel=${a#judge=};; esac; done
+    if [ "$jsel" = api ] || { [ -z "$jsel" ] && [ -n "${DROPMATCH_JUDGE_MODEL:-${OPENAI_MODEL:-}}" ]; }; then
+      calib=(--calibrate-with local)
+    fi
+    echo "[reproduce] $name: judging its open-ended answers (python -m runners.judging $name --profile $profile${calib[*]+ ${calib[*]}}${judging[*]+ ${judging[*]}})" >&2
+    if ! "$PY" -m runners.judging "$name" --profile "$profile" "${calib[@]+"${calib[@]}"}" "${judging[@]+"${judging[@]}"}"; then
+      echo "[reproduce] $name: judging incomplete (reason above; rerun to resume); unjudged cells read n.j." >&2
+    fi
+  elif [ ${#judging[@]} -gt 0 ]; then
+    echo "[reproduce] $name has no judged answers; ignoring ${judging[*]}" >&2
+  fi
   if renders "$name"; then
     # every (p_drop, K), L, dtype and the backend come from the records and the profile: only the profile is passed
     "$PY" -m analysis.render "$name" --profile "$profile"
@@ -155,6 +182,7 @@ case "$cmd" in
   -h|--help|"") usage; [ -n "$cmd" ] && exit 0; exit 2 ;;
   setup) setup ;;
   rescore) setup; "$PY" -m runners.rescore "$@" ;;
+  judge) setup; "$PY" -m runners.judging "$@" ;;
   test)
     setup
     rc=0

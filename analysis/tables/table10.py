@@ -3,9 +3,11 @@
 Paper: DropMatch Table 10 (Sec. 4.5; target Llama-3.3-70B-Instruct, EAGLE-3 head vs the Llama-3.1-8B draft).
 Rows: EAGLE3 (eagle3 pair, exact match), EAGLE3+DM (naive), SD (draft-model pair, exact match), SD+DM (the
 DropMatch rule(s) that were run). Columns: tau, tok/s, speedup vs EAGLE3 (1.0x) and vs SD, each with a 95 %
-bootstrap interval over questions (speedups paired). Quality is GPT-4-judged in the paper and not judged
-offline here. One table per (L, p_drop, K) found among the draft lengths that have a DropMatch run (the
-table's comparison; an EAGLE3 run alone at another L, e.g. Table 7's at L = 5, is not a Table 10):
+bootstrap interval over questions (speedups paired). Quality is GPT-4-judged in the paper: when judging runs
+exist (``python -m runners.judging``, :mod:`analysis.judged`) a column Q holds each row's judged quality and the
+footer names the judge; without them the table has no quality column. One table per (L, p_drop, K) found
+among the draft lengths that have a DropMatch run (the table's comparison; an EAGLE3 run alone at another L,
+e.g. Table 7's at L = 5, is not a Table 10):
 ``table10`` for L = 7 at the paper's (0.3, 5).
 
     python -m analysis.render table10 --profile default
@@ -18,8 +20,15 @@ import pandas as pd
 from analysis.artefact import PAPER_SETTING, Artefact, Profile, Table, dm_settings, setting_stem
 from analysis.cells import CI_NOTE, SPEEDUP_NOTE, ItemCache, est_columns, speedup
 from analysis.footer import provenance_lines
+from analysis.judged import Judgments, split, with_judgments
 from analysis.stats import fmt
-from analysis.tables.table7 import at_setting, eagle_footer, select_eagle, with_references
+from analysis.tables.table7 import (
+    at_setting,
+    eagle_footer,
+    judged_columns,
+    select_eagle,
+    with_references,
+)
 
 NAME = "table10"
 DATASET = "komt_bench"
@@ -36,16 +45,22 @@ ORDER = {
 
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
-    """KoMT-Bench runs of both draftings (eagle3, draft model), SD / DM (naive, JS) / AR."""
-    return select_eagle(runs, profile, (DATASET,), METHOD_LABEL, spec_method=None)
+    """KoMT-Bench runs of both draftings (eagle3, draft model), SD / DM (naive, JS) / AR, and their judging runs."""
+    return with_judgments(
+        select_eagle(runs, profile, (DATASET,), METHOD_LABEL, spec_method=None), runs
+    )
 
 
 def arm(row: pd.Series) -> str:
     return ("EAGLE3" if row["spec_method"] == "eagle3" else "SD") + METHOD_LABEL[row["method"]]
 
 
-def table(runs: pd.DataFrame, cache: ItemCache) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(numbers, display): one row per (spec_method, method): tau, tok/s, speedup vs EAGLE3 and vs SD."""
+def table(
+    runs: pd.DataFrame, cache: ItemCache, judged: Judgments | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(numbers, display): one row per (spec_method, method): tau, tok/s, speedup vs EAGLE3 and vs SD, and the
+    judged quality (column Q) when ``judged`` holds judgments of these runs."""
+    protocol = judged.protocol_of(runs["run_id"]) if judged else None
     runs = runs.assign(_arm=[arm(r) for _, r in runs.iterrows()]).sort_values(
         "_arm", key=lambda s: s.map(ORDER)
     )
@@ -55,12 +70,18 @@ def table(runs: pd.DataFrame, cache: ItemCache) -> tuple[pd.DataFrame, pd.DataFr
     for _, r in runs.iterrows():
         c = cells[r["_arm"]]
         ve, vs = speedup(c, eagle), speedup(c, sd)
+        qcols, qshown = (
+            judged_columns("quality", judged.cell(str(r["run_id"])), protocol)
+            if protocol is not None
+            else ({}, None)
+        )
         data.append(
             {
                 "method": r["_arm"],
                 "pair": r["pair"],
                 "L": int(r["L"]),
                 "n": c.n,
+                **qcols,
                 **est_columns("tau", c.tau),
                 **est_columns("tok_per_s", c.tps),
                 **est_columns("speedup_vs_eagle3", ve),
@@ -73,6 +94,7 @@ def table(runs: pd.DataFrame, cache: ItemCache) -> tuple[pd.DataFrame, pd.DataFr
                 "Pair": r["pair"],
                 "L": int(r["L"]),
                 "n": c.n,
+                **({"Q": qshown} if protocol is not None else {}),
                 "τ": fmt(c.tau),
                 "tok/s": fmt(c.tps),
                 "vs EAGLE3": f"{fmt(ve)}×" if ve.n else "",
@@ -83,6 +105,8 @@ def table(runs: pd.DataFrame, cache: ItemCache) -> tuple[pd.DataFrame, pd.DataFr
 
 
 def build(selected: pd.DataFrame) -> Artefact:
+    selected, judges = split(selected)
+    judged = Judgments(judges)
     art, cache, used = Artefact(NAME), ItemCache(), []
     spec = selected[selected["method"] != "ar"]
     dm_lengths = {int(x) for x in spec.loc[spec["method"].str.startswith("dropmatch"), "L"]}
@@ -92,13 +116,13 @@ def build(selected: pd.DataFrame) -> Artefact:
             runs = at_setting(atL, p, K, keys=("pair", "dataset", "method", "L", "spec_method"))
             if runs.empty:
                 continue
-            data, display = table(runs, cache)
+            data, display = table(runs, cache, judged)
             footer = [
                 f"KoMT-Bench (Korean MT-Bench, first turn), L={L}, greedy, vLLM, batch size 1; EAGLE3 = eagle3 "
                 f"drafting, SD = draft-model drafting; +DM = DropMatch, p_drop={p:g}, K={K}.",
                 f"cells: {CI_NOTE}",
                 SPEEDUP_NOTE,
-                *eagle_footer(runs, selected, {DATASET: "KoMT-Bench"}),
+                *eagle_footer(runs, selected, {DATASET: "KoMT-Bench"}, judged),
                 *provenance_lines(runs),
             ]
             stem = setting_stem(NAME, p, K) + ("" if L == PAPER_L else f"_L{L}")
@@ -112,6 +136,7 @@ def build(selected: pd.DataFrame) -> Artefact:
                 )
             )
             used.append(with_references(runs, selected))
+            used.append(judged.used(runs["run_id"])[selected.columns])
     art.runs = pd.concat(used).drop_duplicates("run_id") if used else selected.iloc[0:0]
     return art
 

@@ -4,13 +4,16 @@ Paper: DropMatch Table 7 (Llama-3.3-70B-Instruct + yuhuili/EAGLE3-LLaMA3.3-Instr
 set, p_drop = 0.3, K = 5; Sec. 4.4). Rows: (pair, L, method) with EAGLE3 = exact match (method ``sd`` with an
 eagle3 pair) and EAGLE3+DM = ``dropmatch_naive`` (Eq. 4). Columns per set: quality, tau, tok/s and speedup vs
 EAGLE3 at the same L (1.0x), each with a 95 % bootstrap interval over questions (speedup paired). Quality:
-GSM8K exact match on the final number (%); MT-Bench and Alpaca are GPT-4-judged in the paper, not judged
-offline here. One table per (p_drop, K) found (``table7`` for the paper's).
+GSM8K exact match on the final number (%); MT-Bench and Alpaca are judged (GPT-4 in the paper): their cells read
+the judging runs' records (:mod:`analysis.judged`, made by ``python -m runners.judging``) and name the judge in
+the footer, else "n.j." (not judged). One table per (p_drop, K) found (``table7`` for the paper's).
 
     python -m analysis.render table7 --profile default
 """
 
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 
@@ -26,6 +29,7 @@ from analysis.artefact import (
 from analysis.cells import CI_NOTE, SPEEDUP_NOTE, Cell, ItemCache, est_columns, speedup
 from analysis.equality import check_runs, equality_footer
 from analysis.footer import provenance_lines
+from analysis.judged import DIGITS, Judged, Judgments, split, with_judgments
 from analysis.stats import NAN, fmt
 
 NAME = "table7"
@@ -64,8 +68,10 @@ def at_setting(
     return r.sort_values(["n", "date_utc"], ascending=[False, False]).drop_duplicates(list(keys))
 
 
-def eagle_footer(runs: pd.DataFrame, all_runs: pd.DataFrame, labels: dict) -> list[str]:
-    """Footer lines shared by Tables 7 and 10: n, quality note, random-head note, equality check."""
+def eagle_footer(
+    runs: pd.DataFrame, all_runs: pd.DataFrame, labels: dict, judged: Judgments | None = None
+) -> list[str]:
+    """Footer lines shared by Tables 7 and 10: n, quality (judged or not), random-head note, equality check."""
     if runs.empty:
         return []
     ns, caps = runs.groupby("dataset")["n"].max(), runs.groupby("dataset")["max_new_tokens"].max()
@@ -76,10 +82,21 @@ def eagle_footer(runs: pd.DataFrame, all_runs: pd.DataFrame, labels: dict) -> li
         )
         + "; first turn only (EAGLE answers turn 2 too)"
     ]
-    judged = [labels.get(d, d) for d in ns.index if d not in GRADED]
+    open_ended = [d for d in ns.index if d not in GRADED]
+    protocols = {}
     if judged:
+        for d in open_ended:
+            p = judged.protocol_of(runs[runs["dataset"] == d]["run_id"])
+            if p is not None:
+                protocols[labels.get(d, d)] = p
+    unjudged = [labels.get(d, d) for d in open_ended if labels.get(d, d) not in protocols]
+    if protocols:
+        lines.extend(judged.footer(protocols, baseline_note(judged)))
+    if unjudged:
         lines.append(
-            f"quality: not judged offline ({', '.join(judged)}: the paper uses GPT-4 as judge); n.j. = not judged"
+            f"quality: not judged offline ({', '.join(unjudged)}: the paper uses GPT-4 as judge); n.j. = not judged"
+            if not protocols
+            else f"not judged: {', '.join(unjudged)} (n.j.)"
         )
     if "eagle_gsm8k" in ns.index:
         lines.append(
@@ -102,8 +119,40 @@ def with_references(runs: pd.DataFrame, all_runs: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([runs, all_runs[all_runs["run_id"].isin(refs)]]).drop_duplicates("run_id")
 
 
-def cell_columns(prefix: str, c: Cell | None, base: Cell | None, graded: bool) -> tuple[dict, dict]:
-    """(numbers, display) of one set's columns: quality, tau, tok/s, speedup vs ``base``."""
+def baseline_note(judged: Judgments) -> str:
+    """The pairwise protocols' baseline as footer text (the judging runs' ``method.baseline``)."""
+    notes = set()
+    for b in judged.chosen["baseline"]:
+        b = json.loads(b) if isinstance(b, str) else b
+        if b:
+            notes.add(
+                "the dataset's reference answers"
+                if b.get("method") == "reference"
+                else f"the answers of method {b.get('method')} in the same setting (the paper's standard decoding)"
+            )
+    return "; ".join(sorted(notes))
+
+
+def judged_columns(key: str, j: Judged | None, protocol: str) -> tuple[dict, str]:
+    """CSV columns and the display text of a judged quality cell (protocol ``protocol``'s units)."""
+    name = f"{key}_score" if protocol == "single" else f"{key}_win_rate_pct"
+    if j is None:
+        return {**est_columns(name, NAN), f"{name}_se": NAN.value, f"{key}_judged_n": 0}, "n.j."
+    shown = fmt(j.value, DIGITS.get(protocol, 2))
+    return {**est_columns(name, j.value), f"{name}_se": j.se, f"{key}_judged_n": j.value.n}, shown
+
+
+def cell_columns(
+    prefix: str,
+    c: Cell | None,
+    base: Cell | None,
+    graded: bool,
+    judged: tuple[Judged | None, str] | None = None,
+) -> tuple[dict, dict]:
+    """(numbers, display) of one set's columns: quality, tau, tok/s, speedup vs ``base``.
+
+    ``judged``: (the run's judged quality or None, the set's protocol) when the set has judgments in this table.
+    """
     if c is None:
         return {}, {
             f"{prefix} Q": "pending",
@@ -114,15 +163,19 @@ def cell_columns(prefix: str, c: Cell | None, base: Cell | None, graded: bool) -
     acc = c.acc if graded else NAN
     sp = speedup(c, base)
     key = prefix.lower().replace("-", "_")
+    if judged is not None:
+        qcols, qshown = judged_columns(key, *judged)
+    else:
+        qcols, qshown = est_columns(f"{key}_quality_pct", acc), fmt(acc, 1) if graded else "n.j."
     data = {
-        **est_columns(f"{key}_quality_pct", acc),
+        **qcols,
         **est_columns(f"{key}_tau", c.tau),
         **est_columns(f"{key}_tok_per_s", c.tps),
         **est_columns(f"{key}_speedup", sp),
         f"{key}_n": c.n,
     }
     shown = {
-        f"{prefix} Q": fmt(acc, 1) if graded else "n.j.",
+        f"{prefix} Q": qshown,
         f"{prefix} τ": fmt(c.tau),
         f"{prefix} tok/s": fmt(c.tps),
         f"{prefix} speedup": f"{fmt(sp)}×" if sp.n else "",
@@ -131,11 +184,16 @@ def cell_columns(prefix: str, c: Cell | None, base: Cell | None, graded: bool) -
 
 
 def build(selected: pd.DataFrame) -> Artefact:
+    selected, judges = split(selected)
+    judged = Judgments(judges)
     art, cache, used = Artefact(NAME), ItemCache(), []
     for p, K in dm_settings(selected, ("dropmatch_naive",)) or [PAPER_SETTING]:
         runs = at_setting(selected, p, K)
         if runs.empty:
             continue
+        protocols = {
+            b: judged.protocol_of(runs[runs["dataset"] == b]["run_id"]) for b in BENCHMARKS
+        }
         data, display = [], []
         for (pair, L), g in runs.groupby(["pair", "L"], sort=True):
             cells = {(r["dataset"], r["method"]): cache.cell(r) for _, r in g.iterrows()}
@@ -147,8 +205,12 @@ def build(selected: pd.DataFrame) -> Artefact:
                     {"Pair": pair, "L": int(L), "Method": label},
                 )
                 for b in BENCHMARKS:
+                    c = cells.get((b, method))
+                    j = None
+                    if protocols[b] is not None and b not in GRADED:
+                        j = (judged.cell(c.run_id) if c is not None else None, protocols[b])
                     nums, shown = cell_columns(
-                        BENCH_LABEL[b], cells.get((b, method)), cells.get((b, "sd")), b in GRADED
+                        BENCH_LABEL[b], c, cells.get((b, "sd")), b in GRADED, j
                     )
                     d.update(nums)
                     s.update(shown)
@@ -159,7 +221,7 @@ def build(selected: pd.DataFrame) -> Artefact:
             f"(Eq. 4), p_drop={p:g}, K={K}; speedup vs EAGLE3 at the same L (1.0×); batch size 1.",
             f"cells: {CI_NOTE}",
             SPEEDUP_NOTE,
-            *eagle_footer(runs, selected, BENCH_LABEL),
+            *eagle_footer(runs, selected, BENCH_LABEL, judged),
             *provenance_lines(runs),
         ]
         art.tables.append(
@@ -172,13 +234,16 @@ def build(selected: pd.DataFrame) -> Artefact:
             )
         )
         used.append(with_references(runs, selected))
+        used.append(judged.used(runs["run_id"])[selected.columns])
     art.runs = pd.concat(used).drop_duplicates("run_id") if used else selected.iloc[0:0]
     return art
 
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
-    """EAGLE3 (eagle3 drafting) runs of SD / DM naive / AR on the three sets."""
-    return select_eagle(runs, profile, BENCHMARKS, METHOD_LABEL, spec_method="eagle3")
+    """EAGLE3 (eagle3 drafting) runs of SD / DM naive / AR on the three sets, and their judging runs."""
+    return with_judgments(
+        select_eagle(runs, profile, BENCHMARKS, METHOD_LABEL, spec_method="eagle3"), runs
+    )
 
 
 if __name__ == "__main__":

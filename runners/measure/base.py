@@ -86,7 +86,17 @@ def run_measurement(cfg: Any, log: Callable[[str], None] = logger.info) -> dict:
     Raises:
         runners.config.validate.ConfigError: invalid field, or (``MissingRecordsError``) input records absent.
     """
-    c = resolve_measurement(cfg)
+    return run_resolved(resolve_measurement(cfg), log)
+
+
+def run_resolved(c: Mapping[str, Any], log: Callable[[str], None] = logger.info) -> dict:
+    """:func:`run_measurement` of a config that is already resolved and checked: one derived from a stored
+    record's ``config.json`` (a judging run of a decode run: :mod:`runners.judging.runs`), which resolving again
+    would re-validate against this machine (a vLLM decode judged where vLLM is absent) and re-identify its models.
+
+    Raises:
+        MissingRecordsError: the measurement's input records are absent.
+    """
     job = MEASUREMENTS.get(c["method"]["measure"])(c)
     record = RunRecord(results_dir() / "runs", c)
     units = job.unit_ids()

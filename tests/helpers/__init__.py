@@ -1,3 +1,5 @@
 """Helpers the tests import (``from tests.helpers.<module> import ...``; fixtures live in the conftest files):
 ``records`` (hand-built traces and run records), ``cli`` (``python -m runners.main`` command lines and record
-readers), ``verify_inputs`` (hand-built verify-round inputs), ``vllm`` (the vLLM tests' generate helper)."""
+readers), ``verify_inputs`` (hand-built verify-round inputs), ``vllm`` (the vLLM tests' generate helper),
+``judging`` (hand-written decode records of the open-ended sets), ``openai_server`` (a localhost server speaking
+the OpenAI chat-completions API with canned replies)."""

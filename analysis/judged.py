@@ -1,0 +1,234 @@
+"""Judged quality of open-ended answers, read from the judging runs' records (Tables 7 and 10).
+
+A judging run (``runners/judging``, ``method.measure: judge``) holds one line per judged question of one decode
+run. :func:`with_judgments` adds the judging runs of the selected decode runs to an artefact's selection;
+:class:`Judgments` picks one judge for the artefact (a strong judge over a weak one, then the judge that covers
+the most cells, then the newest) and gives each decode run's quality cell: the protocol's per-question values
+(rating 1-10; win rate: 100 / 50 / 0 per pairwise outcome, 100 x (preference - 1) for AlpacaEval) with a
+percentile-bootstrap 95 % interval over questions, and the standard error the reference tool reports. The
+per-question number is the ``value`` each judgment line carries (written by the judging run).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.stats import Estimate, mean_ci
+from runners.records.record import read_samples
+
+JUDGE_COLUMNS = (
+    "source_run_id",
+    "protocol",
+    "subset",
+    "judge_key",
+    "judge_label",
+    "judge_weak",
+    "baseline",
+    "prompt_files",
+)
+DIGITS = {"single": 2, "pairwise": 1, "alpaca_eval": 1}
+
+
+def _json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def judge_rows(runs: pd.DataFrame) -> pd.DataFrame:
+    """The judging runs among ``runs`` (full question sets only), with their judge and source as columns."""
+    r = (
+        runs[runs["method"] == "judge"].copy()
+        if not runs.empty and "method" in runs
+        else runs.iloc[0:0].copy()
+    )
+    cols: dict[str, list] = {k: [] for k in JUDGE_COLUMNS}
+    for _, row in r.iterrows():
+        cfg = _json(Path(row["run_dir"]) / "config.json")
+        summ = _json(Path(row["run_dir"]) / "summary.json")
+        m = cfg.get("method") or {}
+        cols["source_run_id"].append(m.get("source_run_id"))
+        cols["protocol"].append(m.get("protocol"))
+        cols["subset"].append(m.get("subset"))
+        cols["judge_key"].append(
+            json.dumps((cfg.get("judge") or {}).get("identity"), sort_keys=True)
+        )
+        cols["judge_label"].append(summ.get("judge/label"))
+        cols["judge_weak"].append(bool(summ.get("judge/weak")))
+        cols["baseline"].append(json.dumps(m.get("baseline"), sort_keys=True))
+        cols["prompt_files"].append(
+            json.dumps((cfg.get("judge") or {}).get("prompt_files"), sort_keys=True)
+        )
+    for k, v in cols.items():
+        r[k] = v
+    return r[r["subset"] == "all"] if not r.empty else r
+
+
+def with_judgments(selected: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """``selected`` plus the judging runs of its runs (none: ``selected`` unchanged)."""
+    j = judge_rows(runs)
+    if j.empty or selected.empty:
+        return selected
+    j = j[j["source_run_id"].isin(set(selected["run_id"]))]
+    return pd.concat([selected, j[selected.columns]]) if not j.empty else selected
+
+
+def split(selected: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(decode runs, judging runs with their judge columns) of an artefact's selection."""
+    if selected.empty:
+        return selected, selected
+    is_judge = selected["method"] == "judge"
+    return selected[~is_judge], judge_rows(selected[is_judge])
+
+
+@dataclass
+class Judged:
+    """One decode run's judged quality.
+
+    Attributes:
+        value: the protocol's mean over questions (rating, or win rate in %) with its 95 % bootstrap interval.
+        se: its standard error (as FastChat / AlpacaEval report it), NaN below 2 questions.
+        n_expected: questions judged or to judge; n_parse_failures: replies without a verdict (unscored).
+        n_call_failures: questions whose judge call failed (not judged yet: rerun the judging to retry).
+    """
+
+    run_id: str
+    protocol: str
+    value: Estimate
+    se: float
+    n_expected: int
+    n_parse_failures: int
+    n_call_failures: int
+    complete: bool
+
+
+class Judgments:
+    """The judgments of one judge over an artefact's decode runs (module docstring)."""
+
+    def __init__(self, judges: pd.DataFrame) -> None:
+        self.rows = judges.iloc[0:0] if judges.empty else judges
+        self.chosen = self.rows
+        self.label, self.weak = None, False
+        if not self.rows.empty:
+            score = (
+                self.rows.groupby("judge_key")
+                .agg(
+                    weak=("judge_weak", "max"),
+                    cells=("source_run_id", "nunique"),
+                    date=("date_utc", "max"),
+                )
+                .reset_index()
+                .sort_values(["weak", "cells", "date"], ascending=[True, False, False])
+            )
+            key = score.iloc[0]["judge_key"]
+            chosen = self.rows[self.rows["judge_key"] == key]
+            # one judging run per decode run: the complete, then the newest
+            self.chosen = chosen.sort_values(
+                ["complete", "date_utc"], ascending=[False, False]
+            ).drop_duplicates("source_run_id")
+            self.label = str(self.chosen.iloc[0]["judge_label"])
+            self.weak = bool(self.chosen.iloc[0]["judge_weak"])
+        self.others = sorted(
+            {str(x) for x in self.rows["judge_label"]} - {self.label}
+            if not self.rows.empty
+            else set()
+        )
+        self._cells: dict[str, Judged] = {}
+
+    def __bool__(self) -> bool:
+        return not self.chosen.empty
+
+    def cell(self, source_run_id: str) -> Judged | None:
+        """The judged quality of decode run ``source_run_id``, or None (not judged by the chosen judge)."""
+        if not self:
+            return None
+        if source_run_id in self._cells:
+            return self._cells[source_run_id]
+        hit = self.chosen[self.chosen["source_run_id"] == source_run_id]
+        if hit.empty:
+            return None
+        row = hit.iloc[0]
+        summ = _json(Path(row["run_dir"]) / "summary.json")
+        protocol = str(row["protocol"])
+        lines = read_samples(Path(row["run_dir"]) / "samples.jsonl")
+        vals = [float(x["value"]) for x in lines if x.get("value") is not None]
+        scale = 1.0 if protocol == "single" else 100.0
+        est = mean_ci(vals).scaled(scale) if vals else Estimate(math.nan, math.nan, math.nan, 0)
+        se = scale * float(pd.Series(vals).sem()) if len(vals) > 1 else math.nan
+        c = Judged(
+            run_id=str(row["run_id"]),
+            protocol=protocol,
+            value=est,
+            se=se,
+            n_expected=int(summ.get("num_expected") or 0),
+            n_parse_failures=int(summ.get("judge/num_parse_failures") or 0),
+            n_call_failures=int(summ.get("judge/num_call_failures") or 0),
+            complete=bool(summ.get("complete")),
+        )
+        self._cells[source_run_id] = c
+        return c
+
+    def protocol_of(self, source_run_ids) -> str | None:
+        """The protocol of the judged runs among ``source_run_ids`` (None: none judged)."""
+        if not self:
+            return None
+        hit = self.chosen[self.chosen["source_run_id"].isin(list(source_run_ids))]
+        return None if hit.empty else str(hit.iloc[0]["protocol"])
+
+    def used(self, source_run_ids) -> pd.DataFrame:
+        """The chosen judging runs of ``source_run_ids`` (for the manifest)."""
+        if not self:
+            return self.chosen
+        return self.chosen[self.chosen["source_run_id"].isin(list(source_run_ids))]
+
+    def footer(self, judged_sets: dict[str, str], baseline_note: str = "") -> list[str]:
+        """Footer lines naming the judge, the protocol per set, the counts of unscored and unjudged questions."""
+        if not self:
+            return []
+        cells = [self.cell(s) for s in self.chosen["source_run_id"]]
+        cells = [c for c in cells if c is not None]
+        n = sum(c.n_expected for c in cells)
+        unparsed = sum(c.n_parse_failures for c in cells)
+        failed = sum(c.n_call_failures for c in cells)
+        files = json.loads(self.chosen.iloc[0]["prompt_files"] or "null") or {}
+        lines = [
+            f"judge: {self.label}; prompts (sha256): "
+            + ", ".join(f"{k} {str(v)[:12]}" for k, v in sorted(files.items()))
+        ]
+        if self.weak:
+            lines.append(
+                "WEAK JUDGE: these numbers are a weak judge's opinion of the answers, not GPT-4's (the paper's "
+                "judge); not comparable with the paper's MT-Bench scores or win rates; rejudge the stored answers "
+                "with a strong judge: python -m runners.judging <artefact> judge=api"
+            )
+        what = {
+            "single": "mean FastChat single-answer rating 1-10 (single-v1; single-math-v1 with a reference "
+            "answer for math, reasoning, coding), first turn",
+            "pairwise": "FastChat pairwise win rate % vs the baseline (pair-v2 / pair-math-v1, both orders, "
+            "inconsistent = tie, ties count half)",
+            "alpaca_eval": "AlpacaEval 2.0 win rate % vs the baseline (weighted_alpaca_eval_gpt4_turbo "
+            "annotator: 2 - P(m) from the top-5 logprobs; identical answers are draws; length-controlled win "
+            "rate not computed)",
+        }
+        for label, protocol in judged_sets.items():
+            lines.append(
+                f"{label} Q: {what.get(protocol, protocol)}"
+                + (f"; baseline: {baseline_note}" if protocol != "single" and baseline_note else "")
+            )
+        lines.append(
+            f"judged quality: value [95% CI] percentile bootstrap over questions; standard errors in the CSV "
+            f"(*_se); {n} questions judged in {len(cells)} judging runs, {unparsed} replies without a verdict "
+            f"(unscored), {failed} questions whose judge call failed (not judged: rerun the judging)"
+        )
+        if self.others:
+            lines.append(
+                f"other judges' records exist ({'; '.join(self.others)}); python -m runners.judging prints their "
+                "agreement on the calibration subset"
+            )
+        return lines

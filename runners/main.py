@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 from runners.config.errors import ConfigError
 from runners.config.resolve import resolve_run_config
 from runners.measure import resolve_measurement, run_measurement
+from runners.records.schema import RecordError
 from runners.run import run
 from runners.sweep.resolvers import register_resolvers
 
@@ -62,6 +63,9 @@ def main(cfg: DictConfig) -> float | None:
         summary = job_of(cfg).run(cfg)
     except ConfigError as e:
         logger.error("%s\nconfig error: %s", describe(cfg), e)
+        sys.exit(2)
+    except RecordError as e:  # a damaged record: where, before anything was decoded
+        logger.error("record error: %s", e)
         sys.exit(2)
     return summary.get("speed/tok_per_s")
 

@@ -8,15 +8,15 @@ Autoregressive runs (L = 0) count no drafts (vLLM's convention) and one zero-acc
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from runners.records.schema import read_samples
 
 
 def counter_faults(run_dir: Path) -> list[str]:
     """Every sample of ``run_dir`` whose counters break the identity (empty: all hold)."""
     faults = []
-    for line in (run_dir / "samples.jsonl").read_text().splitlines():
-        s = json.loads(line)
+    for s in read_samples(run_dir / "samples.jsonl"):
         spec, ids = s.get("spec") or {}, s.get("output_token_ids") or []
         if "num_drafts" not in spec:  # measurement records (latency, bench) carry no rounds
             continue

@@ -13,7 +13,6 @@ Lossy methods (DropMatch) are not expected to match and are not checked.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.load import load_runs
+from runners.records.schema import read_samples
 from runners.sweep.console import console
 
 logger = logging.getLogger(__name__)
@@ -29,15 +29,16 @@ KEYS = ("pair", "dataset", "max_new_tokens", "batch_size", "backend", "profile",
 
 
 def read_outputs(run_dir: str | Path) -> dict[str, list[int]]:
-    """``{sample_id: output_token_ids}`` of one run record (the last record of a sample wins)."""
-    out: dict[str, list[int]] = {}
-    path = Path(run_dir) / "samples.jsonl"
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                rec = json.loads(line)
-                out[rec["sample_id"]] = [int(t) for t in rec["output_token_ids"]]
-    return out
+    """``{sample_id: output_token_ids}`` of one run record, read as every consumer reads it
+    (:func:`runners.records.schema.read_samples`: the first line of a sample wins, a torn last line is dropped).
+
+    Raises:
+        runners.records.schema.RecordError: a damaged line (file, line, field).
+    """
+    return {
+        s["sample_id"]: [int(t) for t in s.get("output_token_ids") or []]
+        for s in read_samples(Path(run_dir) / "samples.jsonl")
+    }
 
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:

@@ -12,7 +12,7 @@ logs the tables (:mod:`runners.sweep.console`: INFO on stdout, errors on stderr;
 records and the profile (``conf/profile/<P>.yaml``), never from flags.
 
 Exit status: 0 written; 1 no runs to tabulate (message on stderr names the artefact, profile and the command
-that makes the runs); 2 bad arguments.
+that makes the runs); 2 bad arguments, or a damaged run record (the message names its file, line and field).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from analysis.load import load_runs
 from analysis.wandb_artefact import log_artefact
 from analysis.write import portable, write_artefact
 from runners.paths import results_dir
+from runners.records.schema import RecordError
 from runners.sweep.console import console
 
 logger = logging.getLogger(__name__)
@@ -173,6 +174,9 @@ def main(argv: Iterable[str] | None = None) -> int:
         except NoRuns as e:
             logger.error("%s", e)
             missing += 1
+        except RecordError as e:  # a damaged record: where it is, instead of a traceback
+            logger.error("[render] %s: record error: %s", n, e)
+            return 2
     # one artefact: no runs is an error; `all`: an error only when none of them had runs
     return 1 if missing == len(names) or (len(names) == 1 and missing) else 0
 

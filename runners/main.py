@@ -16,6 +16,8 @@ from omegaconf import DictConfig
 from runners.config.errors import ConfigError
 from runners.config.resolve import resolve_run_config
 from runners.measure import resolve_measurement, run_measurement
+from runners.models.sources import ModelUnavailableError
+from runners.records.schema import RecordError
 from runners.run import run
 from runners.sweep.resolvers import register_resolvers
 
@@ -60,15 +62,18 @@ def job_of(cfg: Any) -> Job:
 def main(cfg: DictConfig) -> float | None:
     try:
         summary = job_of(cfg).run(cfg)
-    except ConfigError as e:
+    except (ConfigError, ModelUnavailableError) as e:
         logger.error("%s\nconfig error: %s", describe(cfg), e)
+        sys.exit(2)
+    except RecordError as e:  # a damaged record: where, before anything was decoded
+        logger.error("record error: %s", e)
         sys.exit(2)
     return summary.get("speed/tok_per_s")
 
 
 if __name__ == "__main__":
     from runners.config.optional_deps import MissingExtraError, check_launcher
-    from runners.paths import REPO_ROOT
+    from runners.paths import REPO_ROOT, directory_env_errors
     from runners.sweep.console import LEVEL_ENV, console, level
 
     try:
@@ -82,6 +87,9 @@ if __name__ == "__main__":
     try:
         if bad is not None:
             raise bad
+        bad_dirs = directory_env_errors()  # before Hydra makes its output directory there
+        if bad_dirs:
+            raise ValueError(bad_dirs[0])
         check_launcher(sys.argv[1:], str(REPO_ROOT / "conf" / "local" / "default.yaml"))
     except (MissingExtraError, ValueError) as e:
         logger.error("config error: %s", e)

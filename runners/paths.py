@@ -25,3 +25,37 @@ def cache_dir() -> Path:
 def results_dir() -> Path:
     """Root of ``runs/`` and the per-artefact folders."""
     return Path(os.environ.get("DROPMATCH_RESULTS") or REPO_ROOT / "results").expanduser()
+
+
+def directory_env_errors() -> list[str]:
+    """Why ``DROPMATCH_RESULTS`` / ``DROPMATCH_CACHE`` cannot be used as directories (empty: both can).
+
+    A path can be used when it is a directory or its nearest existing parent is one (it is created on first
+    write); the results must also be writable there (a cache may be read-only: what it lacks is then not
+    remembered). Checked before anything loads, so a path naming a file is an error naming the variable, not a
+    ``NotADirectoryError`` from deep inside a run.
+    """
+    out = []
+    for var, path in (("DROPMATCH_RESULTS", results_dir()), ("DROPMATCH_CACHE", cache_dir())):
+        why = _not_a_directory(path, writable=var == "DROPMATCH_RESULTS")
+        if why:
+            shown = os.environ.get(var) or str(path)
+            out.append(
+                f"{var}={shown} is invalid: {why}; allowed: a directory (created if missing) "
+                f"{'holding runs/ and the artefacts' if var == 'DROPMATCH_RESULTS' else 'for models and data'}"
+            )
+    return out
+
+
+def _not_a_directory(path: Path, writable: bool) -> str | None:
+    p = path.absolute()
+    for parent in (p, *p.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                return (
+                    f"{parent} is a file" if parent == p else f"{parent} (a parent of it) is a file"
+                )
+            if writable and not os.access(parent, os.W_OK):
+                return f"{parent} is not writable"
+            return None
+    return None

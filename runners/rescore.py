@@ -10,7 +10,9 @@ Scores are not frozen at generation time. For each selected run this rebuilds th
 * rewrites the exports (:func:`runners.exports.write_exports`).
 
 A selector is a run id (``results/runs/<id>``), a run directory, or an artefact name (every run whose
-``config.json`` has ``artefact: <name>``). Exit code 2 when a selector matches nothing.
+``config.json`` has ``artefact: <name>``). Exit code 2 when a selector matches nothing, or when a record's
+``samples.jsonl`` has a damaged line (:class:`runners.records.schema.RecordError`: file, line, field; that record
+is not rewritten).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from runners.models.sources import resolve_model_dir
 from runners.paths import results_dir
 from runners.records.io import atomic_write_json
 from runners.records.record import RunLockedError
+from runners.records.schema import RecordError
 from runners.registry import SCORERS, build
 from runners.sweep.console import console
 
@@ -116,6 +119,7 @@ def rescore_run(run_dir: Path, tokenizer: Any = None, exports: bool = True) -> d
 
     Raises:
         runners.records.record.RunLockedError: another process is writing the run.
+        runners.records.schema.RecordError: a damaged line in ``samples.jsonl`` (nothing is rewritten).
     """
 
     run_dir = Path(run_dir)
@@ -174,7 +178,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if (run_dir / "summary.json").exists()
             else None
         )
-        after = rescore_run(run_dir, exports=not args.no_exports)
+        try:
+            after = rescore_run(run_dir, exports=not args.no_exports)
+        except RecordError as e:  # a damaged record is left as it is (nothing rewritten)
+            logger.error("record error: %s", e)
+            return 2
         logger.info(
             "rescored %s: accuracy %s -> %s (%s, scoring errors %s)",
             run_dir.name,

@@ -85,10 +85,28 @@ def _num(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
+# Draft length cap. Each round drafts L tokens one by one and verifies L + 1 positions; DropMatch's heads hold
+# K x L x V probabilities (float32, K = 5, V = 152k: 195 MB at L = 64, 3 GB at L = 1000). The tokens a round
+# keeps are at most 1 / (1 - alpha) on average for a per-token acceptance rate alpha (Leviathan et al. 2023,
+# Eq. 1: 10 at alpha = 0.9, 20 at 0.95), so drafts far beyond that only add draft passes. The paper's longest
+# draft is L = 32 (its Auto-Judge runs).
+MAX_L = 64
+MAX_L_REASON = (
+    f"why {MAX_L}: a round drafts L tokens one by one and DropMatch's heads hold K x L x vocabulary "
+    "probabilities, while a round keeps on average at most 1/(1 - acceptance rate) tokens (10 at 0.9); "
+    "the paper's longest draft is L=32"
+)
+
 # Fields of run.yaml, dataset/, decoding, profile/ (and the backend's and pair's sizes). L is checked by
 # runners.config.validate itself (0 is allowed only for autoregressive methods).
 NUMERIC: tuple[Field, ...] = (
-    Field("L", int, low=0, note="draft tokens per round; 0 only with an autoregressive method"),
+    Field(
+        "L",
+        int,
+        low=0,
+        high=MAX_L,
+        note="draft tokens per round; 0 only with an autoregressive method",
+    ),
     Field("dropmatch.p_drop", float, low=0, high=1, high_open=True),
     Field("dropmatch.K", int, low=1, note="MC-dropout heads"),
     Field("dropmatch.path", int, low=0, note="which single dropout path decodes"),

@@ -11,7 +11,7 @@ from runners.autojudge.artefact import attach_judge
 from runners.config.errors import ConfigError
 from runners.config.numeric_fields import canonical
 from runners.config.validate import validate
-from runners.models.identity import model_identity
+from runners.models.identity import label_own_weights, model_identity
 
 
 def resolve_run_config(
@@ -25,7 +25,9 @@ def resolve_run_config(
     over ``dropmatch.p_drop`` runs SD once, not once per value), and ``dropmatch.audit_share`` is dropped where
     nothing is audited (an exact run, or a share of 0); ``model_identity`` records the weights
     each model will be loaded from (:func:`runners.models.identity.model_identity`; skipped with
-    ``identify_models=False``, for validation only). ``method.threshold`` is dropped from methods without a judge (a sweep
+    ``identify_models=False``, for validation only); a model whose ``local_path`` replaces the weights its built-in
+    pair names is labelled by those weights, not the built-in name (:func:`runners.models.identity.label_own_weights`:
+    the config, the run id, the tables and the footers name what ran). ``method.threshold`` is dropped from methods without a judge (a sweep
     ``++method.threshold=...`` runs SD once); Auto-Judge methods get ``method.judge.key``
     (:func:`runners.autojudge.artefact.attach_judge`). ``check`` (a measurement's own field checks,
     :func:`runners.measure.base.check`) sees the validated, canonical config before the profile fills it.
@@ -80,6 +82,7 @@ def resolve_run_config(
         c["dropmatch"] = {"K": 1, "p_drop": dm["p_drop"], "path": dm.get("path", 0)}
     else:
         c["dropmatch"] = {"unused": True}
+    c["pair"] = label_own_weights(c["pair"])
     if isinstance(method.get("judge"), Mapping):
         attach_judge(c)
     if identify_models:

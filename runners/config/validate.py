@@ -20,11 +20,12 @@ import runners.datasets  # noqa: F401
 from runners.backends.modes import BACKEND_MODES, modes_of, supported_modes
 from runners.config.decode_spec import build_rule
 from runners.config.errors import ConfigError
-from runners.config.numeric_fields import FieldError, canonical
+from runners.config.known_keys import unknown_key_message, unknown_keys
+from runners.config.numeric_fields import MAX_L, MAX_L_REASON, FieldError, canonical
 from runners.config.optional_deps import gpu_available, installed
 from runners.datasets.base import FIXED_CHAT_KWARGS
 from runners.models.dtype import resolve_dtype
-from runners.paths import REPO_ROOT
+from runners.paths import REPO_ROOT, directory_env_errors
 from runners.registry import BACKENDS, CRITERIA, DATASETS
 
 # Backends whose engine is an optional package (imported only when generating): checked up front.
@@ -178,15 +179,19 @@ def _validate_fields(cfg: Mapping[str, Any]) -> None:
 def validate(cfg: Mapping[str, Any]) -> None:
     """Raise :class:`ConfigError` for the first invalid field.
 
-    Checks: L, every numeric field of :data:`runners.config.numeric_fields.NUMERIC` (dropmatch.p_drop / K / path,
+    Checks: no key that nothing reads (:mod:`runners.config.known_keys`, e.g. ``+dropmatch.pdrop=0.3``), L (1 ..
+    :data:`~runners.config.numeric_fields.MAX_L`), every numeric field of :data:`runners.config.numeric_fields.NUMERIC` (dropmatch.p_drop / K / path,
     decoding.temperature / top_p / seed / max_new_tokens, dataset.limit / offset / max_new_tokens, repeats,
     the profile's caps, the backend's sizes: type and range), trace, progress, method/criterion, backend and
     dataset names against their registries, that the backend supports the run's modes
     (:mod:`runners.backends.modes`: e.g. ``method=draft_only`` with ``backend=vllm`` is refused), that an
     optional backend package is installed, the logger and its mode, and that a GPU-only
-    pair/profile/backend has a GPU.
+    pair/profile/backend has a GPU, and that ``DROPMATCH_RESULTS`` / ``DROPMATCH_CACHE`` can be directories.
     """
 
+    unknown = unknown_keys(cfg)
+    if unknown:
+        raise ConfigError(unknown_key_message(*unknown[0]))
     method = cfg["method"]
     L = cfg.get("L")
     if method.get("autoregressive"):
@@ -195,11 +200,15 @@ def validate(cfg: Mapping[str, Any]) -> None:
                 f"L={L} with method={method['name']}; autoregressive methods have no drafts (L is set to 0)"
             )
     elif (
-        not isinstance(L, (int, float)) or isinstance(L, bool) or not float(L).is_integer() or L < 1
+        not isinstance(L, (int, float))
+        or isinstance(L, bool)
+        or not float(L).is_integer()
+        or not 1 <= L <= MAX_L
     ):
+        too_long = isinstance(L, (int, float)) and not isinstance(L, bool) and L > MAX_L
         raise ConfigError(
-            f"L={L!r} is invalid; allowed: an integer >= 1 (draft tokens per round; "
-            f"method=ar for the autoregressive baseline)"
+            f"L={L!r} is invalid; allowed: an integer >= 1 and <= {MAX_L} (draft tokens per round; "
+            f"method=ar for the autoregressive baseline){f'; {MAX_L_REASON}' if too_long else ''}"
         )
     _validate_fields(cfg)
     if method.get("criterion") is not None and method["criterion"] not in CRITERIA:
@@ -247,6 +256,9 @@ def validate(cfg: Mapping[str, Any]) -> None:
             f"runners/backends/install_vllm.sh (.venv-vllm/bin/python -m runners.main ...)"
         )
     _validate_logger(cfg.get("logger") or {})
+    bad_dirs = directory_env_errors()
+    if bad_dirs:
+        raise ConfigError(bad_dirs[0])
 
     try:
         resolve_dtype(cfg.get("pair") or {})

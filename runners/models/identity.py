@@ -25,6 +25,7 @@ The run id hashes the part of this identity that the config does not already fix
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -32,9 +33,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from runners.models.dtype import resolve_dtype
 from runners.models.sources import COMPLETE_MARKER, ModelUnavailableError, pick_source
-from runners.paths import cache_dir
+from runners.paths import REPO_ROOT, cache_dir
 from runners.records.io import atomic_write_json, sha256_file
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
@@ -191,6 +194,100 @@ def check_available(identity: Mapping[str, Any], roles: list[str]) -> None:
         ident = identity.get(role) or {}
         if ident.get("source") == "unavailable":
             raise ModelUnavailableError(f"pair.{role}: {ident.get('reason')}")
+
+
+PUBLISHED = {
+    "pinned": "pinned",
+    "hub": "hub_id",
+    "built": "built",
+}  # source -> the spec key that defines it
+
+
+def own_weights_label(spec: Mapping[str, Any]) -> str | None:
+    """The label of weights a user's ``local_path`` puts in place of a model its pair names by a published
+    source (pinned, hub or built), else None.
+
+    None when the spec has no published source (a local-only pair such as ``tiny``, or a user's own pair file:
+    its names are the user's), when the local directory is that same model (a prepared copy of the pinned
+    source, or a hub cache snapshot of the same ``hub_id``), or when no source is usable. Otherwise
+    ``local:<directory name>``, or the other model's hub id for a hub cache snapshot of another model.
+    """
+    order = list(spec.get("order") or ["local", "hub", "pinned"])
+    if not any(spec.get(PUBLISHED[o]) for o in order if o in PUBLISHED):
+        return None
+    try:
+        source, where = pick_source(spec)
+    except ModelUnavailableError:
+        return None
+    if source != "local":
+        return None
+    path = Path(str(where)).resolve()
+    marker = path / COMPLETE_MARKER
+    pinned = spec.get("pinned") if isinstance(spec.get("pinned"), Mapping) else {}
+    if (
+        marker.is_file()
+        and pinned
+        and marker.read_text().split()[:1] == [str(pinned.get("sha256"))]
+    ):
+        return None
+    if path.parent.name == "snapshots" and path.parent.parent.name.startswith("models--"):
+        hub_id = path.parent.parent.name[len("models--") :].replace("--", "/")
+        return None if hub_id == spec.get("hub_id") else hub_id
+    return f"local:{path.name}"
+
+
+@functools.cache
+def builtin_pairs() -> dict[str, dict]:
+    """``{name: conf/pair/<file>.yaml}`` of the pairs the project ships (their labels, uninterpolated)."""
+    out = {}
+    for f in sorted((REPO_ROOT / "conf" / "pair").glob("*.yaml")):
+        spec = yaml.safe_load(f.read_text(encoding="utf-8")) or {}
+        out[str(spec.get("name", f.stem))] = spec
+    return out
+
+
+def label_own_weights(pair_cfg: Mapping[str, Any]) -> dict:
+    """``pair_cfg`` with labels that name the weights that run: a model whose ``local_path`` replaces the
+    published weights its built-in pair names (:func:`own_weights_label`) is called by that label instead of the
+    built-in model's name, and the pair, if it still has its built-in name, ``<draft>_<target>`` of the models'
+    short labels (the last part of a hub id). Names the user set (different from the built-in pair's) are kept.
+
+    Returns a new dict (``pair_cfg`` is not changed); the same dict's content when nothing is relabelled.
+    """
+    pair = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in pair_cfg.items()}
+    builtin = builtin_pairs().get(str(pair.get("name")))
+    if builtin is None:  # a pair the user named: its labels are the user's
+        return pair
+    changed = False
+    for role in ("target", "draft"):
+        spec = pair.get(role)
+        label = own_weights_label(spec) if isinstance(spec, Mapping) else None
+        if label and spec.get("name") == (builtin.get(role) or {}).get("name"):
+            spec["name"] = label
+            changed = True
+    if changed:
+        short = {
+            r: str((pair.get(r) or {}).get("name", "-")).rsplit("/", 1)[-1]
+            for r in ("draft", "target")
+        }
+        pair["name"] = f"{short['draft']}_{short['target']}"
+    return pair
+
+
+def check_sources(pair_cfg: Mapping[str, Any], roles: list[str]) -> None:
+    """Refuse a config whose models (``roles``) have no usable source, without preparing, hashing or downloading
+    anything (:func:`pick_source` only): the check a sweep or a single run makes before Hydra writes anything.
+
+    Raises:
+        ModelUnavailableError: ``pair.<role>: <why>`` (e.g. a ``local_path`` that does not exist).
+    """
+    for role in roles:
+        spec = pair_cfg.get(role)
+        if isinstance(spec, Mapping):
+            try:
+                pick_source(spec)
+            except ModelUnavailableError as e:
+                raise ModelUnavailableError(f"pair.{role}: {e}") from None
 
 
 def clear_memo() -> None:

@@ -176,10 +176,12 @@ def pick_source(spec: Mapping[str, Any]) -> tuple[str, str | None]:
     Returns:
         ``(source, where)``: ``("local", directory)``, ``("pinned", None)``, ``("built", None)`` or
         ``("hub", hub_id)``, the first entry of ``spec['order']`` (default: local, hub, pinned) that can
-        provide the model here.
+        provide the model here. A ``local_path`` that is set is the model: when it is not a directory the
+        model is unavailable (never silently the pair's own weights from a later source).
 
     Raises:
-        ModelUnavailableError: no source in ``order`` can provide the model (the message says how to).
+        ModelUnavailableError: ``local_path`` is set but not a directory, or no source in ``order`` can provide
+            the model (the message says how to).
         ValueError: an unknown ``order`` entry.
     """
     order = list(spec.get("order") or ["local", "hub", "pinned"])
@@ -190,7 +192,14 @@ def pick_source(spec: Mapping[str, Any]) -> tuple[str, str | None]:
             if path:
                 if Path(path).is_dir():
                     return "local", str(path)
-                tried.append(f"local_path={path!r} is not a directory")
+                # never replaced by a later source: the user asked for these weights, not the pair's own
+                raise ModelUnavailableError(
+                    f"model {spec.get('name')!r} is unavailable (local_path={str(path)!r} "
+                    f"{'is a file' if Path(path).exists() else 'does not exist'}; it is not replaced by the "
+                    f"pair's other sources). Provide it by fixing the path (a directory with config.json, "
+                    f"the tokenizer and the weights), or set local_path=null to use "
+                    f"{', '.join(o for o in order if o != 'local') or 'no other source'}"
+                )
         elif source == "pinned":
             if spec.get("pinned"):
                 return "pinned", None

@@ -8,8 +8,11 @@ descriptor, then fsync'd; the sample counts as reported once ``append`` returns.
 line (a kill mid-write) is cut off. ``config.json``, ``meta.json`` and ``summary.json`` are written to a
 temp file, fsync'd and renamed (then the directory is fsync'd). A run directory is locked
 (``fcntl.flock``, released by the kernel when the holder dies) while a process writes it, so two
-processes never append to the same run; a rerun skips sample ids already present. Readers still keep
-only the first line per sample id, so even a record copied together by hand never double-counts.
+processes never append to the same run; a rerun skips sample ids already present. Every line is read
+through :func:`runners.records.schema.read_samples` (the one reader): checked against the record's line
+schema, the first line per sample id kept (a record copied together by hand never double-counts), a torn
+last line dropped; any other damage raises :class:`~runners.records.schema.RecordError` naming the file, the
+line and the field, before a run is skipped as finished or resumed.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from typing import Any
 
 from runners.records.io import atomic_write_json, fsync_dir
 from runners.records.run_id import run_id_of
+from runners.records.schema import RecordError, line_schema, read_samples
+
+__all__ = ["RecordError", "RunLockedError", "RunRecord", "iter_runs", "read_samples"]
 
 
 class RunLockedError(RuntimeError):
@@ -125,10 +131,27 @@ class RunRecord:
         Returns:
             None when the caller goes on writing (the record is open and locked); else the stored summary of a
             finished run, or ``{"run_id", "complete": False, "running_elsewhere": True}`` when another live
-            process holds the record (that process finishes it).
+            process holds the record (that process finishes it). A finished record holding fewer lines than its
+            summary counts (lines lost after it was written) is resumed.
+
+        Raises:
+            runners.records.schema.RecordError: a line of the record breaks its schema (file, line, field), before
+                anything is skipped, opened or decoded.
         """
         head = f"[{self.kind} {self.run_id}] {tag}"
         finished = self.finished(num_expected)
+        done = (
+            self.samples()
+        )  # every line checked (RecordError) before the record is skipped or resumed
+        reported = finished.get("num_samples") if finished is not None else None
+        if (
+            isinstance(reported, int) and len(done) < reported
+        ):  # lines lost after the summary: resume
+            log(
+                f"{head}: summary.json counts {reported} samples but {self.samples_path} holds "
+                f"{len(done)} complete lines; the missing ones are decoded again"
+            )
+            finished = None
         if reuse is not None:
             finished = reuse(finished)
         if finished is not None:
@@ -245,8 +268,12 @@ class RunRecord:
                 os.fsync(f.fileno())
 
     def samples(self) -> list[dict]:
-        """All complete sample lines (first occurrence per sample id)."""
-        return read_samples(self.samples_path)
+        """All complete sample lines (first occurrence per sample id), checked against the record's schema.
+
+        Raises:
+            runners.records.schema.RecordError: a line breaks the schema.
+        """
+        return read_samples(self.samples_path, line_schema(self.cfg))
 
     def done_ids(self) -> set[str]:
         return {s["sample_id"] for s in self.samples()}
@@ -272,26 +299,6 @@ class RunRecord:
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         atomic_write_json(self.summary_path, dict(summary))
-
-
-def read_samples(path: Path) -> list[dict]:
-    """Parse ``samples.jsonl``; ignores a torn last line and duplicate sample ids (first wins)."""
-    out, seen = [], set()
-    if not Path(path).exists():
-        return out
-    with open(path) as f:
-        for line in f:
-            if not line.endswith("\n"):
-                break
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if rec.get("sample_id") in seen:
-                continue
-            seen.add(rec.get("sample_id"))
-            out.append(rec)
-    return out
 
 
 def iter_runs(root: Path) -> Iterable[tuple[dict, dict, Path]]:

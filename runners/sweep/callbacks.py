@@ -12,7 +12,8 @@
 - a single run (no ``-m``) is validated before Hydra creates its output directory (:func:`refuse_invalid_run`):
   a bad value exits 2 and writes nothing;
 - before launching, every sweep point is composed and validated (:func:`invalid_sweep_points`); any invalid
-  point refuses the whole sweep (exit 2, each error printed), so nothing runs;
+  point refuses the whole sweep (exit 2, each distinct error printed once with the points it refuses, then
+  ``refused before launching: 8 of 12 sweep points invalid``), so nothing runs;
 - the launching process prints one line when the sweep ends (also when it stops on a failure or
   Ctrl-C, from an ``atexit`` hook), read back from those status files, e.g.
   ``[sweep] ended after 0:10:02: 12 runs: 9 done, 3 skipped, 0 concurrent, 0 failed, 0 unreported (...)``.
@@ -42,9 +43,12 @@ from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from runners.config.decode_spec import needs_draft
 from runners.config.errors import ConfigError
 from runners.loggers import hint_wandb
 from runners.main import describe, job_of
+from runners.models.identity import check_sources
+from runners.models.sources import ModelUnavailableError
 from runners.paths import results_dir
 from runners.records.record import RunRecord
 from runners.records.reuse import stale_codes, will_reuse
@@ -85,8 +89,9 @@ def sweep_job_overrides(config: DictConfig) -> list[list[str]] | None:
         return None
 
 
-def invalid_sweep_points(config: DictConfig) -> list[str]:
-    """``"<overrides>: <error>"`` for every sweep point whose config :func:`runners.config.validate.validate` refuses.
+def invalid_sweep_points(config: DictConfig) -> tuple[list[tuple[str, str]], int | None]:
+    """``([(overrides, error), ...], number of points)``: every sweep point whose config is refused
+    (:func:`check_point`), and how many points the sweep has (None if the sweeper cannot tell).
 
     Composes each point as the launcher will (``hydra.compose`` inside the running app) and validates it
     before any job starts, so a bad value late in a sweep does not stop it after hours of earlier runs.
@@ -94,19 +99,44 @@ def invalid_sweep_points(config: DictConfig) -> list[str]:
     """
     jobs = sweep_job_overrides(config)
     if not jobs:
-        return []
-    bad, seen = [], set()
+        return [], None
+    bad = []
     for job in jobs:
         try:
             point = compose(config_name=str(config.hydra.job.config_name), overrides=job)
-            job_of(point).resolve(point, identify_models=False)
-        except ConfigError as e:
-            if str(e) not in seen:
-                seen.add(str(e))
-                bad.append(f"{' '.join(job)}: {e}")
+            check_point(point)
+        except (ConfigError, ModelUnavailableError) as e:
+            bad.append((" ".join(job), str(e)))
         except Exception:  # noqa: BLE001  (left to the job, which reports it in full)
             continue
-    return bad
+    return bad, len(jobs)
+
+
+def check_point(task: DictConfig) -> None:
+    """Validate one run's config and check its models have a source, without loading or writing anything.
+
+    Raises:
+        ConfigError: an invalid field; ModelUnavailableError: a model without a source (a missing local_path).
+    """
+    c = job_of(task).resolve(task, identify_models=False)
+    check_sources(c["pair"], ["target", "draft"] if needs_draft(c) else ["target"])
+
+
+def refusal_lines(bad: list[tuple[str, str]], total: int | None) -> list[str]:
+    """The lines a refused sweep prints: each distinct error once, with how many points (and which) it refuses,
+    then the count of invalid points out of all."""
+    by_error: dict[str, list[str]] = {}
+    for overrides, error in bad:
+        by_error.setdefault(error, []).append(overrides)
+    lines = []
+    for error, points in by_error.items():
+        which = points[0] if len(points) == 1 else f"{len(points)} points, e.g. {points[0]}"
+        lines.append(f"[sweep] config error ({which}): {error}")
+    of = f" of {total}" if total is not None else ""
+    lines.append(
+        f"[sweep] refused before launching: {len(bad)}{of} sweep points invalid; nothing ran"
+    )
+    return lines
 
 
 def read_statuses(sweep_dir: Path) -> dict[str, int]:
@@ -163,8 +193,8 @@ def refuse_invalid_run(config: DictConfig) -> None:
     with read_write(task), open_dict(task):
         del task["hydra"]
     try:
-        job_of(task).resolve(task, identify_models=False)
-    except ConfigError as e:
+        check_point(task)
+    except (ConfigError, ModelUnavailableError) as e:
         try:
             sweep_logger().error(describe(task))
         except Exception:  # noqa: BLE001  (a config too broken to describe still gets its error line)
@@ -206,13 +236,10 @@ class SweepSummary(Callback):
         refuse_invalid_run(config)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        bad = invalid_sweep_points(config)
+        bad, total = invalid_sweep_points(config)
         if bad:
-            for line in bad:
-                self._print(f"[sweep] config error: {line}")
-            self._print(
-                f"[sweep] refused before launching: {len(bad)} invalid sweep point(s); nothing ran"
-            )
+            for line in refusal_lines(bad, total):
+                self._print(line)
             sys.exit(2)
         self.sweep_dir = str(config.hydra.sweep.dir)
         self.total = count_jobs(config)

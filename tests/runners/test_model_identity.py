@@ -224,3 +224,78 @@ def test_record_holds_the_identity(tiny_pair_dir, tmp_path):
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["model_identity"] == expect and meta["sessions"][0]["model_identity"] == expect
     assert Path(tmp_path / "cache" / "weights_sha256.json").is_file()  # hashed once, remembered
+
+
+def test_missing_local_path_is_an_error_not_the_pinned_weights(tmp_path):
+    """Before: a mistyped ``local_path`` fell through to the pair's pinned model, so the user ran the built-in
+    weights believing they ran theirs. Now the set path is the model: missing, it is an error naming it."""
+    from runners.models.sources import ModelUnavailableError, pick_source
+
+    spec = {
+        "name": "Qwen/T",
+        "local_path": str(tmp_path / "my-modle"),
+        "order": ["local", "pinned", "hub"],
+        "pinned": {"sha256": "0" * 64},
+        "hub_id": "Qwen/T",
+    }
+    with pytest.raises(ModelUnavailableError) as e:
+        pick_source(spec)
+    assert str(e.value) == (
+        f"model 'Qwen/T' is unavailable (local_path='{tmp_path / 'my-modle'}' does not exist; it is not "
+        "replaced by the pair's other sources). Provide it by fixing the path (a directory with config.json, "
+        "the tokenizer and the weights), or set local_path=null to use pinned, hub"
+    )
+    assert pick_source({**spec, "local_path": None}) == ("pinned", None)
+
+
+@pytest.mark.subprocess
+def test_cli_missing_local_path_exits_2_before_anything_loads(main_env, tmp_path):
+    from tests.helpers.cli import run_main
+
+    p = run_main(
+        main_env, f"pair={EMBEDDED}", f"pair.target.local_path={tmp_path / 'nope'}", timeout=300
+    )
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert (
+        f"config error: pair.target: model 'Qwen/Qwen2.5-Coder-1.5B-Instruct' is unavailable "
+        f"(local_path='{tmp_path / 'nope'}' does not exist" in p.stderr
+    ), p.stderr
+    assert "Traceback" not in p.stderr
+    assert not Path(main_env["DROPMATCH_RESULTS"]).exists()
+
+
+def test_own_weights_are_named_by_what_ran(tiny_pair_dir, tmp_path):
+    """Before: weights given through ``local_path`` kept the built-in pair's and model's names in the config,
+    so tables and footers named a model that did not run. A prepared copy of the pinned weights, or a hub cache
+    snapshot of the same model, is that model and keeps its name."""
+    own = resolved(
+        f"pair={EMBEDDED}",
+        "pair.dtype=float32",
+        f"pair.target.local_path={tiny_pair_dir / 'target'}",
+    )
+    assert own["pair"]["target"]["name"] == "local:target"
+    assert own["pair"]["draft"]["name"] == "Qwen/Qwen2.5-Coder-0.5B-Instruct"
+    assert own["pair"]["name"] == "Qwen2.5-Coder-0.5B-Instruct_local:target"
+
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    pinned = resolved(f"pair={EMBEDDED}", "pair.dtype=float32")
+    (prepared / ".complete").write_text(pinned["model_identity"]["target"]["sha256"] + "\n")
+    same = resolved(f"pair={EMBEDDED}", "pair.dtype=float32", f"pair.target.local_path={prepared}")
+    assert same["pair"]["name"] == EMBEDDED
+    assert same["pair"]["target"]["name"] == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+
+    other_hub = tmp_path / "hub" / "models--org--Other-7B" / "snapshots" / ("c" * 40)
+    other_hub.mkdir(parents=True)
+    hub = resolved(f"pair={EMBEDDED}", "pair.dtype=float32", f"pair.draft.local_path={other_hub}")
+    assert hub["pair"]["draft"]["name"] == "org/Other-7B"
+    assert hub["pair"]["name"] == "Other-7B_Qwen2.5-Coder-1.5B-Instruct"
+    # a name the user gives is kept
+    named = resolved(
+        f"pair={EMBEDDED}",
+        "pair.dtype=float32",
+        "pair.name=mine",
+        "pair.target.name=my-target",
+        f"pair.target.local_path={tiny_pair_dir / 'target'}",
+    )
+    assert (named["pair"]["name"], named["pair"]["target"]["name"]) == ("mine", "my-target")

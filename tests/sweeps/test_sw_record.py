@@ -16,6 +16,7 @@ import pytest
 from runners.paths import REPO_ROOT
 from runners.records.record import RunLockedError, RunRecord, read_samples
 from runners.records.run_id import run_id_of
+from tests.helpers.records import item_sample
 
 CFG = {
     "pair": {"name": "tiny", "target": {"local_path": "/a/target"}},
@@ -24,6 +25,11 @@ CFG = {
     "L": 3,
     "decoding": {"temperature": 0.0, "seed": 0},
 }
+
+
+def line(sample_id: str) -> dict:
+    """A complete decode line (the records' lines are checked against their schema when read)."""
+    return item_sample(sample_id, [1], 3)
 
 
 class TestRunId:
@@ -182,14 +188,14 @@ class TestRecord:
         rec = RunRecord(tmp_path, CFG)
         with rec:
             rec.open({})
-            rec.append({"sample_id": "a"})
+            rec.append(line("a"))
         with open(rec.samples_path, "ab") as f:
             f.write(b'{"sample_id": "b", "output_te')  # a kill in the middle of a write
         assert [s["sample_id"] for s in read_samples(rec.samples_path)] == ["a"]
         with RunRecord(tmp_path, CFG) as rec2:
             rec2.open({})
             assert rec2.done_ids() == {"a"}
-            rec2.append({"sample_id": "b"})
+            rec2.append(line("b"))
         lines = rec.samples_path.read_text().splitlines()
         assert [json.loads(x)["sample_id"] for x in lines] == ["a", "b"]
 
@@ -232,7 +238,7 @@ class TestRecord:
         for i in range(2):
             with RunRecord(tmp_path, CFG) as r:
                 r.open({"date_utc": f"day{i}"})
-                r.append({"sample_id": f"s{i}"})
+                r.append(line(f"s{i}"))
         meta = json.loads((r.dir / "meta.json").read_text())
         assert meta["date_utc"] == "day0"
         assert [s["num_done_at_start"] for s in meta["sessions"]] == [0, 1]
@@ -258,7 +264,7 @@ WRITER = textwrap.dedent("""
         sid = f"s{{i:03d}}"
         if sid in done:
             continue
-        r.append({{"sample_id": sid, "payload": "x" * (i * 9973 % 200000)}})  # lines up to 200 KB
+        r.append({{**{line!r}, "sample_id": sid, "output_text": "x" * (i * 9973 % 200000)}})  # up to 200 KB
         print(sid, flush=True)
     r.close()
 """)
@@ -268,7 +274,7 @@ WRITER = textwrap.dedent("""
 def test_sigkill_during_appends_loses_nothing_reported_and_duplicates_nothing(tmp_path):
     """Kill a writer at random instants many times; every id it reported is on disk exactly once."""
     n, rng = 60, random.Random(0)
-    code = WRITER.format(root=str(REPO_ROOT), dir=str(tmp_path), cfg=CFG, n=n)
+    code = WRITER.format(root=str(REPO_ROOT), dir=str(tmp_path), cfg=CFG, n=n, line=line("-"))
     reported: set[str] = set()
     run_dir = RunRecord(tmp_path, CFG).dir
     for _ in range(25):

@@ -74,6 +74,35 @@ BAD = [
         ["backend=vllm", "backend.gpu_memory_utilization=1.2"],
         r"^backend.gpu_memory_utilization=1.2 is invalid; allowed: a number in \(0, 1\]",
     ),
+    # a draft length beyond the cap says why it is capped (before: L=1000 ran and produced nothing in 300 s)
+    (
+        ["method=sd", "L=1000"],
+        r"^L=1000 is invalid; allowed: an integer >= 1 and <= 64 \(draft tokens per round; .*\); why 64: "
+        r"a round drafts L tokens one by one",
+    ),
+    (["method=sd", "L=64"], None),
+    # the rule's own settings (before: checked after both models loaded)
+    (
+        ["method=dropmatch", "dropmatch.majority=weird"],
+        r"^dropmatch.majority='weird' is invalid; allowed values: strict, plurality$",
+    ),
+    (
+        ["method=dropmatch", "dropmatch.include_target=maybe"],
+        r"^dropmatch.include_target='maybe' is invalid; allowed values: true, false$",
+    ),
+    # keys added with Hydra's append syntax that nothing reads (before: accepted, and the run id changed)
+    (
+        ["+dropmatch.pdrop=0.3"],
+        r"^dropmatch.pdrop is not a config key \(nothing reads it; added with \+dropmatch.pdrop=...\?\); "
+        r"did you mean dropmatch.p_drop\? allowed under dropmatch: K, audit_share, include_target, majority, "
+        r"p_drop, path, sparse_check_top_n, sparse_top_n$",
+    ),
+    (
+        ["++decoding.temprature=0.7"],
+        r"^decoding.temprature is not a config key .*did you mean decoding.temperature\? "
+        r"allowed under decoding: max_new_tokens, seed, temperature, top_p$",
+    ),
+    (["+lenght=3"], r"^lenght is not a config key .*allowed at the top level: .*\bL\b"),
     (["trace=yes"], r"^trace='yes' is invalid; allowed: true, false"),
     (["progress=loud"], r"^progress='loud' is invalid; allowed: auto, bar, log, quiet"),
     (["reuse=always"], r"^reuse='always' is invalid; allowed: warn, strict"),
@@ -138,8 +167,13 @@ def compose(overrides):
 
 @pytest.mark.parametrize("overrides,message", BAD, ids=[" ".join(o) for o, _ in BAD])
 def test_invalid_field_fails_before_loading(overrides, message, no_model_loads):
+    """``message`` None: the value is valid (the bound itself), so validation passes."""
+    from runners.config.resolve import resolve_run_config
     from runners.run import run
 
+    if message is None:
+        resolve_run_config(compose(overrides), identify_models=False)
+        return
     with pytest.raises(ConfigError, match=message):
         run(compose(overrides), log=lambda *_: None)
     assert not (no_model_loads / "runs").exists(), "a run record was created"
@@ -283,12 +317,126 @@ def test_sweep_with_an_invalid_point_refuses_before_any_run(main_env):
     )
     assert p.returncode == 2, p.stdout + p.stderr
     assert (
-        "[sweep] config error: " in p.stderr
-        and "L=-1 is invalid; allowed: an integer >= 1" in p.stderr
-    )
-    assert "refused before launching: 1 invalid sweep point(s); nothing ran" in p.stderr
+        "[sweep] config error (pair=tiny profile=smoke progress=log dataset=gsm8k "
+        "method=sd L=-1): L=-1 is invalid; allowed: an integer >= 1" in p.stderr
+    ), p.stderr
+    assert "refused before launching: 1 of 2 sweep points invalid; nothing ran" in p.stderr
     assert "Launching" not in p.stdout + p.stderr and "Loading weights" not in p.stdout + p.stderr
     assert not (Path(main_env["DROPMATCH_RESULTS"]) / "runs").exists()
+
+
+@pytest.mark.subprocess
+def test_sweep_counts_every_invalid_point(main_env):
+    """2 limits x 6 draft lengths, 4 of them invalid: 8 of 12 points refused, each error printed once with the
+    points it refuses (before: "1 invalid sweep point(s)", the count of distinct messages)."""
+    p = run_main(main_env, "method=sd", "dataset.limit=1,2", "L=1,2,-1,-2,-3,-4", multirun=True)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "[sweep] refused before launching: 8 of 12 sweep points invalid; nothing ran" in p.stderr
+    for L in (-1, -2, -3, -4):
+        assert (
+            f"[sweep] config error (2 points, e.g. pair=tiny profile=smoke progress=log method=sd "
+            f"dataset.limit=1 L={L}): L={L} is invalid" in p.stderr
+        ), p.stderr
+    assert not Path(main_env["DROPMATCH_RESULTS"]).exists()
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("multirun", [False, True], ids=["run", "sweep"])
+def test_results_variable_naming_a_file_exits_2(main_env, tmp_path, multirun):
+    """Before: a NotADirectoryError traceback (after Hydra tried to make its output directory there)."""
+    afile = tmp_path / "results.txt"
+    afile.write_text("not a directory\n")
+    env = {**main_env, "DROPMATCH_RESULTS": str(afile / "sub" if multirun else afile)}
+    p = run_main(
+        env, "method=sd", "L=2", *(["dataset.limit=1,2"] if multirun else []), multirun=multirun
+    )
+    assert p.returncode == 2, p.stdout + p.stderr
+    shown = f"{afile}/sub" if multirun else str(afile)
+    where = f"{afile} (a parent of it) is a file" if multirun else f"{afile} is a file"
+    assert (
+        f"config error: DROPMATCH_RESULTS={shown} is invalid: {where}; allowed: a directory (created if "
+        "missing) holding runs/ and the artefacts" in p.stderr
+    ), p.stderr
+    assert "Traceback" not in p.stderr
+    assert afile.read_text() == "not a directory\n"
+
+
+def test_directory_variables_are_checked(monkeypatch, tmp_path):
+    from runners.paths import directory_env_errors
+
+    monkeypatch.setenv(
+        "DROPMATCH_RESULTS", str(tmp_path / "new" / "results")
+    )  # created on first write
+    monkeypatch.setenv("DROPMATCH_CACHE", str(tmp_path))
+    assert directory_env_errors() == []
+    (tmp_path / "c").write_text("")
+    monkeypatch.setenv("DROPMATCH_CACHE", str(tmp_path / "c"))
+    assert directory_env_errors() == [
+        f"DROPMATCH_CACHE={tmp_path / 'c'} is invalid: {tmp_path / 'c'} is a file; allowed: a directory "
+        "(created if missing) for models and data"
+    ]
+
+
+def _fake_slurm(tmp_path: Path, sinfo_says: str | None) -> str:
+    """A PATH whose Slurm client commands exist (``sinfo_says``: what sinfo prints before failing; None: no
+    Slurm commands at all), plus this interpreter's folder."""
+    import sys
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if sinfo_says is not None:
+        for cmd in ("sbatch", "srun"):
+            (bin_dir / cmd).write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / "sinfo").write_text(f"#!/bin/sh\necho '{sinfo_says}' >&2\nexit 1\n")
+        for f in bin_dir.iterdir():
+            f.chmod(0o755)
+    return f"{bin_dir}:{Path(sys.executable).parent}"
+
+
+@pytest.mark.parametrize(
+    "sinfo_says,why",
+    [
+        (None, "sbatch and srun and sinfo are not on PATH"),
+        (
+            "sinfo: fatal: Could not establish a configuration source",
+            "sinfo cannot reach a controller (sinfo: fatal: Could not establish a configuration source)",
+        ),
+    ],
+    ids=["no-client", "no-controller"],
+)
+def test_slurm_launcher_without_a_cluster_is_refused(monkeypatch, tmp_path, sinfo_says, why):
+    from runners.config.optional_deps import check_launcher, installed
+
+    if not installed("hydra_plugins.hydra_submitit_launcher"):
+        pytest.skip(
+            "hydra-submitit-launcher is not installed (that error is tested in tests/packaging)"
+        )
+    monkeypatch.setenv("PATH", _fake_slurm(tmp_path, sinfo_says))
+    with pytest.raises(ValueError) as e:
+        check_launcher(["-m", "hydra/launcher=slurm", "L=1,2"])
+    assert str(e.value) == (
+        f"hydra/launcher=slurm needs a Slurm cluster, but {why}; run it from a Slurm login node, or allowed "
+        "here: hydra/launcher=local (the default) or hydra/launcher=local_parallel"
+    )
+    check_launcher(["-m", "L=1,2"])  # the local launcher needs nothing
+
+
+@pytest.mark.subprocess
+def test_cli_slurm_launcher_without_a_cluster_exits_2_and_writes_nothing(main_env, tmp_path):
+    """Before: a submitit traceback, a sweep directory, and "rerun the same command to resume"."""
+    from runners.config.optional_deps import installed
+
+    if not installed("hydra_plugins.hydra_submitit_launcher"):
+        pytest.skip("hydra-submitit-launcher is not installed")
+    env = {**main_env, "PATH": _fake_slurm(tmp_path, "sinfo: error: no controller")}
+    p = run_main(env, "hydra/launcher=slurm", "method=sd", "L=1,2", multirun=True)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert (
+        "config error: hydra/launcher=slurm needs a Slurm cluster, but sinfo cannot reach a controller"
+        in p.stderr
+    )
+    assert "rerun the same command" not in p.stderr and "Traceback" not in p.stderr
+    assert not Path(main_env["DROPMATCH_RESULTS"]).exists()
 
 
 @pytest.mark.subprocess

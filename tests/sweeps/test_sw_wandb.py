@@ -188,7 +188,13 @@ def test_offline_resume_leaves_one_complete_history(tmp_path, monkeypatch):
     def sample(i: int) -> dict:
         return {
             "sample_id": f"s{i}",
-            "spec": {"num_drafts": 2, "num_accepted_tokens": 1 + i, "num_draft_tokens": 4},
+            "spec": {
+                "num_speculative_tokens": 2,
+                "num_drafts": 2,
+                "num_accepted_tokens": 1 + i,
+                "num_draft_tokens": 4,
+                "num_accepted_tokens_per_pos": [2, i - 1] if i else [1, 0],
+            },
             "speed": {"num_output_tokens": 6, "wall_s": 1.0},
             "quality": {"exact_match": float(i % 2)},
         }

@@ -26,11 +26,13 @@ def compose(overrides):
 @pytest.fixture
 def no_model_loads(monkeypatch, tmp_path):
     import runners.models.loader as loader
+    import runners.run as run  # bound to the real loader here, so the patch below never outlives the test
 
     def forbidden(*a, **k):
         raise AssertionError("a model was loaded for an invalid config")
 
     monkeypatch.setattr(loader, "load_pair", forbidden)
+    monkeypatch.setattr(run, "load_pair", forbidden)
     monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("DROPMATCH_TINY_PAIR", str(tmp_path / "no_pair"))
     return tmp_path / "results"

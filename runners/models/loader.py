@@ -37,6 +37,8 @@ class LoadedPair:
         load_s: seconds spent resolving and loading in this call (0 on an in-process cache hit).
         chat_template_kwargs: the pair's chat-template options (``pair.chat_template_kwargs``); backends pass
             them to :func:`runners.datasets.base.prompt_token_ids`.
+        config: the ``pair`` config it was loaded from (a backend that reads other files of a model, e.g. its
+            GGUF through :func:`runners.models.sources.gguf_file`, finds its sources there).
     """
 
     name: str
@@ -49,6 +51,7 @@ class LoadedPair:
     device: str
     load_s: float
     chat_template_kwargs: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
 
 
 def _load_model(path: str, dtype: str, device: str, revision: str | None = None):
@@ -119,4 +122,5 @@ def load_pair(
         device=device,
         load_s=time.perf_counter() - t0,
         chat_template_kwargs=dict(pair.get("chat_template_kwargs") or {}),
+        config=dict(pair),
     )

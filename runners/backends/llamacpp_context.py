@@ -140,16 +140,25 @@ class Feed:
 
 
 class SeqContext:
-    """A llama.cpp context with ``n_seq`` KV sequences (ids ``0..n_seq-1``) in one unified cache.
+    """A llama.cpp context with ``n_seq`` KV sequences (ids ``0..n_seq-1``).
+
+    Each sequence has its own KV stream of ``n_ctx`` cells by default (``unified=False``): its cells then lie in
+    position order whatever the other sequences did (rollback frees the tail, the next tokens refill it), so a
+    token's attention sums the same cells in the same order as in a fresh decode of its sequence. In a unified
+    cache (one buffer shared by all sequences) a sequence's cells interleave with others' in an order that
+    depends on the batch's history; attention then sums in another order, and with quantised activations (every
+    k-quant or Q8_0 matmul rounds its input to 8 bits) last-bit differences grow into logit differences of
+    ~0.01-0.05, enough to flip a greedy near-tie between an AR and an SD decode (measured on the tiny Q8_0 pair).
 
     Args:
         model: the :class:`GGUFModel`.
         n_seq: sequences the cache holds at once (rows of the batch, plus any the caller keeps for a prefix).
-        n_ctx: KV cells of the whole cache (shared by all sequences: a common prefix is stored once).
+        n_ctx: KV cells per sequence (prompt + output + L tokens must fit); the cache holds ``n_seq * n_ctx``.
         n_batch: tokens per ``llama_decode`` call (longer feeds are split).
         n_threads: CPU threads (:func:`threads`).
         hidden: also extract the final normed hidden states (``embeddings`` with pooling off).
         flash_attn: llama.cpp's flash attention (``auto`` / ``on`` / ``off``).
+        unified: one KV buffer for all sequences (a shared prefix stored once) instead of one stream each.
 
     Raises:
         RuntimeError: llama.cpp could not create the context (e.g. the KV cache does not fit in memory).
@@ -164,17 +173,19 @@ class SeqContext:
         n_threads: int | None = None,
         hidden: bool = False,
         flash_attn: str = "auto",
+        unified: bool = False,
     ) -> None:
         lc = _llama_cpp()
         self.lc, self.model = lc, model
         p = lc.llama_context_default_params()
-        p.n_ctx, p.n_batch, p.n_ubatch, p.n_seq_max = int(n_ctx), int(n_batch), int(n_batch), n_seq
+        p.n_ctx = int(n_ctx) * (1 if unified else n_seq)
+        p.n_batch, p.n_ubatch, p.n_seq_max = int(n_batch), int(n_batch), n_seq
         p.n_outputs_max, p.n_outputs_max_per_seq = 0, 0  # every wanted position of every sequence
         p.n_threads = p.n_threads_batch = threads(n_threads)
         p.embeddings = bool(hidden)
         if hidden:  # per-token hidden states, not pooled
             p.pooling_type = lc.LLAMA_POOLING_TYPE_NONE
-        p.kv_unified = True
+        p.kv_unified = bool(unified)
         p.flash_attn_type = {
             "auto": lc.LLAMA_FLASH_ATTN_TYPE_AUTO,
             "on": lc.LLAMA_FLASH_ATTN_TYPE_ENABLED,
@@ -187,6 +198,7 @@ class SeqContext:
             )
         self.mem = lc.llama_get_memory(self.ptr)
         self.n_seq, self.n_ctx, self.n_batch, self.hidden = n_seq, int(n_ctx), int(n_batch), hidden
+        self.unified = bool(unified)
         self.lengths = [0] * n_seq
         self._embeddings = bool(hidden)
         self._batch = lc.llama_batch_init(self.n_batch, 0, 1)
@@ -245,19 +257,22 @@ class SeqContext:
                 )
             for f in part:
                 self.lengths[f.seq] = max(self.lengths[f.seq], f.pos + 1)
-            n_out = int(outs.sum())
-            if n_out:
-                V, d = self.model.n_vocab, self.model.n_embd
+            # rows by batch index (llama_get_*_ith): with hidden states on, llama.cpp outputs EVERY token of the
+            # batch whatever was asked, so the output buffer's row order is not the wanted subset's
+            V, d = self.model.n_vocab, self.model.n_embd
+            for i in np.flatnonzero(outs):
                 logits.append(
-                    np.ctypeslib.as_array(lc.llama_get_logits(self.ptr), (n_out, V)).copy()
+                    np.ctypeslib.as_array(lc.llama_get_logits_ith(self.ptr, int(i)), (V,)).copy()
                 )
                 if want:
                     states.append(
-                        np.ctypeslib.as_array(lc.llama_get_embeddings(self.ptr), (n_out, d)).copy()
+                        np.ctypeslib.as_array(
+                            lc.llama_get_embeddings_ith(self.ptr, int(i)), (d,)
+                        ).copy()
                     )
         V, d = self.model.n_vocab, self.model.n_embd
-        lg = np.concatenate(logits) if logits else np.empty((0, V), np.float32)
-        hd = (np.concatenate(states) if states else np.empty((0, d), np.float32)) if want else None
+        lg = np.stack(logits) if logits else np.empty((0, V), np.float32)
+        hd = (np.stack(states) if states else np.empty((0, d), np.float32)) if want else None
         return lg, hd
 
     def truncate(self, seq: int, n: int) -> None:
@@ -273,8 +288,18 @@ class SeqContext:
         self.lengths[seq] = 0
 
     def copy(self, src: int, dst: int, n: int) -> None:
-        """Sequence ``dst`` becomes positions ``0..n-1`` of ``src`` (shared cells; ``dst`` is cleared first)."""
+        """Sequence ``dst`` becomes positions ``0..n-1`` of ``src`` (``dst`` is cleared first).
+
+        Unified cache: the cells are shared (tagged with ``dst``). One stream per sequence: llama.cpp copies the
+        whole stream (its cells keep their order), then positions from ``n`` on are removed.
+        """
         self.clear(dst)
-        if n > 0:
+        if n <= 0:
+            return
+        if self.unified:
             self.lc.llama_memory_seq_cp(self.mem, src, dst, 0, n)
+        else:
+            self.lc.llama_memory_seq_cp(self.mem, src, dst, -1, -1)
+            self.lengths[dst] = self.lengths[src]
+            self.truncate(dst, n)
         self.lengths[dst] = n

@@ -85,12 +85,15 @@ class LlamaCppBackend:
         pair: a :class:`runners.models.loader.LoadedPair` loaded without transformers weights (its tokenizer and
             ``config``; the GGUF of each model comes from :func:`runners.models.sources.gguf_file`).
         batch_size: B, sequences decoded together (>= 1).
-        n_ctx: KV cells per context, shared by the B rows and the kept prompts (unified cache).
+        n_ctx: KV cells per sequence: prompt + output + L tokens of a row must fit.
         n_batch: tokens per ``llama_decode`` call (prompt prefill is split into such chunks).
         n_threads: CPU threads, null = ``DROPMATCH_THREADS`` or every core.
         prefix_caching: reuse the KV entries of a kept prompt's shared prefix (``kept_prompts`` of them).
         kept_prompts: prompts kept per context for prefix reuse.
         flash_attn: llama.cpp's flash attention: ``auto``, ``on`` or ``off``.
+        kv_unified: one KV buffer shared by all sequences instead of one stream per sequence
+            (:class:`runners.backends.llamacpp_context.SeqContext`: the default keeps each sequence's cells in
+            position order, so an SD decode attends as the AR decode does).
 
     Raises:
         ValueError: a field out of range (names ``backend.<field>`` and the allowed values).
@@ -102,12 +105,13 @@ class LlamaCppBackend:
         self,
         pair: Any,
         batch_size: int = 1,
-        n_ctx: int = 16384,
+        n_ctx: int = 2048,
         n_batch: int = 512,
         n_threads: int | None = None,
         prefix_caching: bool = True,
         kept_prompts: int = 2,
         flash_attn: str = "auto",
+        kv_unified: bool = False,
         **_: Any,
     ) -> None:
         _positive_int("batch_size", batch_size)
@@ -122,6 +126,7 @@ class LlamaCppBackend:
         self.chat_template_kwargs = dict(getattr(pair, "chat_template_kwargs", None) or {})
         self.batch_size, self.n_ctx, self.n_batch = batch_size, n_ctx, n_batch
         self.n_threads, self.flash_attn = threads(n_threads), flash_attn
+        self.unified = bool(kv_unified)
         self.kept = int(kept_prompts) if prefix_caching else 0
         self.eos_ids = end_of_sequence_ids(pair.tokenizer, _generation_eos(pair.target_dir))
 
@@ -152,6 +157,7 @@ class LlamaCppBackend:
             self.n_batch,
             self.n_threads,
             self.flash_attn,
+            self.unified,
         )
         if key not in _ENGINES:
             model = GGUFModel.load(path)
@@ -163,6 +169,7 @@ class LlamaCppBackend:
                 n_threads=self.n_threads,
                 hidden=hidden,
                 flash_attn=self.flash_attn,
+                unified=self.unified,
             )
             _ENGINES[key] = (ctx, SeqPool(ctx, rows, self.kept))
             logger.info(

@@ -30,7 +30,8 @@ def resolve_run_config(cfg: Any, identify_models: bool = True) -> dict:
 
     Normalisation: numeric fields take their declared type (:func:`runners.fields.canonical`); the
     profile's per-dataset ``limit`` / ``max_new_tokens`` fill unset fields;
-    autoregressive methods get ``L = 0``; DropMatch fields a method does not use are fixed (so a sweep
+    autoregressive methods get ``L = 0``; ``backend: auto`` becomes the chosen backend's config
+    (:mod:`runners.backends.select`); DropMatch fields a method does not use are fixed (so a sweep
     over ``dropmatch.p_drop`` runs SD once, not once per value); ``model_identity`` records the weights
     each model will be loaded from (:func:`runners.models.identity.model_identity`; skipped with
     ``identify_models=False``, for validation only). ``method.threshold`` is dropped from methods without a judge (a sweep
@@ -54,6 +55,7 @@ def resolve_run_config(cfg: Any, identify_models: bool = True) -> dict:
     method = c["method"]
     if method.get("autoregressive"):
         c["L"] = 0
+    c["backend"] = _resolve_backend(c)  # backend=auto -> the engine this machine runs fastest
     validate(c)
     canonical(
         c
@@ -98,8 +100,23 @@ def resolve_run_config(cfg: Any, identify_models: bool = True) -> dict:
     if identify_models:
         from runners.models.identity import model_identity
 
-        c["model_identity"] = model_identity(c["pair"])
+        c["model_identity"] = model_identity(c["pair"], c["backend"])
     return c
+
+
+def _resolve_backend(c: Mapping[str, Any]) -> dict:
+    """``backend: auto`` resolved (:func:`runners.backends.select.resolve_backend`); any other backend as is.
+
+    Raises:
+        runners.validate.ConfigError: a setting given to ``auto`` that the chosen backend lacks.
+    """
+    from runners.backends.select import resolve_backend
+    from runners.validate import ConfigError
+
+    try:
+        return resolve_backend(c, log=_logger.info)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _check_judge_method(c: Mapping[str, Any]) -> None:

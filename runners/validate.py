@@ -25,7 +25,12 @@ def _gpu_available() -> bool:
 
 
 # Backends whose engine is an optional package (imported only when generating): checked up front.
-BACKEND_PACKAGES = {"vllm": "vllm"}
+BACKEND_PACKAGES = {"vllm": "vllm", "llamacpp": "llama_cpp"}
+# How to get a backend's package (the error when it is missing says so).
+BACKEND_INSTALL = {
+    "vllm": "run with the venv from runners/backends/install_vllm.sh (.venv-vllm/bin/python -m runners.main ...)",
+    "llamacpp": "build llama-cpp-python into this venv: ./reproduce.sh setup (README 'Set-up')",
+}
 LOGGERS = {"none": (), "wandb": ("online", "offline", "disabled")}
 
 
@@ -224,8 +229,8 @@ def validate(cfg: Mapping[str, Any]) -> None:
     if package and not _installed(package):
         raise ConfigError(
             f"backend={cfg['backend']['name']} needs the {package!r} package, which this interpreter "
-            f"({sys.executable}) lacks; allowed here: backend=hf, or run with the venv from "
-            f"runners/backends/install_vllm.sh (.venv-vllm/bin/python -m runners.main ...)"
+            f"({sys.executable}) lacks; allowed here: backend=hf, or "
+            f"{BACKEND_INSTALL[cfg['backend']['name']]}"
         )
     _validate_logger(cfg.get("logger") or {})
     from runners.models.dtype import resolve_dtype

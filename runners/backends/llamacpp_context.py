@@ -107,6 +107,8 @@ class GGUFModel:
         buf = ctypes.create_string_buffer(256)
         lc.llama_model_desc(self.ptr, buf, len(buf))
         self.desc = buf.value.decode(errors="replace")
+        from runners.models.identity import file_type_name
+
         self.file_type = file_type_name(int(lc.llama_model_ftype(self.ptr)))
 
     @classmethod
@@ -116,17 +118,6 @@ class GGUFModel:
         if key not in _MODELS:
             _MODELS[key] = cls(path)
         return _MODELS[key]
-
-
-def file_type_name(ftype: int) -> str:
-    """``general.file_type`` as a short name: ``15`` -> ``Q4_K_M`` (``gguf.LlamaFileType`` without ``MOSTLY_``)."""
-    import gguf
-
-    try:
-        name = gguf.LlamaFileType(ftype).name
-    except ValueError:
-        return f"ftype{ftype}"
-    return name.removeprefix("MOSTLY_").removeprefix("ALL_")
 
 
 @dataclass

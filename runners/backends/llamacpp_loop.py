@@ -161,6 +161,14 @@ class LlamaCppBackend:
         )
         if key not in _ENGINES:
             model = GGUFModel.load(path)
+            declared = (self.pair.config[role].get("pinned") or {}).get("file_type")
+            if (
+                declared and declared != model.file_type
+            ):  # the run's model_identity names the declared type
+                raise ValueError(
+                    f"pair.{role}.pinned.file_type={declared!r} but {path} is {model.file_type}; "
+                    f"allowed: {model.file_type}"
+                )
             ctx = SeqContext(
                 model,
                 n_seq=rows + self.kept,

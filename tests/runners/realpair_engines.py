@@ -83,7 +83,7 @@ def costs(prompt: list[int], args, hf_pair) -> None:
         n0 = len(prompt)
         for n in (1, L + 1) if B == 1 else (L + 1,):
 
-            def step(ctx=ctx, n=n, B=B) -> None:
+            def step(ctx=ctx, n=n, B=B, n0=n0) -> None:
                 ctx.decode([Feed(s, n0 + j, 1000 + j, True) for s in range(B) for j in range(n)])
                 for s in range(B):
                     ctx.truncate(s, n0)
@@ -95,7 +95,7 @@ def costs(prompt: list[int], args, hf_pair) -> None:
         n0 = st.length
         for n in (1, L + 1):
 
-            def hf_step(n=n) -> None:
+            def hf_step(n=n, n0=n0) -> None:
                 st.logits(st.forward([1000 + j for j in range(n)]))
                 st.rollback(n0)
 
@@ -159,8 +159,8 @@ def main() -> None:
     from criteria.registry import CRITERIA
     from runners.backends.base import DecodingConfig
     from runners.backends.llamacpp_loop import LlamaCppBackend
-    from runners.models.loader import load_pair
     from runners.models.dtype import cpu_flags
+    from runners.models.loader import load_pair
 
     flags = cpu_flags()
     isa = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]

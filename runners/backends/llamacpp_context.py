@@ -7,8 +7,8 @@ The draft-verify loop (``runners.backends.llamacpp_loop``) needs four things fro
     with pooling off) of the wanted positions, in batch order;
   - ``truncate(seq, n)``: rollback, the sequence's KV entries from position ``n`` on removed
     (``llama_memory_seq_rm``);
-  - ``copy(src, dst, n)``: the first ``n`` positions of one sequence shared with another (``llama_memory_seq_cp``:
-    in a unified KV cache the cells are tagged, not copied), for a prompt prefix computed once;
+  - ``copy(src, dst, n)``: the first ``n`` positions of one sequence given to another (``llama_memory_seq_cp``),
+    for a prompt prefix computed once;
   - ``clear(seq)``.
 Positions of a sequence are ``0..n-1`` with no gaps; the caller keeps ``n`` per sequence (``lengths``).
 

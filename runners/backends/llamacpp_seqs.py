@@ -1,8 +1,8 @@
 """Sequence slots of one llama.cpp context: one per row of the batch, plus a few that keep whole prompts.
 
 A prompt that shares a long token prefix with a kept prompt (the 8-shot GSM8K block, ~1,000 tokens, is the same
-for every question) starts from that prefix: ``llama_memory_seq_cp`` tags the kept cells with the row's sequence
-id (a unified KV cache stores them once), and only the rest of the prompt is computed. This is the HF loop's
+for every question) starts from that prefix: the kept sequence's KV entries are copied to the row
+(:meth:`runners.backends.llamacpp_context.SeqContext.copy`) and only the rest of the prompt is computed. This is the HF loop's
 ``PrefixCache`` (same ``min_shared``, same rule for what is kept) on llama.cpp's sequences. Kept prompts stay in
 the context across runs of one process, as the HF loop's prefix caches do.
 """

@@ -273,6 +273,12 @@ def test_bad_settings_name_the_field(gguf_pairs, kw, field):
         backend(gguf_pairs["q8_0"], **kw)
 
 
+def test_a_row_that_cannot_fit_names_n_ctx(gguf_pairs):
+    be = backend(gguf_pairs["q8_0"], n_ctx=32)
+    with pytest.raises(ValueError, match="backend.n_ctx=32 is too small"):
+        decode(be, 3, CRITERIA.get("greedy_match")(), n=40)
+
+
 def test_gguf_file_of_a_local_dir(gguf_pairs, tmp_path):
     from runners.models.sources import ModelUnavailableError, gguf_file
 

@@ -85,6 +85,12 @@ def threads(n_threads: int | None) -> int:
 class GGUFModel:
     """A GGUF file loaded by llama.cpp (weights memory-mapped), shared by the contexts made from it.
 
+    ``repack``: llama.cpp's CPU weight repacking (``use_extra_bufts``: k-quant and Q4_0/Q8_0 weights re-laid out
+    for multi-row kernels). Off by default here: the repacked kernels compute a token differently in a batch of
+    several rows than alone (up to 0.39 in the Q4_K_M target's logits between a 6-token verify pass and 6 decode
+    steps, measured), which breaks greedy SD == AR; without repacking every matmul row is the same dot product
+    whatever the batch (difference 0.0, measured).
+
     Attributes:
         path: the GGUF file.
         n_vocab: V, rows of the output head (the GGUF vocabulary, padding included).
@@ -93,11 +99,12 @@ class GGUFModel:
         desc: llama.cpp's one-line description (architecture, size, type).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, repack: bool = False) -> None:
         lc = _llama_cpp()
         lc.llama_backend_init()
-        self.path = Path(path)
+        self.path, self.repack = Path(path), bool(repack)
         params = lc.llama_model_default_params()
+        params.use_extra_bufts = self.repack
         self.ptr = lc.llama_model_load_from_file(str(self.path).encode(), params)
         if not self.ptr:
             raise RuntimeError(f"llama.cpp could not load {self.path}")
@@ -112,11 +119,11 @@ class GGUFModel:
         self.file_type = file_type_name(int(lc.llama_model_ftype(self.ptr)))
 
     @classmethod
-    def load(cls, path: str | Path) -> GGUFModel:
-        """The model of ``path``, loaded once per process (keyed by path and file size)."""
-        key = (str(Path(path).resolve()), Path(path).stat().st_size)
+    def load(cls, path: str | Path, repack: bool = False) -> GGUFModel:
+        """The model of ``path``, loaded once per process (keyed by path, file size and ``repack``)."""
+        key = (str(Path(path).resolve()), Path(path).stat().st_size, bool(repack))
         if key not in _MODELS:
-            _MODELS[key] = cls(path)
+            _MODELS[key] = cls(path, repack)
         return _MODELS[key]
 
 

@@ -94,6 +94,8 @@ class LlamaCppBackend:
         kv_unified: one KV buffer shared by all sequences instead of one stream per sequence
             (:class:`runners.backends.llamacpp_context.SeqContext`: the default keeps each sequence's cells in
             position order, so an SD decode attends as the AR decode does).
+        repack: llama.cpp's CPU weight repacking (:class:`runners.backends.llamacpp_context.GGUFModel`: off keeps
+            a token's logits independent of how many tokens its batch holds, so greedy SD == AR).
 
     Raises:
         ValueError: a field out of range (names ``backend.<field>`` and the allowed values).
@@ -112,6 +114,7 @@ class LlamaCppBackend:
         kept_prompts: int = 2,
         flash_attn: str = "auto",
         kv_unified: bool = False,
+        repack: bool = False,
         **_: Any,
     ) -> None:
         _positive_int("batch_size", batch_size)
@@ -126,7 +129,7 @@ class LlamaCppBackend:
         self.chat_template_kwargs = dict(getattr(pair, "chat_template_kwargs", None) or {})
         self.batch_size, self.n_ctx, self.n_batch = batch_size, n_ctx, n_batch
         self.n_threads, self.flash_attn = threads(n_threads), flash_attn
-        self.unified = bool(kv_unified)
+        self.unified, self.repack = bool(kv_unified), bool(repack)
         self.kept = int(kept_prompts) if prefix_caching else 0
         self.eos_ids = end_of_sequence_ids(pair.tokenizer, _generation_eos(pair.target_dir))
 
@@ -158,9 +161,10 @@ class LlamaCppBackend:
             self.n_threads,
             self.flash_attn,
             self.unified,
+            self.repack,
         )
         if key not in _ENGINES:
-            model = GGUFModel.load(path)
+            model = GGUFModel.load(path, self.repack)
             declared = (self.pair.config[role].get("pinned") or {}).get("file_type")
             if (
                 declared and declared != model.file_type

@@ -74,21 +74,25 @@ def costs(prompt: list[int], args, hf_pair) -> None:
     from runners.models.sources import gguf_file
 
     L = args.L
-    model = GGUFModel.load(gguf_file(pair_cfg()["target"]))
     fns = {}
-    for B in sorted(set([1, *args.batch])):
-        ctx = SeqContext(model, n_seq=B, n_ctx=len(prompt) + 64, hidden=True)
-        for s in range(B):
-            ctx.decode([Feed(s, p, t, False) for p, t in enumerate(prompt)], hidden=False)
-        n0 = len(prompt)
-        for n in (1, L + 1) if B == 1 else (L + 1,):
+    for repack in args.repack:
+        model = GGUFModel.load(gguf_file(pair_cfg()["target"]), repack)
+        eng = "llama.cpp" + (" repack" if repack else "")
+        for B in sorted(set([1, *args.batch])):
+            ctx = SeqContext(model, n_seq=B, n_ctx=len(prompt) + 64, hidden=True)
+            for s in range(B):
+                ctx.decode([Feed(s, p, t, False) for p, t in enumerate(prompt)], hidden=False)
+            n0 = len(prompt)
+            for n in (1, L + 1) if B == 1 else (L + 1,):
 
-            def step(ctx=ctx, n=n, B=B, n0=n0) -> None:
-                ctx.decode([Feed(s, n0 + j, 1000 + j, True) for s in range(B) for j in range(n)])
-                for s in range(B):
-                    ctx.truncate(s, n0)
+                def step(ctx=ctx, n=n, B=B, n0=n0) -> None:
+                    ctx.decode(
+                        [Feed(s, n0 + j, 1000 + j, True) for s in range(B) for j in range(n)]
+                    )
+                    for s in range(B):
+                        ctx.truncate(s, n0)
 
-            fns[f"llama.cpp B={B} n={n}"] = step
+                fns[f"{eng} B={B} n={n}"] = step
     if hf_pair is not None:
         st = KVState(hf_pair.target)
         st.prefill(prompt)
@@ -102,7 +106,7 @@ def costs(prompt: list[int], args, hf_pair) -> None:
             fns[f"transformers float32 B=1 n={n}"] = hf_step
     ms = median_ms(fns, args.warmup, args.repeats)
     print(f"== costs: target alone, context {len(prompt)} tokens, median of {args.repeats}")
-    for eng in ("llama.cpp", "transformers float32"):
+    for eng in ("llama.cpp", "llama.cpp repack", "transformers float32"):
         if f"{eng} B=1 n=1" in ms:
             d, v = ms[f"{eng} B=1 n=1"], ms[f"{eng} B=1 n={L + 1}"]
             print(
@@ -111,12 +115,13 @@ def costs(prompt: list[int], args, hf_pair) -> None:
     if "transformers float32 B=1 n=1" in ms:
         r = ms["transformers float32 B=1 n=1"] / ms["llama.cpp B=1 n=1"]
         print(f"  decode step: transformers float32 / llama.cpp = {r:.2f}x")
-    for B in args.batch:
-        if B > 1:
-            v = ms[f"llama.cpp B={B} n={L + 1}"]
-            print(
-                f"  llama.cpp verify [B={B}, L+1]: {v:.1f} ms = {v / ms[f'llama.cpp B=1 n={L + 1}']:.2f}x B=1"
-            )
+    for eng in ("llama.cpp", "llama.cpp repack"):
+        for B in args.batch:
+            if B > 1 and f"{eng} B={B} n={L + 1}" in ms:
+                v = ms[f"{eng} B={B} n={L + 1}"]
+                print(
+                    f"  {eng} verify [B={B}, L+1]: {v:.1f} ms = {v / ms[f'{eng} B=1 n={L + 1}']:.2f}x B=1"
+                )
 
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:
@@ -151,8 +156,15 @@ def main() -> None:
     )
     ap.add_argument("--hf-sd", action="store_true", help="also transformers float32 SD at B = 1")
     ap.add_argument("--skip-costs", action="store_true")
+    ap.add_argument(
+        "--repack", default="0", help="llama.cpp weight repacking in the costs: 0, 1 or 0,1"
+    )
+    ap.add_argument(
+        "--repack-decode", action="store_true", help="also AR / SD decoding with repacking on"
+    )
     args = ap.parse_args()
     args.batch = [int(b) for b in args.batch.split(",")]
+    args.repack = [bool(int(x)) for x in args.repack.split(",")]
 
     import criteria.rules  # noqa: F401
     from criteria.dropout_heads import HeadSpec
@@ -204,6 +216,13 @@ def main() -> None:
     lc_ar = go(be, "llama.cpp AR", 0, AR)
     lc_sd = go(be, "llama.cpp SD", args.L, SD)
     go(be, "llama.cpp SD+DM", args.L, DM, heads)
+    if args.repack_decode:
+        rp = LlamaCppBackend(lc_pair, repack=True)
+        go(rp, "warm-up llama.cpp repack", 0, AR, items=samples[:1])
+        rp_ar = go(rp, "llama.cpp repack AR", 0, AR)
+        rp_sd = go(rp, "llama.cpp repack SD", args.L, SD)
+        same = sum(rp_ar[k].output_token_ids == rp_sd[k].output_token_ids for k in rp_ar)
+        print(f"  repack: greedy SD == AR on {same}/{len(rp_ar)} items")
     if hf_pair is not None:
         from runners.backends.hf_loop import HFLoopBackend
 

@@ -15,10 +15,15 @@ import os
 import secrets
 import sys
 
-import hydra
-from omegaconf import DictConfig, OmegaConf
+# torch and llama.cpp (backend=llamacpp) share one GNU OpenMP runtime in a run's process; with its default
+# active waiting, the idle threads of one spin while the other computes (a llama.cpp decode step ran 16x slower
+# right after a torch matmul, measured). Passive waiting must be chosen before torch loads the runtime.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from runners.validate import ConfigError
+import hydra  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from runners.validate import ConfigError  # noqa: E402
 
 logger = logging.getLogger(__name__)
 

@@ -88,6 +88,16 @@ def choose(cfg: Mapping[str, Any]) -> tuple[str, str]:
     return "llamacpp", f"{why}; llama.cpp runs the GGUF at its own precision"
 
 
+def backend_defaults(name: str) -> dict:
+    """``conf/backend/<name>.yaml`` as a plain dict (a backend's settings before any override)."""
+    from omegaconf import OmegaConf
+
+    from runners.paths import REPO_ROOT
+
+    path = REPO_ROOT / "conf" / "backend" / f"{name}.yaml"
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+
+
 def resolve_backend(cfg: Mapping[str, Any], log=logger.info) -> dict:
     """The run's backend config with ``auto`` resolved (any other backend is returned unchanged).
 
@@ -97,14 +107,8 @@ def resolve_backend(cfg: Mapping[str, Any], log=logger.info) -> dict:
     backend = dict(cfg["backend"])
     if backend.get("name") != AUTO:
         return backend
-    from omegaconf import OmegaConf
-
-    from runners.paths import REPO_ROOT
-
     name, reason = choose(cfg)
-    chosen = OmegaConf.to_container(
-        OmegaConf.load(REPO_ROOT / "conf" / "backend" / f"{name}.yaml"), resolve=True
-    )
+    chosen = backend_defaults(name)
     for key, value in backend.items():
         if key in ("name", "version"):
             continue

@@ -3,7 +3,8 @@
 Arms (``method.arms``): ``ar`` (our loop, L = 0), ``hf_ar`` (transformers ``generate``, greedy), ``sd`` (our
 loop, ``method.criterion``: greedy exact match), ``hf_assisted`` (transformers assisted generation, the draft
 as assistant, L candidates per round), ``sd_dm`` (our loop, ``method.dm_criterion`` = DropMatch with
-``dropmatch.K`` / ``p_drop``). All greedy, to ``decoding.max_new_tokens`` or EOS, no stop strings, no prefix
+``dropmatch.K`` / ``p_drop``); ``lc_ar`` / ``lc_sd`` / ``lc_sd_dm``: the same three through the llama.cpp loop
+(``backend=llamacpp``: the pair's GGUF files at their own precision, same prompts, same process). All greedy, to ``decoding.max_new_tokens`` or EOS, no stop strings, no prefix
 caching (every arm prefills the whole prompt; see :mod:`runners.measure.bench_arms` for what is timed).
 
 Units: ``<sample_id>#<repeat>`` -- every arm on that prompt, back to back, in an order rotated per prompt and
@@ -27,7 +28,8 @@ from runners.measure.bench_summary import SPEC_ARMS
 from runners.measure.latency import VerifyTimer, check_common
 from runners.validate import ConfigError
 
-ARMS = ("ar", "hf_ar", "sd", "hf_assisted", "sd_dm")
+ARMS = ("ar", "hf_ar", "sd", "hf_assisted", "sd_dm", "lc_ar", "lc_sd", "lc_sd_dm")
+GGUF_ARMS = ("lc_ar", "lc_sd", "lc_sd_dm")  # the llama.cpp loop: lc_<our arm>
 
 
 @MEASUREMENTS.register("bench")
@@ -90,6 +92,13 @@ class BenchMeasurement:
         arms = list(m["arms"])
         pair = load_pair(c["pair"], need_draft=any(a in SPEC_ARMS for a in arms), log=log)
         backend = build(BACKENDS, c["backend"], pair=pair)
+        # the llama.cpp loop on the same pair config (its GGUF files), without prefix reuse like the other arms
+        gguf = None
+        if any(a in GGUF_ARMS for a in arms):
+            from runners.backends.select import backend_defaults
+
+            lc_cfg = {**backend_defaults("llamacpp"), "prefix_caching": False, "batch_size": 1}
+            gguf = build(BACKENDS, lc_cfg, pair=pair)
         ar_cfg = {"method": {"criterion": "autoregressive"}, "dropmatch": c["dropmatch"]}
         sd_cfg = {"method": {"criterion": m["criterion"]}, "dropmatch": c["dropmatch"]}
         dm_cfg = {
@@ -125,11 +134,12 @@ class BenchMeasurement:
                     draft=pair.draft if arm == "hf_assisted" else None,
                     L=L,
                 )
+            ours = arm.removeprefix("lc_")
             return our_generate(
-                backend,
+                gguf if arm in GGUF_ARMS else backend,
                 sample,
-                L=0 if arm == "ar" else L,
-                rule=rules[arm],
+                L=0 if ours == "ar" else L,
+                rule=rules[ours],
                 max_new_tokens=tokens,
                 seed=seed,
             )
@@ -138,6 +148,17 @@ class BenchMeasurement:
             "dtype": str(pair.target.dtype).removeprefix("torch."),
             "threads": torch.get_num_threads(),
         }
+        from runners.models.dtype import cpu_flags
+
+        isa = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "asimd", "sve")
+        model["isa"] = [f for f in isa if f in cpu_flags()]  # the physics a ratio was measured in
+        if gguf is not None:
+            from runners.models.identity import gguf_precision
+
+            model["gguf"] = {
+                "precision": gguf_precision(c["pair"]["target"]),
+                "threads": gguf.n_threads,
+            }
         by_id = {s.sample_id: s for s in self.samples()}
         index = {s.sample_id: i for i, s in enumerate(self.samples())}
         # untimed warm-up once per session (kernel selection, allocator), on the first prompt's last turn alone

@@ -24,7 +24,9 @@ import os
 import statistics
 import time
 
-import torch
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as runners/main.py: before torch loads OpenMP
+
+import torch  # noqa: E402
 
 
 def load_samples(n: int):

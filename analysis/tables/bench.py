@@ -44,6 +44,7 @@ REF_NAMES = {
     "lc_ar": "× llama.cpp AR",
 }
 OPTIONAL_REFS = ("lc_ar",)  # columns only in runs that have the arm
+GGUF_ARMS = ("lc_ar", "lc_sd", "lc_sd_dm")
 
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
@@ -92,7 +93,9 @@ def arm_rows(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> pd.DataFra
         g = {k.split("/", 2)[2]: v for k, v in summary.items() if k.startswith(f"bench/{arm}/")}
         mism = g.get("first_mismatches") or []
         row = {
-            "dtype": summary["model/dtype"],
+            "dtype": summary.get("model/gguf_precision", "gguf")
+            if arm in GGUF_ARMS
+            else summary["model/dtype"],  # llama.cpp computes in the GGUF's own types
             "L": summary["bench/L"],
             "arm": arm,
             "label": ARM_LABELS.get(arm, arm),
@@ -217,7 +220,12 @@ def build(selected: pd.DataFrame) -> Artefact:
         + CI_NOTE,
         "τ = 1 + accepted / rounds (ours: rounds up to where the output ends; transformers: committed tokens per "
         "target forward, its first forward = prefill + first verify); greedy, EOS or the cap ends every arm, "
-        "no stop strings; = AR tokens: lines whose output ids equal our AR's (SD+DM is lossy by design)",
+        "no stop strings; = AR tokens: lines whose output ids equal our AR's (SD+DM is lossy by design)"
+        + (
+            "; llama.cpp's SD arms: equal to llama.cpp's AR; llama.cpp's AR: equal to our AR"
+            if t["arm"].isin(["lc_ar"]).any()
+            else ""
+        ),
         *provenance_lines(runs),
     ]
     art.tables.append(

@@ -9,7 +9,7 @@ Keys (``bench/`` namespace; units in the suffix):
     ``x_<ref>_median``: median over lines (prompt x repeat) of the per-line rate ratio (robust to bursts of load);
   - ``bench/<arm>/tau``: 1 + accepted / rounds (speculative arms);
   - ``bench/<arm>/identical_to_ar``: lines whose output token ids equal ``ar``'s on the same prompt and repeat
-    (llama.cpp arms: ``lc_ar``'s, the AR of their own engine), of ``bench/num_lines``; ``.../first_mismatches``: ``{prompt_id, repeat, position, ar_token, arm_token}``
+    (llama.cpp's SD arms: ``lc_ar``'s, the AR of their own engine), of ``bench/num_lines``; ``.../first_mismatches``: ``{prompt_id, repeat, position, ar_token, arm_token}``
     (position = index of the first differing output token; a token of -1 = the output ended there);
   - ``bench/in_situ/verify_over_decode``: our SD's mean verify seconds per pass / our AR's per step, inside
     the loop; ``bench/in_situ/dm_overhead_share``: SD+DM's extra verify + criterion seconds per pass over SD's,
@@ -26,6 +26,7 @@ from runners.measure.latency import summarize_timings
 
 REFS = ("ar", "hf_ar", "hf_assisted", "lc_ar")
 SPEC_ARMS = ("sd", "hf_assisted", "sd_dm", "lc_sd", "lc_sd_dm")
+GGUF_SPEC_ARMS = ("lc_sd", "lc_sd_dm")
 
 
 def first_mismatch(a: Sequence[int], b: Sequence[int]) -> tuple[int, int, int] | None:
@@ -122,7 +123,8 @@ def summarize_bench(
             out[f"bench/{arm}/x_{ref}_median"] = (
                 statistics.median(per_line) if per_line else float("nan")
             )
-        ref_ar = "lc_ar" if arm.startswith("lc_") else "ar"  # each engine's own AR
+        # speculative arms against their own engine's AR; llama.cpp's AR against ours (do the engines agree?)
+        ref_ar = "lc_ar" if arm in GGUF_SPEC_ARMS and "lc_ar" in arms else "ar"
         if arm != ref_ar:
             same, mism = 0, []
             for p in prompts:

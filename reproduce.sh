@@ -8,7 +8,7 @@ ROOT=$PWD
 VENV=${DROPMATCH_VENV:-$ROOT/.venv}
 PY=$VENV/bin/python
 
-ARTEFACTS="table1 table2 table3 table4 table5 table6 table7 table8 table9 table10 fig1 fig3 fig5 fig6 sensitivity bench"
+ARTEFACTS="table1 table2 table3 table4 table5 table6 table7 table8 table9 table10 fig1 fig3 fig5 fig6 sensitivity bench frontier"
 
 usage() {
   cat >&2 <<USAGE
@@ -146,7 +146,7 @@ renders() {  # the artefact is registered with the one analysis driver (analysis
 
 run_artefact() {
   local name=$1; shift
-  if [ ! -f "conf/experiment/$name.yaml" ] && ! renders "$name"; then
+  if [ ! -f "conf/experiment/$name.yaml" ] && [ ! -d "conf/experiment/$name" ] && ! renders "$name"; then
     echo "artefact '$name' is not implemented yet (no conf/experiment/$name.yaml, no analysis module)" >&2
     exit 2
   fi
@@ -164,8 +164,11 @@ run_artefact() {
     build_judge "$name" "${overrides[@]+"${overrides[@]}"}"
   fi
   local exp xpy extra_var="EXTRA_SWEEPS_$name" a
-  # <name>_measure: measurement runs that read the sweep's records (fig3); EXTRA_SWEEPS_<name>: more sweeps (fig1 b)
-  for exp in "$name" "${name}_measure" ${!extra_var:-}; do
+  # <name>_measure: measurement runs that read the sweep's records (fig3); EXTRA_SWEEPS_<name>: more sweeps (fig1 b);
+  # conf/experiment/<name>/*.yaml: one sweep each, same pair (frontier: one per rule; _*.yaml are shared parts)
+  local parts=() f
+  for f in conf/experiment/"$name"/[!_]*.yaml; do [ -f "$f" ] && parts+=("$name/$(basename "$f" .yaml)"); done
+  for exp in "$name" "${name}_measure" ${!extra_var:-} "${parts[@]+"${parts[@]}"}"; do
     if [ -f "conf/experiment/$exp.yaml" ] && grep -q "sweeper" "conf/experiment/$exp.yaml"; then
       xpy=$runpy
       if [[ " ${!extra_var:-} " == *" $exp "* ]]; then  # an extra sweep has its own pair: a pair= override skips it

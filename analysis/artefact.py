@@ -105,7 +105,7 @@ class Profile:
     backend: str | None = None
 
     @classmethod
-    def load(cls, name: str | None, conf_dir: Path | None = None) -> "Profile":
+    def load(cls, name: str | None, conf_dir: Path | None = None) -> Profile:
         """Read ``conf/profile/<name>.yaml`` (``any`` or None: all profiles, no backend)."""
         if name in (None, "any"):
             return cls(None, None)

@@ -217,11 +217,19 @@ def err(e: Estimate) -> tuple[float, float]:
 
 
 def plot_curves(ax, pts: pd.DataFrame, p_drop: float | None, K: int | None) -> None:
-    """Accuracy vs tau with 95% CIs: AJ and AJ+DM (at ``p_drop``, ``K``) over thresholds (labelled), SD stars."""
+    """Accuracy vs tau with 95% CIs: AJ and AJ+DM (at ``p_drop``, ``K``) over thresholds, SD stars.
+
+    Each point carries its judge threshold as a label; the labels are moved off each other, the points and the
+    error bars by ``adjustText`` (a leader line joins a moved label to its point). The panel's title names
+    the AJ+DM setting. No legend here: the caller draws one for the figure (:func:`curves_legend`).
+    """
+    from adjustText import adjust_text
+
     aj = pts[pts["method"] == "AJ"].sort_values("threshold")
     dm = pts[(pts["method"] == "AJ+DM") & (pts["p_drop"] == p_drop) & (pts["K"] == K)].sort_values(
         "threshold"
     )
+    texts, xs, ys = [], [], []
     for i, (g, label) in enumerate(((aj, "Auto-Judge"), (dm, "Auto-Judge + DM"))):
         if g.empty:
             continue
@@ -239,15 +247,24 @@ def plot_curves(ax, pts: pd.DataFrame, p_drop: float | None, K: int | None) -> N
             label=label,
         )
         for _, r in g.iterrows():
-            # AJ labels above-left, AJ+DM below-right: the two curves' points often sit close together
-            ax.annotate(
-                f"{r['threshold']:g}",
-                (r["tau"], r["accuracy_pct"]),
-                fontsize=6,
-                color=style.COLORS[i],
-                xytext=(-4, 4) if i == 0 else (4, -8),
-                ha="right" if i == 0 else "left",
-                textcoords="offset points",
+            # the point and samples along its two error bars: places a label must not cover
+            t, a = r["tau"], r["accuracy_pct"]
+            (tl, th), (al, ah) = err(r["cell"].tau), err(r["cell"].acc)
+            for f in np.linspace(-1.0, 1.0, 9):
+                xs += [t, t + f * (th if f > 0 else tl)]
+                ys += [a + f * (ah if f > 0 else al), a]
+            texts.append(
+                ax.text(
+                    r["tau"],
+                    r["accuracy_pct"],
+                    f"{r['threshold']:g}",
+                    fontsize=6,
+                    color=style.COLORS[i],
+                    ha="center",
+                    va="center",
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85},
+                    zorder=5,
+                )
             )
     for j, (_, r) in enumerate(pts[pts["method"] == "SD"].sort_values("L").iterrows()):
         ax.plot(
@@ -256,11 +273,48 @@ def plot_curves(ax, pts: pd.DataFrame, p_drop: float | None, K: int | None) -> N
             marker="*",
             ms=8,
             ls="none",
-            color=style.COLORS[7 - j % 2],
+            color=SD_COLORS[j % len(SD_COLORS)],
             label=f"SD (L={int(r['L'])})",
         )
+        xs.append(r["tau"])
+        ys.append(r["accuracy_pct"])
     ax.set(xlabel=r"mean acceptance length $\tau$", ylabel="accuracy (%)", ylim=(-5, 105))
-    ax.legend()
+    if p_drop is not None:
+        ax.set_title(f"AJ+DM at $p_{{drop}}$={p_drop:g}, K={K}")
+    if texts:
+        # an iteration limit, not adjustText's default 1 s time limit: the same labels on every machine and
+        # load (its only random draw, for labels on the very same spot, is seeded)
+        adjust_text(
+            texts,
+            x=xs,
+            y=ys,
+            ax=ax,
+            expand=(1.6, 2.2),
+            force_text=(0.6, 0.9),
+            force_static=(0.3, 0.5),
+            max_move=(20, 20),
+            arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "0.4"},
+            iter_lim=LABEL_ITERATIONS,
+        )
+
+
+LABEL_ITERATIONS = 150  # adjustText steps (it stops earlier only when nothing overlaps)
+SD_COLORS = (
+    "#000000",
+    "#999999",
+)  # SD stars: black, grey (readable on white, unlike the palette's yellow)
+
+
+def curves_legend(fig, axes) -> None:
+    """One legend for the figure, under the panels (labels of the first panel that has each)."""
+    seen: dict[str, object] = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    if seen:
+        fig.legend(
+            list(seen.values()), list(seen), loc="outside lower center", ncol=min(len(seen), 4)
+        )
 
 
 def points_table(pts: pd.DataFrame) -> pd.DataFrame:

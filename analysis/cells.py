@@ -2,14 +2,16 @@
 
 A *cell* is one run (pair, benchmark, method, L, setting). Its accuracy, tau and tok/s come with 95 %
 bootstrap intervals over the run's items; a speedup between two cells is paired on the items both hold
-(:func:`analysis.stats.paired_speedup`). Estimators and the bootstrap are documented in :mod:`analysis.stats`.
+(:func:`analysis.stats.paired_speedup`), and so is an accuracy difference (:func:`delta_acc`,
+:func:`paired_items`: Newcombe's paired interval, exact McNemar, items whose output diverged). Estimators,
+the bootstrap and the paired interval are documented in :mod:`analysis.stats`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import pandas as pd
 
@@ -17,9 +19,12 @@ from analysis.load import load_items
 from analysis.stats import (
     B_DEFAULT,
     NAN,
+    NAN_DIFF,
     SEED,
     Estimate,
+    PairedDiff,
     mean_ci,
+    paired_accuracy,
     paired_speedup,
     repeat_spread,
     tau_ci,
@@ -37,7 +42,9 @@ SPEEDUP_NOTE = (
 
 @dataclass
 class Cell:
-    """One run's numbers. ``acc`` in percent, ``tau`` in tokens per round, ``tps`` in tokens/s."""
+    """One run's numbers. ``acc`` in percent (the scorer's primary metric), ``tau`` in tokens per round, ``tps``
+    in tokens/s; ``comparable`` in percent: the run's ``comparable_metric`` (lm-eval's own number when the
+    primary is another, e.g. GSM8K's strict-match beside the numerically normalised match), else NaN."""
 
     run_id: str
     n: int
@@ -47,6 +54,14 @@ class Cell:
     repeats: int
     spread: float
     items: pd.DataFrame = field(repr=False)
+    comparable_metric: str | None = None
+    comparable: Estimate = NAN
+
+
+def comparable_of(run: pd.Series) -> str | None:
+    """The run's ``comparable_metric`` when its records carry one other than the primary, else None."""
+    m = run.get("comparable_metric")
+    return str(m) if isinstance(m, str) and m and m != run.get("quality_metric") else None
 
 
 class ItemCache:
@@ -58,7 +73,7 @@ class ItemCache:
     def items(self, run: pd.Series) -> pd.DataFrame:
         key = str(run["run_dir"])
         if key not in self._items:
-            self._items[key] = load_items(key)
+            self._items[key] = load_items(key, comparable_of(run))
         return self._items[key]
 
     def cell(self, run: pd.Series) -> Cell:
@@ -66,6 +81,7 @@ class ItemCache:
         it = self.items(run)
         acc = mean_ci(it["correct"]).scaled(100.0) if it["correct"].notna().any() else NAN
         reps = min((len(r) for r in it["wall_s_repeats"]), default=1)
+        other = comparable_of(run)
         return Cell(
             run_id=str(run["run_id"]),
             n=len(it),
@@ -75,6 +91,10 @@ class ItemCache:
             repeats=reps,
             spread=repeat_spread(list(it["wall_s_repeats"])),
             items=it,
+            comparable_metric=other,
+            comparable=mean_ci(it["comparable"]).scaled(100.0)
+            if other and it["comparable"].notna().any()
+            else NAN,
         )
 
 
@@ -88,6 +108,52 @@ def speedup(a: Cell | None, b: Cell | None) -> Estimate:
         .dropna()
     )
     return paired_speedup(m["tok_per_s_a"], m["tok_per_s_b"])
+
+
+DELTA_ACC_NOTE = (
+    "Δ acc = accuracy of the row minus that of its reference on the items both runs scored, in points, "
+    "95% CI by Newcombe's paired score interval (method 10), exact McNemar test in the CSV; 'k/n differ' = "
+    "items whose output (token ids) differs from the reference's, the only ones whose score can change"
+)
+
+
+def paired_items(items_a: pd.DataFrame, items_b: pd.DataFrame) -> PairedDiff:
+    """acc(A) - acc(B) in percentage points on the items both runs hold (joined on ``sample_id``), with the
+    paired interval, McNemar p and the items whose output differs (:func:`analysis.stats.paired_accuracy`).
+
+    Args:
+        items_a, items_b: :func:`analysis.load.load_items` frames (columns ``sample_id``, ``correct``,
+            ``output``) of two runs on the same benchmark, e.g. a rule and its reference.
+
+    Returns:
+        :class:`analysis.stats.PairedDiff` in points; :data:`analysis.stats.NAN_DIFF` when no item is paired.
+    """
+    cols = ["sample_id", "correct", "output"]
+    m = items_a[cols].merge(items_b[cols], on="sample_id", suffixes=("_a", "_b"))
+    if m.empty:
+        return NAN_DIFF
+    return paired_accuracy(
+        m["correct_a"], m["correct_b"], list(m["output_a"]), list(m["output_b"])
+    ).scaled(100.0)
+
+
+def delta_acc(a: Cell | None, b: Cell | None) -> PairedDiff:
+    """Accuracy of cell ``a`` minus cell ``b`` (points, paired; :func:`paired_items`); NaN when either is
+    missing or unscored."""
+    if a is None or b is None:
+        return NAN_DIFF
+    return paired_items(a.items, b.items)
+
+
+def diff_columns(prefix: str, d: PairedDiff) -> dict[str, float]:
+    """CSV columns of a paired difference: ``<prefix>`` (+ ``_lo``, ``_hi``), ``<prefix>_n`` (paired items),
+    ``<prefix>_diverged`` (outputs differing; NaN when unknown), ``<prefix>_p_mcnemar``."""
+    return {
+        **est_columns(prefix, d.estimate),
+        f"{prefix}_n": d.n,
+        f"{prefix}_diverged": float("nan") if d.n_diverged is None else d.n_diverged,
+        f"{prefix}_p_mcnemar": d.p_mcnemar,
+    }
 
 
 def est_columns(prefix: str, e: Estimate) -> dict[str, float]:

@@ -15,10 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import pandas as pd
+
+from analysis.load import load_runs
+from runners.sweep.console import console
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +95,6 @@ def check_runs(runs: pd.DataFrame, all_runs: pd.DataFrame | None = None) -> list
 def equality_footer(runs: pd.DataFrame, all_runs: pd.DataFrame | None = None) -> list[str]:
     """Table footer lines: greedy SD == AR per SD run, divergences as (sample, token position)."""
     if all_runs is None:
-        from analysis.load import load_runs
-
         all_runs = load_runs()
     results = check_runs(runs, all_runs)
     if not results:
@@ -122,8 +123,6 @@ def equality_footer(runs: pd.DataFrame, all_runs: pd.DataFrame | None = None) ->
 
 
 def main(argv: Iterable[str] | None = None) -> list[dict]:
-    from analysis.load import load_runs
-    from runners.logs import console
 
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

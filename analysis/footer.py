@@ -3,17 +3,20 @@
 Every footer names: pair, backend, profile; device; the date span and run count; the git commits that wrote
 the runs (each with its run count; a table from several commits says so); uncommitted changes; the model
 identity per pair (weights' sha256 or hub revision, dtype); the decision-code fingerprint of the acceptance
-rule when the records carry one (several in one table: said so, with counts). Where a GGUF engine (llama.cpp)
-made any of the runs, a line names the engine and precision of every run.
+rule when the records carry one (several in one table: said so, with counts); for DropMatch runs decided by
+the sparse variant, its audited agreement with the exact rule (:func:`audit_lines`). Where a GGUF engine
+(llama.cpp) made any of the runs, a line names the engine and precision of every run (:func:`engine_lines`).
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 import pandas as pd
+
+from analysis.stats import clopper_pearson_lower
 
 
 def _counted(values: Iterable[str]) -> str:
@@ -85,18 +88,95 @@ def engine_lines(runs: pd.DataFrame) -> list[str]:
 
 
 def decision_lines(runs: pd.DataFrame) -> list[str]:
-    """Decision-code fingerprint(s); MIXED when the cells were decided by different code."""
+    """Decision-code fingerprints, one per rule and backend (each run's fingerprint covers the code its rule and
+    backend run: :mod:`runners.records.fingerprint`); MIXED when runs of one rule and backend were decided by different
+    code."""
     if "decision_code" not in runs:
         return []
-    fps = runs["decision_code"].dropna().astype(str)
     missing = int(runs["decision_code"].isna().sum())
-    if fps.empty:
+    known = runs.dropna(subset=["decision_code"])
+    if known.empty:
         return ["decision code fingerprint: not recorded in these runs"]
     tail = f"; not recorded in {missing} run{'s' if missing > 1 else ''}" if missing else ""
-    if fps.nunique() == 1:
-        return [f"decision code fingerprint: {fps.iloc[0]}{tail}"]
+    rule = known["method"].astype(str)
+    if (
+        "criterion" in known
+    ):  # the rule's registry key; records without one are named by their method
+        rule = known["criterion"].where(known["criterion"].notna(), rule).astype(str)
+    keys = rule + "@" + known["backend"].astype(str)
+    parts, mixed = [], []
+    for key in sorted(keys.unique()):
+        fps = known.loc[keys == key, "decision_code"].astype(str)
+        if fps.nunique() == 1:
+            parts.append(f"{key} {fps.iloc[0]}")
+        else:
+            mixed.append(f"{key}: {_counted(fps)}")
+    if mixed:
+        return [
+            f"MIXED decision code: {'; '.join(mixed)}{tail} -- acceptance decisions may differ between cells"
+        ]
+    return [f"decision code fingerprints (per rule@backend): {', '.join(parts)}{tail}"]
+
+
+AUDIT_BAR = 99.9  # % : the audited agreement's lower bound the sparse variant must show to stand in for the exact rule
+
+
+def audit_lines(runs: pd.DataFrame) -> list[str]:
+    """The exactness audit of the DropMatch runs decided by the sparse variant (:mod:`criteria.audit`), pooled
+    over ``runs``: the share of rounds audited, the agreement of the two verdicts at the compared positions and
+    over rounds (same accepted length), each with its one-sided 95 % Clopper-Pearson lower bound
+    (:func:`analysis.stats.clopper_pearson_lower`). No line when no run is sparse.
+    """
+
+    if "sparse_top_n" not in runs or "uses_dropmatch" not in runs:
+        return []
+    sparse = runs[runs["uses_dropmatch"].fillna(False).astype(bool) & runs["sparse_top_n"].notna()]
+    if sparse.empty:
+        return []
+    ns = ", ".join(str(int(n)) for n in sorted(set(sparse["sparse_top_n"])))
+    n_dm = int(runs["uses_dropmatch"].fillna(False).astype(bool).sum())
+    head = (
+        f"DropMatch decision: sparse variant (dropmatch.sparse_top_n={ns}) in {len(sparse)} of the {n_dm} "
+        "DropMatch runs"
+    )
+    has = (
+        sparse["audit_rounds"].notna()
+        if "audit_rounds" in sparse
+        else pd.Series(False, index=sparse.index)
+    )
+    audited = sparse[has]
+    missing = len(sparse) - len(audited)
+    if audited.empty:
+        return [f"{head}; NOT audited against the exact rule"]
+
+    def total(col: str) -> int:
+        return int(audited[col].sum())
+
+    def agreement(same: str, k: int, n: int, what: str) -> str:
+        if n == 0:
+            return f"no audited {what}"
+        lo = 100.0 * clopper_pearson_lower(k, n)
+        return (
+            f"{same} at {k}/{n} {what} ({100.0 * k / n:.2f}%, one-sided 95% lower bound {lo:.2f}%)"
+        )
+
+    k_pos, n_pos = total("audit_positions_equal"), total("audit_positions")
+    rounds = total("audit_rounds")
+    shares = ", ".join(f"{a:g}" for a in sorted(set(audited["audit_share"].dropna())))
+    if n_pos and 100.0 * clopper_pearson_lower(k_pos, n_pos) >= AUDIT_BAR:
+        verdict = "met"
+    elif n_pos and 100.0 * k_pos / n_pos >= AUDIT_BAR:
+        verdict = "cannot yet show (more audited positions needed)"
+    else:
+        verdict = "missed"
     return [
-        f"MIXED decision code: {_counted(fps)}{tail} -- acceptance decisions may differ between cells"
+        f"{head}; exactness audit (dropmatch.audit_share={shares}): {rounds}/"
+        f"{total('audit_rounds_total')} rounds also decided by the exact rule on the same dropout masks; "
+        f"{agreement('same verdict', k_pos, n_pos, 'positions')}, "
+        f"{agreement('same accepted length', total('audit_rounds_equal'), rounds, 'rounds')} "
+        f"(Clopper-Pearson, pooled over the table's runs); the >= {AUDIT_BAR:g}% bar at positions: "
+        + verdict
+        + (f"; {missing} sparse run(s) NOT audited" if missing else "")
     ]
 
 
@@ -115,6 +195,7 @@ def provenance_lines(runs: pd.DataFrame) -> list[str]:
         *commit_lines(runs),
         *identity_lines(runs),
         *decision_lines(runs),
+        *audit_lines(runs),
     ]
 
 
@@ -133,4 +214,17 @@ def quality_lines(runs: pd.DataFrame) -> list[str]:
         if isinstance(n, str) and n
     ]
     out = [f"quality metric (as scored): {_counted(metrics)}"] if metrics else []
+    pairs = [
+        (str(m), str(c))
+        for m, c in zip(
+            runs.get("quality_metric", pd.Series(dtype=object)),
+            runs.get("comparable_metric", pd.Series(dtype=object)),
+        )
+        if isinstance(m, str) and isinstance(c, str) and c and c != m
+    ]
+    if pairs:
+        out.append(
+            "primary accuracy vs lm-eval's own number (CSV comparable_pct): "
+            + ", ".join(f"{m} is primary, {c} comparable" for m, c in sorted(set(pairs)))
+        )
     return out + [f"scorer note: {n}" for n in sorted(set(notes))]

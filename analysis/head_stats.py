@@ -16,10 +16,12 @@ All functions are pure: records in, DataFrames out; no I/O, inputs not mutated.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
+from analysis.stats import NAN, ratio_ci
 from criteria.divergence import agreement_pattern_names
 
 # Per-position trace fields copied into the position frame (when present).
@@ -191,7 +193,6 @@ def _item_keys(positions: pd.DataFrame) -> list[str]:
 def share_ci(positions: pd.DataFrame, mask: pd.Series, **kw: Any):
     """Share (fraction) of ``positions`` where ``mask`` holds, with a bootstrap interval over items (samples):
     Σ_items positions with mask / Σ_items positions (:func:`analysis.stats.ratio_ci`)."""
-    from analysis.stats import NAN, ratio_ci
 
     if len(positions) == 0:
         return NAN
@@ -203,7 +204,6 @@ def share_ci(positions: pd.DataFrame, mask: pd.Series, **kw: Any):
 def mean_over_positions_ci(positions: pd.DataFrame, mask: pd.Series, column: str, **kw: Any):
     """Mean of ``column`` over the positions where ``mask`` holds (pooled), with a bootstrap interval over
     items: Σ_items values / Σ_items positions (:func:`analysis.stats.ratio_ci`)."""
-    from analysis.stats import NAN, ratio_ci
 
     sel = positions[mask.astype(bool)].dropna(subset=[column])
     if len(sel) == 0:

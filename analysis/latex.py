@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Iterable
+from collections.abc import Iterable
 
 import pandas as pd
 
@@ -42,6 +42,10 @@ SYMBOLS = {
     "…": r"\ldots{}",
     "‖": r"$\|$",
     "α": r"$\alpha$",
+    "Δ": r"$\Delta$",
+    "≠": r"$\neq$",
+    "δ": r"$\delta$",
+    "÷": r"$\div$",
     "γ": r"$\gamma$",
     "μ": r"$\mu$",
     "σ": r"$\sigma$",
@@ -69,7 +73,7 @@ def escape(text: object) -> str:
             unknown.add(ch)
             out.append("?")
     if unknown:
-        warnings.warn(f"LaTeX: no mapping for {sorted(unknown)}; written as '?'")
+        warnings.warn(f"LaTeX: no mapping for {sorted(unknown)}; written as '?'", stacklevel=2)
     return "".join(out)
 
 

@@ -5,9 +5,11 @@ include_target (``dropmatch.include_target``: bool, False when the record lacks 
 majority (``dropmatch.majority``: strict | plurality, strict when absent), threshold and judge_key (Auto-Judge
 methods), temperature, seed, repeats, tok_per_s_repeat_std,
 n (samples done), n_expected, offset, trace (criterion trace recorded), complete, accuracy, accuracy_stderr, tau, acceptance_rate,
-per_position_rate (list), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, device, date_utc,
+per_position_rate (list), num_drafts (rounds, from ``spec/counters``; None when absent), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, device, date_utc,
 git_sha, git_shas (every commit that wrote to the run, sorted tuple), git_dirty, model_identity (text),
-decision_code (text or None), run_dir, plus every ``quality/*`` metric as ``q_<name>``.
+decision_code (text or None), run_dir, plus every ``quality/*`` metric as ``q_<name>``; quality_metric (the primary
+metric's name, what accuracy is) and comparable_metric (lm-eval's own number when the primary is another, e.g.
+GSM8K's ``exact_match,strict-match`` beside the primary ``math_verify,strict-match``; None otherwise).
 
 :func:`load_items` reads one run's ``samples.jsonl`` as one row per benchmark item (for intervals).
 """
@@ -22,7 +24,8 @@ from typing import Any
 import pandas as pd
 
 from runners.paths import results_dir
-from runners.record import iter_runs, read_samples
+from runners.records.legacy_fingerprints import current_value
+from runners.records.record import iter_runs, read_samples
 
 
 def _short(v: Any) -> str:
@@ -60,13 +63,23 @@ def model_identity(cfg: dict, meta: dict, summary: dict) -> str:
     return ", ".join(parts) or "?"
 
 
-def decision_code(meta: dict) -> str | None:
-    """Fingerprint of the code that made the acceptance decisions (``meta.decision_code``), or None."""
+def decision_code(meta: dict, cfg: dict | None = None) -> str | None:
+    """Fingerprint of the code that made the acceptance decisions (``meta.decision_code``), short, or None.
+
+    A scheme-1 value (records from before per-run fingerprints) is shown as its scheme-2 equivalent
+    (:func:`runners.records.legacy_fingerprints.current_value`) when one is known, so a record and a rerun of the same code agree.
+    """
     dc = meta.get("decision_code")
     if isinstance(dc, dict):
         for k in ("fingerprint", "sha256", "hash"):
             if dc.get(k):
-                return _short(dc[k])
+                value = dc[k]
+                if cfg is not None and k == "fingerprint" and dc.get("scheme") is None:
+                    method, backend = dict(cfg.get("method") or {}), dict(cfg.get("backend") or {})
+                    value = (
+                        current_value(value, method.get("criterion"), backend.get("name")) or value
+                    )
+                return _short(value)
         return _flat_text(dc)
     return _short(dc) if dc else None
 
@@ -76,6 +89,21 @@ def read_meta(run_dir: Path) -> dict:
         return json.loads((Path(run_dir) / "meta.json").read_text())
     except (OSError, ValueError):
         return {}
+
+
+def knobs_of(cfg: dict) -> str:
+    """A run's rule settings as one label: ``method.kwargs`` (``k=v`` sorted by key), DropMatch's
+    ``p_drop``/``K`` when the method uses the heads, Auto-Judge's ``threshold``; ``""`` when it has none."""
+    method = cfg.get("method") or {}
+    parts = [
+        f"{k}={v}" for k, v in sorted(dict(method.get("kwargs") or {}).items()) if v is not None
+    ]
+    dm = cfg.get("dropmatch") or {}
+    if method.get("uses_dropmatch") and "p_drop" in dm:
+        parts += [f"p_drop={float(dm['p_drop']):g}", f"K={int(dm.get('K', 0))}"]
+    if method.get("threshold") is not None:
+        parts.append(f"threshold={float(method['threshold']):g}")
+    return ", ".join(parts)
 
 
 def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
@@ -99,7 +127,14 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
             dm.get("include_target", False)
         ),  # records before the field: the paper's rule
         "majority": str(dm.get("majority") or "strict"),
+        # DropMatch's decision: a decoding run of a DropMatch method, the sparse variant's top-N (None: exact),
+        # and the share of its rounds audited by the exact rule (None: no audit)
+        "uses_dropmatch": bool((cfg["method"] or {}).get("uses_dropmatch"))
+        and not (cfg["method"] or {}).get("measure"),
+        "sparse_top_n": dm.get("sparse_top_n"),
+        "audit_share": dm.get("audit_share"),
         "threshold": (cfg["method"] or {}).get("threshold"),
+        "knobs": knobs_of(cfg),
         "judge_key": judge.get("key")
         if isinstance(judge, dict)
         else None,  # Auto-Judge (similarity's judge is a name)
@@ -119,10 +154,12 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "accuracy": summary.get("quality/accuracy"),
         "accuracy_stderr": summary.get("quality/accuracy_stderr"),
         "quality_metric": summary.get("quality/metric"),
+        "comparable_metric": summary.get("quality/comparable_metric"),
         "quality_note": summary.get("quality/note"),
         "tau": summary.get("spec/mean_acceptance_length"),
         "acceptance_rate": summary.get("spec/acceptance_rate"),
         "per_position_rate": summary.get("spec/per_position_rate"),
+        "num_drafts": (summary.get("spec/counters") or {}).get("num_drafts"),
         "tok_per_s": summary.get("speed/tok_per_s"),
         "tok_per_s_std": summary.get("speed/tok_per_s_std"),
         "tok_per_s_total": summary.get("speed/tok_per_s_total"),
@@ -134,12 +171,15 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "git_shas": shas,
         "git_dirty": any(bool(x.get("git_dirty")) for x in sessions),
         "model_identity": model_identity(cfg, meta, summary),
-        "decision_code": decision_code(meta),
+        "decision_code": decision_code(meta, cfg),
+        "criterion": (cfg["method"] or {}).get("criterion"),
         "run_dir": str(run_dir),
     }
     for k, v in summary.items():
         if k.startswith("quality/") and isinstance(v, (int, float)):
             row["q_" + k.split("/", 1)[1]] = v
+        elif k.startswith("audit/"):  # criteria.audit.pool: the exactness audit's counts
+            row["audit_" + k.split("/", 1)[1]] = int(v)
     return row
 
 
@@ -200,10 +240,22 @@ ITEM_COLUMNS = (
     "wall_s_repeats",
     "tok_per_s",
     "hit_cap",
+    "output",
+    "mismatched",
+    "comparable",
 )
 
 
-def load_items(run_dir: str | Path) -> pd.DataFrame:
+def output_of(sample: dict) -> tuple[int, ...] | str | None:
+    """A sample's output for comparison across runs: its token ids when recorded, else its text, else None."""
+    ids = sample.get("output_token_ids")
+    if isinstance(ids, list):
+        return tuple(int(i) for i in ids)
+    text = sample.get("output_text")
+    return text if isinstance(text, str) else None
+
+
+def load_items(run_dir: str | Path, comparable: str | None = None) -> pd.DataFrame:
     """One row per benchmark item of a run (its ``samples.jsonl``), for intervals over items.
 
     Columns: sample_id; rounds (``spec.num_drafts``, rounds), accepted (``spec.num_accepted_tokens``,
@@ -213,7 +265,12 @@ def load_items(run_dir: str | Path) -> pd.DataFrame:
     decoding then, so the shares of a run sum to its decoding time; ``== speed.wall_s`` at batch size 1), else
     ``speed.wall_s``); wall_s_repeats (list of seconds); tok_per_s (tokens / wall_s, tokens/s; NaN when
     wall_s is 0); hit_cap (1.0 when the output ended at ``max_new_tokens`` (``stop_reason == "length"``), 0.0 when
-    at EOS or a stop string, NaN in records without ``stop_reason``).
+    at EOS or a stop string, NaN in records without ``stop_reason``); output (the item's output as a tuple of
+    token ids (``output_token_ids``), else its ``output_text``, else None: what two runs' outputs are compared
+    by, e.g. :func:`analysis.stats.paired_accuracy`'s ``n_diverged``); mismatched (accepted draft tokens that
+    differ from the target's argmax, ``spec.num_accepted_mismatched``; NaN in records without it); comparable
+    (0/1: the item's ``quality[comparable]``, a metric the records carry beside the primary, e.g.
+    ``"exact_match,strict-match"``; NaN when ``comparable`` is None or the item lacks it).
     """
     rows = []
     for s in read_samples(Path(run_dir) / "samples.jsonl"):
@@ -225,6 +282,7 @@ def load_items(run_dir: str | Path) -> pd.DataFrame:
         wall = float(statistics.median(reps)) if reps else 0.0
         tokens = int(speed.get("num_output_tokens", 0))
         correct = q.get("correct") if isinstance(q, dict) else None
+        other = q.get(comparable) if comparable and isinstance(q, dict) else None
         rows.append(
             {
                 "sample_id": s["sample_id"],
@@ -238,6 +296,11 @@ def load_items(run_dir: str | Path) -> pd.DataFrame:
                 "hit_cap": float(s["stop_reason"] == "length")
                 if s.get("stop_reason")
                 else float("nan"),
+                "output": output_of(s),
+                "mismatched": float(spec["num_accepted_mismatched"])
+                if "num_accepted_mismatched" in spec
+                else float("nan"),
+                "comparable": float(other) if isinstance(other, (int, float)) else float("nan"),
             }
         )
     return pd.DataFrame(rows, columns=list(ITEM_COLUMNS))

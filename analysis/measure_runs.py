@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import json
 import numbers
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
 from analysis.artefact import Profile, of_profile
-from runners.record import read_samples
+from runners.records.record import read_samples
 
 
 def of_method(runs: pd.DataFrame, profile: Profile, method: str) -> pd.DataFrame:

@@ -7,7 +7,7 @@
 For the artefact's module (:data:`ARTEFACTS`; the contract is in :mod:`analysis.artefact`) it loads every
 run record (:func:`analysis.load.load_runs`), calls ``select(runs, profile)`` and ``build(selected)``, writes
 Markdown, numeric CSV, booktabs LaTeX and PNG/PDF figures plus ``manifest.json`` (:mod:`analysis.write`),
-logs the tables (:mod:`runners.logs`: INFO on stdout, errors on stderr; ``DROPMATCH_LOG_LEVEL``), and, with ``DROPMATCH_WANDB=online|offline``, logs each table and figure to W&B
+logs the tables (:mod:`runners.sweep.console`: INFO on stdout, errors on stderr; ``DROPMATCH_LOG_LEVEL``), and, with ``DROPMATCH_WANDB=online|offline``, logs each table and figure to W&B
 (:func:`analysis.wandb_artefact.log_artefact`). The backend and every (p_drop, K) / L setting come from the
 records and the profile (``conf/profile/<P>.yaml``), never from flags.
 
@@ -22,15 +22,16 @@ import importlib
 import logging
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import Iterable
 
 from analysis.artefact import Artefact, Profile
 from analysis.load import load_runs
+from analysis.wandb_artefact import log_artefact
 from analysis.write import portable, write_artefact
-from runners.logs import console
 from runners.paths import results_dir
+from runners.sweep.console import console
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ ARTEFACTS = {
     "sensitivity": "analysis.figures.sensitivity",
     "fig3": "analysis.figures.fig3",
     "bench": "analysis.tables.bench",
+    "frontier": "analysis.tables.frontier",
 }
 
 
@@ -127,7 +129,6 @@ def log_wandb(art: Artefact, out: Path) -> list[str]:
     """With ``DROPMATCH_WANDB=online|offline``: one W&B analysis run per table and figure; returns their dirs."""
     if os.environ.get("DROPMATCH_WANDB", "") not in ("online", "offline"):
         return []
-    from analysis.wandb_artefact import log_artefact
 
     dirs = [log_artefact(t.stem, t.data) for t in art.tables]
     dirs += [

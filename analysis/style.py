@@ -7,14 +7,17 @@
 
 Sizes: single column 3.25 in, double column 6.75 in (ICML/NeurIPS-like); 8 pt text, 7 pt ticks and
 legends. Colours: Okabe & Ito (2008), distinguishable with the common colour-vision deficiencies; lines
-also differ in marker/line style so a greyscale print still reads. No titles or provenance inside the plot:
-the caption and footer go in the artefact's Markdown (:class:`analysis.artefact.Figure`).
+also differ in marker/line style so a greyscale print still reads. A panel's title names only what tells it
+from its neighbours (its setting, e.g. ``p_drop``), and what a reader cannot read the plot without (a random
+EAGLE-3 head, the judge that scored it, n/a positions) is written on the figure; the caption, n and
+provenance go in the artefact's Markdown (:class:`analysis.artefact.Figure`).
 """
 
 from __future__ import annotations
 
 import string
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import matplotlib
 

@@ -12,11 +12,14 @@ Per-repeat (paired) ratios, medians over repeats as the run's summary (:func:`ru
     dm_rule_share      = (mc_dropout_heads - lm_head + dropmatch_criterion) / verify_pass
     dm_round_share     = (verify_round_dm - verify_round_sd) / verify_pass   (the decision as the loop runs it;
                          records made after the in-loop components were added)
+    dm_audited_round_share = ((1 - a) * verify_round_dm_sparse + a * verify_round_dm_audited - verify_round_sd)
+                         / verify_pass: the sparse decision with a share a of its rounds audited by the exact rule
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -35,8 +38,8 @@ def seconds_frame(lines: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
     return {c: np.array([t[c] for t in timed], dtype=np.float64) for c in comps}
 
 
-def ratios(sec: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Per-repeat ratios (see the module docstring), each ``[n]``."""
+def ratios(sec: Mapping[str, np.ndarray], audit_share: float = 0.0) -> dict[str, np.ndarray]:
+    """Per-repeat ratios (see the module docstring), each ``[n]``; ``audit_share``: the run's a (0: no audit)."""
     extra = sec["mc_dropout_heads"] - sec["lm_head"]
     verify = sec["verify_pass"]
     out = {
@@ -50,6 +53,10 @@ def ratios(sec: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         out["dm_sparse_round_share"] = (
             sec["verify_round_dm_sparse"] - sec["verify_round_sd"]
         ) / verify
+    if "verify_round_dm_audited" in sec and audit_share > 0:
+        a = float(audit_share)
+        amortised = (1 - a) * sec["verify_round_dm_sparse"] + a * sec["verify_round_dm_audited"]
+        out["dm_audited_round_share"] = (amortised - sec["verify_round_sd"]) / verify
     return out
 
 

@@ -6,14 +6,14 @@ Selection is on run-record config fields only (never on file names or the inform
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import pandas as pd
 
 from analysis.head_stats import position_frame
 from analysis.load import SETTING
-from runners.record import read_samples
+from runners.records.record import read_samples
 
 
 def run_config(run_dir: str | Path) -> dict:

@@ -3,15 +3,16 @@
 Off unless ``DROPMATCH_WANDB=online|offline``. One ``job_type="analysis"`` run per table/figure: the table as a
 ``wandb.Table`` and ``table.csv``, images as ``figure/<stem>``, every file in one W&B artifact. Project and
 entity from ``WANDB_PROJECT`` (default ``dropmatch-bench``) and ``WANDB_ENTITY``; offline runs go under the
-results directory's ``wandb/`` (upload with ``wandb sync``). Run records are logged by ``runners/wandb_logger.py``.
+results directory's ``wandb/`` (upload with ``wandb sync``). Run records are logged by ``runners/loggers/wandb_logger.py``.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from runners.paths import results_dir
 

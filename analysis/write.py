@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import pandas as pd
 
+from analysis import style
 from analysis.artefact import Artefact, Figure, Table
 from analysis.latex import booktabs
 from runners.paths import REPO_ROOT, results_dir
@@ -66,7 +67,6 @@ def write_table_files(t: Table, out: Path) -> list[str]:
 
 def write_figure_files(f: Figure, out: Path) -> list[str]:
     """``<stem>.png``, ``.pdf``, ``.csv`` (plotted numbers) and ``.md`` (caption, image, footer)."""
-    from analysis import style
 
     style.save(f.fig, str(out / f.stem))
     f.data.to_csv(out / f"{f.stem}.csv", index=False)

@@ -61,7 +61,7 @@ class JudgeHead:
             )
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any], key: str = "") -> "JudgeHead":
+    def from_state(cls, state: Mapping[str, Any], key: str = "") -> JudgeHead:
         """Build from the dict saved by ``runners.autojudge.train`` (``weight``, ``bias``, ``mean``, ``scale``, ``features``)."""
         f32 = lambda v: torch.as_tensor(v, dtype=torch.float32).flatten()  # noqa: E731
         return cls(
@@ -74,7 +74,7 @@ class JudgeHead:
         )
 
     @classmethod
-    def load(cls, path: str | Path) -> "JudgeHead":
+    def load(cls, path: str | Path) -> JudgeHead:
         """Read a saved judge (``judge.pt``, tensors only: ``torch.load(weights_only=True)``)."""
         return cls.from_state(torch.load(Path(path), map_location="cpu", weights_only=True))
 

@@ -47,7 +47,8 @@ class DropMatchJS(DropMatchBase):
         only where it can change the round: at positions the majority (Eq. 7) does not already accept, up to
         each row's first rejection, one position at a time over the rows still accepting. The values it computes
         there are those of the full computation (same per-row operations), so the decisions are the same; the
-        test is then exact up to the first rejection only, and no JS values are returned.
+        test is then exact up to the first rejection only, and no JS values are returned. The sparse variant
+        (``head_candidates``) tests every position at once either way (its JS is over C + 1 entries).
         """
         L = inputs.draft_token_ids.shape[1]
         majority, valid = majority_vote(head_token_ids, self.majority)  # [B, L], [B, L]
@@ -55,7 +56,9 @@ class DropMatchJS(DropMatchBase):
         heads, draft_probs = js_inputs(
             inputs, L
         )  # [B, L, K, V], [B, L, V] (or C: the sparse variant)
-        if every_position:
+        if every_position or inputs.head_candidates is not None:
+            # the sparse variant's JS is over C + 1 entries: one call for all positions costs less than the
+            # per-position calls below (each a dozen small kernels), with the same values
             js_draft, js_heads_max = js_statistics(heads, draft_probs, inputs.temperature)
             return (js_draft <= js_heads_max) | by_majority, (js_draft, js_heads_max)
         ok = by_majority.clone()

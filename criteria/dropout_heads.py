@@ -23,26 +23,30 @@ class HeadSpec:
     Attributes:
         K: number of dropout heads, an integer >= 0.
         p_drop: dropout probability, a float in ``[0, 1)`` (ignored when ``K = 0``; stored as 0.0 then).
-        top_n: None (exact: the heads cover the whole vocabulary) or N >= 1: the opt-in sparse variant
-            (``dropmatch.sparse_top_n``), where the heads are evaluated only on candidate tokens, the union of the
+        top_n: None (exact: the heads cover the whole vocabulary) or N >= 1: the sparse variant
+            (``dropmatch.sparse_top_n``; the default profile's decision in the HF loop, audited), where the heads are evaluated only on candidate tokens, the union of the
             plain head's and the draft's top-N at each position (:func:`candidate_tokens`), plus one entry for the
             rest of the vocabulary (logit: the plain head's log-sum-exp there); the rules then take head tokens
             among the candidates and JS over the candidates + the rest entry.
-            Not the paper's rule: its decision agreement with the exact rule is measured, not assumed.
+            Not the paper's rule: its decision agreement with the exact rule is measured (``audit_share``), not assumed.
         check_top_n: None, or N >= 1 (``dropmatch.sparse_check_top_n``, a measurement): the exact rule decides,
             and :func:`criteria.verify.verify_round` also decides each round with the sparse variant at top-N on
             the same dropout masks, tracing both verdicts (``exact_accept`` / ``sparse_accept``) so their
             agreement can be counted (Table 3's footer). Only with the exact rule (``top_n`` None).
+        audit_share: a number in ``[0, 1]`` (``dropmatch.audit_share``): with the sparse variant (``top_n``), the
+            share of rounds also decided by the exact rule on the same dropout masks (:mod:`criteria.audit`;
+            the run keeps the sparse decision); 0 = no audit. Stored as 0.0 when ``K = 0``.
 
     Raises:
-        ValueError: a field out of range; the message names ``dropmatch.K`` / ``dropmatch.p_drop`` /
-            ``dropmatch.sparse_top_n`` and the allowed values.
+        ValueError: a field out of range, or an audit of an exact run; the message names ``dropmatch.K`` /
+            ``dropmatch.p_drop`` / ``dropmatch.sparse_top_n`` / ``dropmatch.audit_share`` and the allowed values.
     """
 
     K: int = 0
     p_drop: float = 0.0
     top_n: int | None = None
     check_top_n: int | None = None
+    audit_share: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.K, bool) or not isinstance(self.K, int) or self.K < 0:
@@ -77,6 +81,23 @@ class HeadSpec:
                 f"dropmatch.sparse_top_n={n} makes the run itself sparse; allowed: sparse_top_n=null "
                 "with the check, or sparse_check_top_n=null"
             )
+        a = self.audit_share
+        if (
+            isinstance(a, bool)
+            or not isinstance(a, (int, float))
+            or not math.isfinite(a)
+            or not 0.0 <= a <= 1.0
+        ):
+            raise ValueError(
+                f"dropmatch.audit_share={a!r} is invalid; allowed values: a number in [0, 1] (0 = no audit)"
+            )
+        if a > 0 and n is None and self.K > 0:
+            raise ValueError(
+                f"dropmatch.audit_share={a} audits the sparse variant against the exact rule, but "
+                "dropmatch.sparse_top_n=null makes the run exact; allowed: sparse_top_n=N with the audit, "
+                "or audit_share=0"
+            )
+        object.__setattr__(self, "audit_share", float(a) if self.K > 0 else 0.0)
         object.__setattr__(self, "p_drop", float(p) if self.K > 0 else 0.0)
         object.__setattr__(self, "top_n", n if self.K > 0 else None)
         object.__setattr__(self, "check_top_n", c if self.K > 0 else None)
@@ -92,6 +113,7 @@ class HeadSpec:
             "p_drop": self.p_drop,
             **({"sparse_top_n": self.top_n} if self.top_n else {}),
             **({"sparse_check_top_n": self.check_top_n} if self.check_top_n else {}),
+            **({"audit_share": self.audit_share} if self.audit_share else {}),
         }
 
 

@@ -174,8 +174,9 @@ def verify_round(
         :class:`AcceptResult` with ``accept_mask`` ``[B, L]``, ``num_accepted`` ``[B]``, ``next_token_ids`` ``[B]``.
 
     Raises:
-        ValueError: shapes that do not fit, a generator count other than B, a rule that needs heads with a
-            HeadSpec of ``K = 0`` (names ``dropmatch.K``), or the rule's own input errors.
+        ValueError: shapes that do not fit (``draft_probs`` narrower than the target's vocabulary V: both must be
+            cut to the shared tokenizer's vocabulary), a generator count other than B, a rule that needs heads
+            with a HeadSpec of ``K = 0`` (names ``dropmatch.K``), or the rule's own input errors.
     """
     shaped = hidden if hidden is not None else target_logits
     if shaped is None or shaped.ndim != 3:
@@ -193,17 +194,12 @@ def verify_round(
         raise ValueError(
             f"rule {rule.name!r} needs MC-dropout heads; dropmatch.K={heads.K} (allowed: >= 1)"
         )
-    # V: the real vocabulary (a shard's rows are not all of it under tensor parallelism)
-    if target_logits is not None:
-        V = target_logits.shape[-1]
-    else:
-        V = lm_head.vocab_size if lm_head.gather is not None else lm_head.rows()[0].shape[0]
-    if draft_probs is not None and V is not None and draft_probs.shape[-1] != V:
-        draft_probs = draft_probs[..., :V]  # the draft's padded vocabulary rows
+    draft_probs = _cut_draft_probs(draft_probs, lm_head, target_logits)
     positions = (
         N - 1 if getattr(rule, "heads_at_drafts_only", False) else N
     )  # DropMatch: no heads at the bonus
     check = trace and heads.check_top_n is not None and heads.active
+    given = target_logits  # the engine's plain logits (None: computed from hidden here)
     states = [None if g is None else g.get_state() for g in generators] if check else None
     target_logits, head_l, cand = head_logits(
         hidden,
@@ -227,11 +223,46 @@ def verify_round(
         head_candidates=cand,
     )
     res = _decide(rule, inputs, generators, trace)
+    res = dataclasses.replace(res, target_argmax=target_logits[:, : N - 1].argmax(dim=-1))
     if check:
         res = _sparse_check(
-            res, inputs, hidden, lm_head, rule, heads, generators, states, positions, draft_probs
+            res,
+            inputs,
+            hidden,
+            lm_head,
+            rule,
+            heads,
+            generators,
+            states,
+            positions,
+            draft_probs,
+            given,
         )
     return res
+
+
+def _cut_draft_probs(
+    draft_probs: torch.Tensor | None, lm_head: LMHead | None, target_logits: torch.Tensor | None
+) -> torch.Tensor | None:
+    """``draft_probs`` cut to the target's vocabulary V (the draft's padded rows dropped).
+
+    Raises:
+        ValueError: the draft covers fewer rows than V.
+    """
+    # V: the real vocabulary (a shard's rows are not all of it under tensor parallelism)
+    if target_logits is not None:
+        V = target_logits.shape[-1]
+    else:
+        V = lm_head.vocab_size if lm_head.gather is not None else lm_head.rows()[0].shape[0]
+    if draft_probs is None or V is None or draft_probs.shape[-1] == V:
+        return draft_probs
+    if draft_probs.shape[-1] < V:
+        raise ValueError(
+            f"draft_probs cover {draft_probs.shape[-1]} vocabulary rows but the target's LM head {V}: "
+            "cut both to the shared tokenizer's vocabulary (LMHead.vocab_size, the draft's logits "
+            "[..., :vocab_size])"
+        )
+    return draft_probs[..., :V]  # the draft's padded vocabulary rows
 
 
 def _decide(
@@ -256,18 +287,26 @@ def _sparse_check(
     states: list,
     positions: int,
     draft_probs: torch.Tensor | None,
+    given: torch.Tensor | None = None,
 ) -> AcceptResult:
     """The same round decided again with the sparse variant (``heads.check_top_n``) on the same dropout masks
     (each row's generator replayed from its state before the round, on a copy: the run's streams move on as
     without the check); both prefix-closed verdicts ``[B, L]`` go into the trace as ``exact_accept`` and
-    ``sparse_accept``. The run's decision stays the exact one."""
+    ``sparse_accept``. The run's decision stays the exact one. ``given``: the engine's plain logits when it
+    computed them (both decisions then read the same plain head)."""
     gens = [
         None if s is None else torch.Generator(device=g.device).set_state(s)
         for g, s in zip(generators, states)
     ]
     spec = HeadSpec(heads.K, heads.p_drop, top_n=heads.check_top_n)
     _, sparse, cand = head_logits(
-        hidden, lm_head, spec, gens, positions=positions, draft_probs=draft_probs
+        hidden,
+        lm_head,
+        spec,
+        gens,
+        positions=positions,
+        draft_probs=draft_probs,
+        target_logits=given,
     )
     shadow = _decide(
         rule, dataclasses.replace(inputs, head_logits=sparse, head_candidates=cand), gens, False

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
-from runners.logs import terminal
+from analysis.render import main as render_main
+from runners.rescore import main as rescore_main
+from runners.sweep.console import terminal
 
 logger = logging.getLogger(__name__)
 COMMANDS = ("run", "sweep", "render", "rescore")
@@ -34,13 +36,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         runpy.run_module("runners.main", run_name="__main__", alter_sys=True)
         return 0
     if cmd == "rescore":
-        from runners.rescore import main as rescore_main
-
         return rescore_main(rest)
     if not rest:
         terminal(f"{__name__}.usage").info("usage: dropmatch render <artefact> [--profile P]")
         return 2
-    from analysis.render import main as render_main
 
     return render_main(rest)
 

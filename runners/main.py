@@ -1,19 +1,14 @@
-"""Hydra entry point: ``python -m runners.main [overrides]`` (``-m`` for sweeps). No logic here.
-
-Importing this module registers the resolver ``${dm.unique:}`` (:func:`unique_suffix`), which
-``conf/run.yaml`` appends to the time stamp of ``hydra.run.dir`` and ``hydra.sweep.dir``: two commands
-started in the same second get their own directories (their ``.hydra/`` and job status files would
-otherwise overwrite each other). The value is cached in the config (``use_cache``), so every job of one
-sweep, and Hydra's copies of the config (``OmegaConf.copy_cache``, also when pickled to a Slurm or
-subprocess job, which imports this module to run the task), sees the same directory.
+"""Hydra entry point: ``python -m runners.main [overrides]`` (``-m`` for sweeps). No logic here: a config is a
+decode run (:func:`runners.run.run`) or a measurement (:func:`runners.measure.run_measurement`), see :func:`job_of`.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import secrets
 import sys
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 # torch and llama.cpp (backend=llamacpp) share one GNU OpenMP runtime in a run's process; with its default
 # active waiting, the idle threads of one spin while the other computes (a llama.cpp decode step ran 16x slower
@@ -21,21 +16,18 @@ import sys
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import hydra  # noqa: E402
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
 
-from runners.validate import ConfigError  # noqa: E402
+from runners.config.errors import ConfigError  # noqa: E402
+from runners.config.resolve import resolve_run_config  # noqa: E402
+from runners.measure import resolve_measurement, run_measurement  # noqa: E402
+from runners.run import run  # noqa: E402
+from runners.sweep.resolvers import register_resolvers  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
 
-def unique_suffix() -> str:
-    """``<pid>-<6 random hex digits>``: unique among commands started at the same instant, also on several
-    hosts writing one shared results directory."""
-    return f"{os.getpid()}-{secrets.token_hex(3)}"
-
-
-if not OmegaConf.has_resolver("dm.unique"):
-    OmegaConf.register_new_resolver("dm.unique", unique_suffix, use_cache=True)
+register_resolvers()  # conf/run.yaml names ${dm.unique:} (run dirs) and the launchers ${dm.gpus:...}
 
 
 def describe(cfg: DictConfig) -> str:
@@ -51,12 +43,28 @@ def describe(cfg: DictConfig) -> str:
     )
 
 
+class Job(NamedTuple):
+    """What a config runs: ``resolve(cfg, identify_models=True) -> dict`` (validated, before anything loads) and
+    ``run(cfg, log=...) -> summary``."""
+
+    resolve: Callable[..., dict]
+    run: Callable[..., dict]
+
+
+DECODE = Job(resolve_run_config, run)
+MEASURE = Job(resolve_measurement, run_measurement)
+
+
+def job_of(cfg: Any) -> Job:
+    """:data:`MEASURE` when ``method.measure`` names a measurement (a key of ``runners.measure.MEASUREMENTS``:
+    Table 4's timings, Fig. 3's similarity, the benchmark; their records hold measurements), else :data:`DECODE`."""
+    return MEASURE if (cfg.get("method") or {}).get("measure") else DECODE
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="run")
 def main(cfg: DictConfig) -> float | None:
-    from runners.run import run
-
     try:
-        summary = run(cfg)
+        summary = job_of(cfg).run(cfg)
     except ConfigError as e:
         logger.error("%s\nconfig error: %s", describe(cfg), e)
         sys.exit(2)
@@ -64,9 +72,9 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
-    from runners.extras import MissingExtraError, check_launcher
-    from runners.logs import LEVEL_ENV, console, level
+    from runners.config.optional_deps import MissingExtraError, check_launcher
     from runners.paths import REPO_ROOT
+    from runners.sweep.console import LEVEL_ENV, console, level
 
     try:
         os.environ[LEVEL_ENV] = level()  # normalised for the job logging config, which reads it

@@ -8,7 +8,8 @@ the rest of the file is constructor kwargs plus ``version``.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from criteria.registry import CRITERIA, Registry, UnknownNameError
 

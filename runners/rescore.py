@@ -22,11 +22,21 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+
+import runners.scorers  # noqa: F401  (registration)
+from runners.exports import dataset_samples, read_run, write_exports
+from runners.models.sources import resolve_model_dir
+from runners.paths import results_dir
+from runners.records.io import atomic_write_json
+from runners.records.record import RunLockedError
+from runners.registry import SCORERS, build
+from runners.sweep.console import console
 
 logger = logging.getLogger(__name__)
-SCORER_PACKAGES = ("lm_eval", "evalplus", "nltk")
+SCORER_PACKAGES = ("lm_eval", "evalplus", "nltk", "math-verify")
 
 
 def scorer_versions() -> dict[str, str]:
@@ -75,8 +85,6 @@ def target_tokenizer(config: dict) -> Any:
     try:
         from transformers import AutoTokenizer
 
-        from runners.models.sources import resolve_model_dir
-
         return AutoTokenizer.from_pretrained(
             resolve_model_dir(config["pair"]["target"], log=logger.info)
         )
@@ -107,12 +115,8 @@ def rescore_run(run_dir: Path, tokenizer: Any = None, exports: bool = True) -> d
         tokenizer: the target tokenizer for the exports (default: loaded from the run's pair config).
 
     Raises:
-        runners.record.RunLockedError: another process is writing the run.
+        runners.records.record.RunLockedError: another process is writing the run.
     """
-    import runners.scorers  # noqa: F401  (registration)
-    from runners.exports import dataset_samples, read_run, write_exports
-    from runners.record import RunLockedError, atomic_write_json
-    from runners.registry import SCORERS, build
 
     run_dir = Path(run_dir)
     fd = os.open(run_dir / ".lock", os.O_CREAT | os.O_RDWR)
@@ -137,7 +141,7 @@ def rescore_run(run_dir: Path, tokenizer: Any = None, exports: bool = True) -> d
         summary = {k: v for k, v in summary.items() if not k.startswith("quality/")}
         summary.update({f"quality/{k}": v for k, v in scorer.aggregate(per).items()})
         summary["quality/scorer_versions"] = scorer_versions()
-        summary["rescored_utc"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        summary["rescored_utc"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         atomic_write_json(run_dir / "summary.json", summary)
     finally:
         os.close(fd)
@@ -149,8 +153,6 @@ def rescore_run(run_dir: Path, tokenizer: Any = None, exports: bool = True) -> d
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from runners.logs import console
-    from runners.paths import results_dir
 
     p = argparse.ArgumentParser(
         prog="python -m runners.rescore", description=__doc__.split("\n")[0]

@@ -1,15 +1,29 @@
-"""Shared fixtures: a tiny random pair, an isolated results directory, the benchmark files of shared/data."""
+"""Shared fixtures: a tiny random pair, an isolated results directory and subprocess environment, the benchmark
+files of shared/data. Helpers the tests import are in ``tests/helpers/``."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml
 
 from runners.paths import REPO_ROOT
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that loads the real pair must be ``slow`` too, so ``-m "not slow"`` never prepares it."""
+    bad = [
+        i.nodeid
+        for i in items
+        if i.get_closest_marker("embedded") and not i.get_closest_marker("slow")
+    ]
+    if bad:
+        raise pytest.UsageError(f"marked embedded but not slow: {bad}")
+
 
 # Tiny models run far faster single-threaded (and OpenMP spinning on a busy 2-core box is ruinous);
 # tests that load the real pair raise this themselves.
@@ -27,11 +41,47 @@ def tiny_pair_dir(tmp_path_factory):
 
 
 @pytest.fixture
-def results_dir(tmp_path, monkeypatch):
-    """Point DROPMATCH_RESULTS at a fresh temp dir for the test."""
+def results(tmp_path, monkeypatch) -> Path:
+    """An empty results root (DROPMATCH_RESULTS) for records written by a test."""
     d = tmp_path / "results"
+    d.mkdir()
     monkeypatch.setenv("DROPMATCH_RESULTS", str(d))
     return d
+
+
+@pytest.fixture(scope="session")
+def test_cache(tmp_path_factory) -> Path:
+    """A cache directory (DROPMATCH_CACHE) of its own for the subprocesses of one test session."""
+    return tmp_path_factory.mktemp("dropmatch_cache")
+
+
+@pytest.fixture
+def main_env(tiny_pair_dir, tmp_path, test_cache) -> dict[str, str]:
+    """Environment for ``python -m runners.main`` subprocesses (:func:`tests.helpers.cli.run_main`): the tiny
+    pair, a fresh results directory (``tmp_path / "results"``, as :func:`results`), the session's own cache,
+    offline, one thread."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "DROPMATCH_TINY_PAIR": str(tiny_pair_dir),
+            "DROPMATCH_RESULTS": str(tmp_path / "results"),
+            "DROPMATCH_CACHE": str(test_cache),
+            "DROPMATCH_THREADS": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "PYTHONUNBUFFERED": "1",
+            "HYDRA_FULL_ERROR": "1",
+        }
+    )
+    env.pop("WANDB_MODE", None)
+    return env
+
+
+@pytest.fixture
+def runs_root(main_env) -> Path:
+    """``results/runs`` of the subprocesses' results directory."""
+    return Path(main_env["DROPMATCH_RESULTS"]) / "runs"
 
 
 # Benchmark files of ``shared/data`` (beside the repository in CI, else the product's own pinned copies) and

@@ -153,6 +153,19 @@ def plot(a: pd.DataFrame, b: pd.DataFrame):
             0.5, 0.5, "no EAGLE3 runs", ha="center", va="center", transform=axes[2].transAxes
         )
     axes[2].set(ylabel=r"EAGLE3 $\tau$")
+    if not b.empty and b["random_head"].astype(bool).any():
+        # say it on the figure: a random head's tau says nothing about a trained EAGLE-3 head
+        axes[2].set_title("EAGLE-3 head: random")
+        axes[2].text(
+            0.5,
+            0.5,
+            "untrained (random) head:\nτ ≈ 1, a mechanism check",
+            ha="center",
+            va="center",
+            transform=axes[2].transAxes,
+            fontsize=style.RC["legend.fontsize"],
+            bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "0.5", "alpha": 0.9},
+        )
     for ax in axes:
         ax.tick_params(axis="x", labelsize=6)
     return fig, style.panel_labels([axes[0], axes[2]])
@@ -193,7 +206,12 @@ def build(selected: pd.DataFrame) -> Artefact:
             NAME,
             f"{panels[0]} Auto-Judge (judge trained on maths) keeps τ on IFEval but loses "
             f"accuracy (left: accuracy, middle: τ); {panels[1]} EAGLE3's τ on MT-Bench vs "
-            "KoMT-Bench",
+            "KoMT-Bench"
+            + (
+                " (EAGLE-3 head randomly initialised: a mechanism check, τ ≈ 1)"
+                if not b.empty and b["random_head"].astype(bool).any()
+                else ""
+            ),
             fig,
             frame.drop(columns=["cell"]),
             footer,

@@ -19,8 +19,9 @@ fig3_summary.{md,csv,tex} (mean off-diagonal scores per p_drop with 95 % bootstr
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -97,11 +98,25 @@ def matrices_frame(mats: Mapping[float, Mapping[str, np.ndarray]]) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+COLORBAR = {
+    "cosine": "cosine similarity",
+    "entailment": "share of prompts: entailment both ways",
+    "entailment_soft": r"min(P(i$\Rightarrow$j), P(j$\Rightarrow$i))",
+}
+
+
 def figure(
-    mats: Mapping[float, Mapping[str, np.ndarray]], entail_key: str = PANEL
+    mats: Mapping[float, Mapping[str, np.ndarray]],
+    entail_key: str = PANEL,
+    *,
+    judge: str | None = None,
+    sbert: str | None = None,
+    prompts: int | None = None,
 ) -> tuple[Any, list[str]]:
     """The paper layout in :mod:`analysis.style`: one row per p_drop, (cosine | entailment) heatmaps, values
-    written in the cells. Returns ``(fig, panel labels)``, panels in reading order."""
+    written in the cells, each colourbar labelled with its score; axes name the paths H_i, H_j and a line
+    under the panels says what H1-HK are and which judge and SBERT model scored them (``judge``, ``sbert``,
+    ``prompts``: as recorded). Returns ``(fig, panel labels)``, panels in reading order."""
     ps = sorted(mats)
     fig, axes = style.subplots(len(ps), 2, width="double", aspect=0.85)
     names = {
@@ -129,9 +144,28 @@ def figure(
             labels = [f"H{i + 1}" for i in range(K)]
             ax.set_xticks(range(K), labels)
             ax.set_yticks(range(K), labels)
+            ax.set(xlabel="path $j$", ylabel="path $i$")
             ax.grid(False)
             ax.set_title(f"$p_{{drop}}$={p:g}: {names[key]}")
-            fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+            bar = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+            bar.set_label(COLORBAR[key])
+    K = np.asarray(mats[ps[0]]["cosine"]).shape[0]
+    note = [
+        f"H1-H{K}: the target's K={K} MC-dropout decoding paths (each decodes greedily under its own "
+        "dropout masks); cell (i, j): mean over " + (f"{prompts} prompts" if prompts else "prompts")
+    ]
+    if judge or sbert:
+        note.append(
+            "; ".join(
+                x
+                for x in (
+                    f"entailment scored by the {judge}" if judge else "",
+                    f"cosine of SBERT embeddings: {sbert}" if sbert else "",
+                )
+                if x
+            )
+        )
+    fig.supxlabel("\n".join(note), fontsize=style.RC["legend.fontsize"])
     return fig, style.panel_labels(axes)
 
 
@@ -147,40 +181,8 @@ def build(selected: pd.DataFrame) -> Artefact:
     judges = sorted({ln["judge"] for ls in lines.values() for ln in ls})
     calls = sum(int(ln["num_judge_calls"]) for ls in lines.values() for ln in ls)
     sbert = sorted({str(ln.get("sbert")) for ls in lines.values() for ln in ls})
-    rows = []
-    for p, ls in lines.items():
-        ci = off_diagonal_cis(ls)
-        ident = sum(
-            int(ln["identical"][i][j])
-            for ln in ls
-            for i in range(len(ln["identical"]))
-            for j in range(i + 1, len(ln["identical"]))
-        )
-        rows.append(
-            {
-                "p_drop": p,
-                "prompts": n[p],
-                "paths": mats[p]["cosine"].shape[0],
-                **{k2: v for k, e in ci.items() for k2, v in est_columns(METRICS[k], e).items()},
-                "identical outputs (pairs)": ident,
-            }
-        )
-    data = pd.DataFrame(rows)
-    display = pd.DataFrame(
-        {
-            "p_drop": [f"{p:g}" for p in data["p_drop"]],
-            "prompts": data["prompts"],
-            "paths": data["paths"],
-            **{
-                f"{name} [95% CI]": [
-                    fmt(Estimate(v, lo, hi, 1), 3)
-                    for v, lo, hi in zip(data[name], data[f"{name}_lo"], data[f"{name}_hi"])
-                ]
-                for name in METRICS.values()
-            },
-            "identical outputs (pairs)": data["identical outputs (pairs)"],
-        }
-    )
+    data = summary_frame(lines, mats)
+    display = display_frame(data)
     foot = [
         f"n (prompts per p_drop): {', '.join(f'{n[p]} at p_drop={p:g}' for p in n)}; dataset "
         f"{', '.join(sorted(runs['dataset'].unique()))}",
@@ -192,7 +194,12 @@ def build(selected: pd.DataFrame) -> Artefact:
         "off-diagonal score",
         *provenance_lines(runs),
     ]
-    fig, panels = figure(mats)
+    fig, panels = figure(
+        mats,
+        judge="; ".join(judges),
+        sbert="; ".join(sbert),
+        prompts=min(n.values()) if len(set(n.values())) == 1 else None,
+    )
     parts = [
         f"{panels[2 * r]} cosine similarity (SBERT) and {panels[2 * r + 1]} entailment score "
         f"min(P(i⇒j), P(j⇒i)) at p_drop={p:g} (mean over {n[p]} prompts)"
@@ -216,6 +223,48 @@ def build(selected: pd.DataFrame) -> Artefact:
     art.runs = runs
     art.source_runs = source_run_ids(runs)
     return art
+
+
+def summary_frame(lines: dict[float, list], mats: dict[float, dict]) -> pd.DataFrame:
+    """Per p_drop: prompts, paths, each metric's mean off-diagonal score with its interval, identical pairs."""
+    rows = []
+    for p, ls in lines.items():
+        ci = off_diagonal_cis(ls)
+        ident = sum(
+            int(ln["identical"][i][j])
+            for ln in ls
+            for i in range(len(ln["identical"]))
+            for j in range(i + 1, len(ln["identical"]))
+        )
+        rows.append(
+            {
+                "p_drop": p,
+                "prompts": len(ls),
+                "paths": mats[p]["cosine"].shape[0],
+                **{k2: v for k, e in ci.items() for k2, v in est_columns(METRICS[k], e).items()},
+                "identical outputs (pairs)": ident,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def display_frame(data: pd.DataFrame) -> pd.DataFrame:
+    """:func:`summary_frame` as shown: p_drop as text, each metric ``value [lo, hi]``."""
+    return pd.DataFrame(
+        {
+            "p_drop": [f"{p:g}" for p in data["p_drop"]],
+            "prompts": data["prompts"],
+            "paths": data["paths"],
+            **{
+                f"{name} [95% CI]": [
+                    fmt(Estimate(v, lo, hi, 1), 3)
+                    for v, lo, hi in zip(data[name], data[f"{name}_lo"], data[f"{name}_hi"])
+                ]
+                for name in METRICS.values()
+            },
+            "identical outputs (pairs)": data["identical outputs (pairs)"],
+        }
+    )
 
 
 def source_run_ids(runs: pd.DataFrame) -> list[str]:

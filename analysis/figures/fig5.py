@@ -1,6 +1,7 @@
 """Figure 5: accuracy vs mean acceptance length of Auto-Judge and Auto-Judge + DropMatch on GSM8K, one panel
-per AJ+DM (p_drop, K) (paper: p_drop 0.2 and 0.3, K=5); the points of a line are the judge thresholds
-(labelled), SD a star; error bars are 95% bootstrap intervals over items.
+per AJ+DM (p_drop, K) (paper: p_drop 0.2 and 0.3, K=5), titled with it; the points of a line are the judge
+thresholds (labelled, labels kept apart by adjustText), SD a star; error bars are 95% bootstrap intervals over
+items; one legend under the panels.
 
 Paper: DropMatch Fig. 5 ("a rightward shift of Auto-Judge + DM relative to Auto-Judge indicates increased
 acceptance length at comparable accuracy"). :func:`curves` also draws Fig. 6 (IFEval).
@@ -16,6 +17,7 @@ from analysis import style
 from analysis.artefact import Artefact, Figure, Profile
 from analysis.autojudge import (
     cells,
+    curves_legend,
     dm_settings,
     judge_footer,
     one_dataset,
@@ -48,10 +50,11 @@ def curves(
     pts = cells(runs, ItemCache())
     settings = dm_settings(runs) or [(None, None)]
     fig, axes = style.subplots(
-        1, len(settings), width="double" if len(settings) > 1 else "single", aspect=0.8
+        1, len(settings), width="double" if len(settings) > 1 else "single", aspect=0.9
     )
     for ax, (p, K) in zip(axes, settings):
         plot_curves(ax, pts, p, K)
+    curves_legend(fig, axes)
     panels = style.panel_labels(axes) if len(axes) > 1 else [""]
     what = (
         "; ".join(

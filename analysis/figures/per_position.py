@@ -4,6 +4,12 @@ One panel per benchmark ((a), (b), ... in the table's benchmark order); colour =
 The rate at position i is ``spec/per_position_rate[i-1]`` of the run's summary: rounds whose accepted prefix
 reached position i / rounds (vLLM's ``num_accepted_tokens_per_pos / num_drafts``), so it falls with i and
 sums over i to tau - 1. Built by Table 6 (:mod:`analysis.tables.table6`) for each setting it tabulates.
+
+Position i is *verified* in a round only when the round's accepted prefix reached i - 1 (position 1 in every
+round). Where no round of a run reached i - 1 (rate at i - 1 is 0, or the run has no rounds), the rate at i is
+0 by construction, not a measurement: the panel shows those positions as n/a (not plotted, named in the
+panel) and the CSV marks them ``verified = False``. Example: MMLU answers are one letter then a stop, one
+round per item, rejected at position 1: only position 1 is measured.
 """
 
 from __future__ import annotations
@@ -17,10 +23,14 @@ METHOD_STYLE = {"sd": ("SD", 0, "o"), "dropmatch": ("SD+DM", 1, "s")}
 
 
 def frame(runs: pd.DataFrame) -> pd.DataFrame:
-    """Long form: one row per (pair, dataset, method, L, position) with its rate and the run's n."""
+    """Long form: one row per (pair, dataset, method, L, position) with its rate, whether any round verified
+    that position (``verified``; see the module docstring) and the run's n."""
     rows = []
     for _, r in runs[runs["method"].isin(list(METHOD_STYLE))].iterrows():
-        for i, rate in enumerate(r["per_position_rate"] or [], start=1):
+        rates = [float(x) for x in (r["per_position_rate"] or [])]
+        if not rates and int(r["L"]) > 0:  # no rounds at all: every position n/a
+            rates = [float("nan")] * int(r["L"])
+        for i, rate in enumerate(rates, start=1):
             rows.append(
                 {
                     "pair": r["pair"],
@@ -28,11 +38,12 @@ def frame(runs: pd.DataFrame) -> pd.DataFrame:
                     "method": r["method"],
                     "L": int(r["L"]),
                     "position": i,
-                    "rate": float(rate),
+                    "rate": rate,
+                    "verified": bool(rate == rate and (i == 1 or rates[i - 2] > 0)),
                     "n": int(r["n"]),
                 }
             )
-    cols = ["pair", "dataset", "method", "L", "position", "rate", "n"]
+    cols = ["pair", "dataset", "method", "L", "position", "rate", "verified", "n"]
     return pd.DataFrame(rows, columns=cols).sort_values(cols[:5]).reset_index(drop=True)
 
 
@@ -65,19 +76,35 @@ def figure(
     Ls = sorted(set(data["L"]))
     pairs = sorted(set(data["pair"]))
     for ax, b in zip(axes, present):
+        na: list[str] = []
         for (pair, method, L), g in sorted(
             data[data["dataset"] == b].groupby(["pair", "method", "L"]),
             key=lambda kv: (kv[0][0], kv[0][1] != "sd", kv[0][2]),
         ):
             name, color, marker = METHOD_STYLE[method]
             label = f"{name} L={L}" + (f" {pair}" if len(pairs) > 1 else "")
+            shown = g[g["verified"]]
+            if len(shown) < len(g):
+                first = int(g.loc[~g["verified"], "position"].min())
+                na.append(f"{label}: i ≥ {first} n/a" if first > 1 else f"{label}: no rounds, n/a")
             ax.plot(
-                g["position"],
-                g["rate"],
+                shown["position"],
+                shown["rate"],
                 color=style.COLORS[color],
                 marker=marker,
                 linestyle=style.LINESTYLES[Ls.index(L) % len(style.LINESTYLES)],
                 label=label,
+            )
+        if na:
+            ax.text(
+                0.98,
+                0.95,
+                "\n".join(na) + "\n(no round's accepted prefix reached i - 1)",
+                transform=ax.transAxes,
+                ha="right",
+                va="top",
+                fontsize=style.RC["legend.fontsize"],
+                bbox={"boxstyle": "round,pad=0.3", "fc": "white", "ec": "0.6", "alpha": 0.9},
             )
         ax.set(xlabel="draft position $i$", title=labels.get(b, b), ylim=(-0.03, 1.03))
         ax.set_xticks(range(1, max(Ls) + 1, 1 if max(Ls) <= 6 else 2))
@@ -89,6 +116,8 @@ def figure(
     panels = style.panel_labels(axes)
     caption = (
         "Per-position acceptance rate (rounds whose accepted prefix reaches draft position i / rounds), "
-        "SD vs SD+DM; " + ", ".join(f"{p} {labels.get(b, b)}" for p, b in zip(panels, present))
+        "SD vs SD+DM; "
+        + ", ".join(f"{p} {labels.get(b, b)}" for p, b in zip(panels, present))
+        + "; n/a = a position no round reached (its rate is 0 by construction, not measured)"
     )
     return Figure(stem=stem, caption=caption, fig=fig, data=data, footer=footer)

@@ -70,15 +70,29 @@ def frame(dm: pd.DataFrame, cache: ItemCache) -> tuple[pd.DataFrame, dict[Key, C
     return pd.DataFrame(rows), cells
 
 
+DODGE = 0.06  # sideways shift between series, as a share of the smallest gap between p_drop values
+
+
+def offsets(data: pd.DataFrame) -> dict[tuple[int, bool], float]:
+    """Sideways shift in p_drop of each (K, include_target) series, centred on 0, so series with equal values
+    (e.g. the same accuracy) do not hide each other; the CSV keeps the true p_drop."""
+    series = sorted({(int(K), bool(it)) for K, it in zip(data["K"], data["include_target"])})
+    ps = sorted(set(float(p) for p in data["p_drop"]))
+    gap = min((b - a for a, b in zip(ps, ps[1:])), default=0.1)
+    return {k: (i - (len(series) - 1) / 2) * DODGE * gap for i, k in enumerate(series)}
+
+
 def plot(data: pd.DataFrame, sd: Cell | None):
-    """Panels (a) τ and (b) accuracy vs p_drop; colour and marker per K, line style per include_target."""
-    fig, axes = style.subplots(1, 2, width="double", aspect=0.6)
+    """Panels (a) τ and (b) accuracy vs p_drop; colour and marker per K, line style per include_target;
+    series shifted sideways (:func:`offsets`)."""
+    fig, axes = style.subplots(1, 2, width="double", aspect=0.75)
+    shift = offsets(data)
     for i, K in enumerate(sorted(set(data["K"]))):
         color, marker = style.COLORS[i % len(style.COLORS)], style.MARKERS[i % len(style.MARKERS)]
         for it, g in data[data["K"] == K].groupby("include_target"):
             for ax, col in zip(axes, ("tau", "accuracy_pct")):
                 ax.errorbar(
-                    g["p_drop"],
+                    g["p_drop"] + shift[(int(K), bool(it))],
                     g[col],
                     yerr=[g[col] - g[f"{col}_lo"], g[f"{col}_hi"] - g[col]],
                     color=color,
@@ -183,7 +197,8 @@ def build(selected: pd.DataFrame) -> Artefact:
                 f"{stem}_plot",
                 f"{title}: {panels[0]} τ vs p_drop, {panels[1]} accuracy vs "
                 "p_drop; one colour per K, solid = paper's rule (include_target=false), dashed = "
-                "include_target=true, SD dotted",
+                "include_target=true, SD dotted; the series are drawn a little apart along p_drop "
+                f"(±{DODGE * 1.5:.2f} of the p_drop step at most) so equal values do not hide each other",
                 fig,
                 data,
                 footer,

@@ -13,7 +13,8 @@ over its repeats, both arms resampled together); the timed cost ratios with inte
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd

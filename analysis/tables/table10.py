@@ -4,7 +4,9 @@ Paper: DropMatch Table 10 (Sec. 4.5; target Llama-3.3-70B-Instruct, EAGLE-3 head
 Rows: EAGLE3 (eagle3 pair, exact match), EAGLE3+DM (naive), SD (draft-model pair, exact match), SD+DM (the
 DropMatch rule(s) that were run). Columns: tau, tok/s, speedup vs EAGLE3 (1.0x) and vs SD, each with a 95 %
 bootstrap interval over questions (speedups paired). Quality is GPT-4-judged in the paper and not judged
-offline here. One table per (L, p_drop, K) found: ``table10`` for L = 7 at the paper's (0.3, 5).
+offline here. One table per (L, p_drop, K) found among the draft lengths that have a DropMatch run (the
+table's comparison; an EAGLE3 run alone at another L, e.g. Table 7's at L = 5, is not a Table 10):
+``table10`` for L = 7 at the paper's (0.3, 5).
 
     python -m analysis.render table10 --profile default
 """
@@ -83,7 +85,8 @@ def table(runs: pd.DataFrame, cache: ItemCache) -> tuple[pd.DataFrame, pd.DataFr
 def build(selected: pd.DataFrame) -> Artefact:
     art, cache, used = Artefact(NAME), ItemCache(), []
     spec = selected[selected["method"] != "ar"]
-    for L in sorted({int(x) for x in spec["L"]}, key=lambda L: (L != PAPER_L, L)):
+    dm_lengths = {int(x) for x in spec.loc[spec["method"].str.startswith("dropmatch"), "L"]}
+    for L in sorted(dm_lengths, key=lambda L: (L != PAPER_L, L)):
         atL = spec[spec["L"] == L]
         for p, K in dm_settings(atL) or [PAPER_SETTING]:
             runs = at_setting(atL, p, K, keys=("pair", "dataset", "method", "L", "spec_method"))

@@ -115,7 +115,7 @@ def build(selected: pd.DataFrame) -> Artefact:
 
 
 def sparse_lines(selected: pd.DataFrame) -> list[str]:
-    """The sparse variant's decision agreement with the exact rule (issue 13's >= 99.9 % bar), when the runs
+    """The sparse variant's decision agreement with the exact rule (the >= 99.9 % bar the footer states), when the runs
     were made with ``dropmatch.sparse_check_top_n`` (Table 2's experiment sets it)."""
     ns = sorted(
         {

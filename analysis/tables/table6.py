@@ -3,9 +3,14 @@
 Paper: DropMatch Table 6 (p_drop = 0.3, K = 5, L in {5, 10}, batch size 1, greedy). Rows per pair:
 AR (the autoregressive baseline, for speedups), then SD and DM for each L. Columns per benchmark:
 accuracy (%), tau, tokens/s, each with its 95 % bootstrap interval over items, and the speedup (SD vs
-AR; DM vs SD at the same L, paired over items, plus DM vs AR). One table per (p_drop, K) found in the
+AR; DM vs SD at the same L, paired over items, plus DM vs AR), and the paired accuracy difference ``Δ acc``
+(SD vs AR; DM vs SD at the same L and vs AR) with its interval and the items whose output differs from the
+reference run (:func:`analysis.cells.delta_acc`). One table per (p_drop, K) found in the
 records: ``table6`` for the paper's (0.3, 5), ``table6_p<p>_K<K>`` for others; each with a per-position
 acceptance figure ``<stem>_per_position``. The numeric CSV is long: one row per (pair, method, L, benchmark).
+Accuracy is each scorer's primary metric (the footer names it); where that is not lm-eval's own number (GSM8K:
+the numerically normalised ``math_verify,strict-match``), the CSV also carries lm-eval's (``comparable_metric``,
+``comparable_pct``: ``exact_match,strict-match``), the number to compare with published lm-eval results.
 
     python -m analysis.render table6 --profile default
 """
@@ -26,10 +31,13 @@ from analysis.artefact import (
 )
 from analysis.cells import (
     CI_NOTE,
+    DELTA_ACC_NOTE,
     SPEEDUP_NOTE,
     Cell,
     ItemCache,
     cap_note,
+    delta_acc,
+    diff_columns,
     est_columns,
     speedup,
     timing_note,
@@ -37,7 +45,8 @@ from analysis.cells import (
 from analysis.figures import per_position
 from analysis.footer import provenance_lines, quality_lines
 from analysis.load import SETTING, one_setting
-from analysis.stats import NAN, fmt
+from analysis.render import NoRuns, render
+from analysis.stats import NAN, NAN_DIFF, PairedDiff, fmt, fmt_diff
 
 NAME = "table6"
 BENCHMARKS = ("gsm8k", "mmlu", "ifeval", "humaneval")
@@ -99,6 +108,13 @@ def _speed_text(method: str, vs_sd, vs_ar) -> str:
     return f"{fmt(vs_sd)} vs SD" + (f"; {fmt(vs_ar, interval=False)} vs AR" if vs_ar.n else "")
 
 
+def _delta_text(method: str, vs_sd: PairedDiff, vs_ar: PairedDiff) -> str:
+    if method == "ar":
+        return "ref"
+    parts = [f"{fmt_diff(d)} vs {ref}" for d, ref in ((vs_sd, "SD"), (vs_ar, "AR")) if d.n]
+    return "; ".join(parts)
+
+
 def build_setting(
     runs: pd.DataFrame, cache: ItemCache
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, list[Cell]], dict]:
@@ -124,6 +140,7 @@ def build_setting(
                     row.update(
                         {
                             f"{lab} Acc": "pending",
+                            f"{lab} Δ acc": "",
                             f"{lab} τ": "",
                             f"{lab} tok/s": "",
                             f"{lab} speedup": "",
@@ -135,9 +152,12 @@ def build_setting(
                 ar, sd = cell.get((b, "ar", 0)), cell.get((b, "sd", L))
                 vs_ar = speedup(c, ar) if method != "ar" else NAN
                 vs_sd = speedup(c, sd) if method == "dropmatch" else NAN
+                dacc_ar = delta_acc(c, ar) if method != "ar" else NAN_DIFF
+                dacc_sd = delta_acc(c, sd) if method == "dropmatch" else NAN_DIFF
                 row.update(
                     {
                         f"{lab} Acc": fmt(c.acc, 1),
+                        f"{lab} Δ acc": _delta_text(method, dacc_sd, dacc_ar),
                         f"{lab} τ": fmt(c.tau, 2, interval=method != "ar"),
                         f"{lab} tok/s": fmt(c.tps, 2),
                         f"{lab} speedup": _speed_text(method, vs_sd, vs_ar),
@@ -152,16 +172,31 @@ def build_setting(
                         "n": c.n,
                         "max_new_tokens": int(pr[pr["dataset"] == b]["max_new_tokens"].max()),
                         **est_columns("accuracy_pct", c.acc),
+                        **comparable_columns(c),
                         **est_columns("tau", c.tau),
                         **est_columns("tok_per_s", c.tps),
                         "timing_repeats": c.repeats,
                         **est_columns("speedup_vs_sd", vs_sd),
                         **est_columns("speedup_vs_ar", vs_ar),
+                        **diff_columns("delta_acc_pp_vs_sd", dacc_sd),
+                        **diff_columns("delta_acc_pp_vs_ar", dacc_ar),
                         "run_id": c.run_id,
                     }
                 )
             display.append(row)
-    return pd.DataFrame(data), pd.DataFrame(display), by_bench, ns
+    frame = pd.DataFrame(data)
+    if "comparable_metric" in frame and frame["comparable_metric"].isna().all():
+        frame = frame.drop(
+            columns=[c for c in frame if c.startswith("comparable")]
+        )  # every primary is lm-eval's own number: no second column
+    return frame, pd.DataFrame(display), by_bench, ns
+
+
+def comparable_columns(c: Cell) -> dict:
+    """CSV columns ``comparable_metric`` and ``comparable_pct`` (+ ``_lo`` / ``_hi``): lm-eval's own number of a
+    cell whose primary accuracy is another metric (GSM8K: ``exact_match,strict-match`` beside the primary
+    ``math_verify,strict-match``); None / NaN for a cell whose primary is lm-eval's own."""
+    return {"comparable_metric": c.comparable_metric, **est_columns("comparable_pct", c.comparable)}
 
 
 def batch_text(runs: pd.DataFrame) -> str:
@@ -194,13 +229,14 @@ def footer(
         else "throughput: mean of per-item output tokens/s (prefill excluded)",
         timing_note(cells),
         f"{SPEEDUP_NOTE}: SD vs AR, SD+DM vs SD at the same L (SD+DM vs AR: point value; its CI is in the CSV)",
+        f"{DELTA_ACC_NOTE}: SD vs AR, SD+DM vs SD at the same L and vs AR",
         *quality_lines(runs),
         *provenance_lines(runs),
     ]
     if ns and min(min(v) for v in ns.values()) < SMALL_N:
         lines.append(
-            f"NOTE: n < {SMALL_N} items per benchmark: intervals are wide and accuracy differences are "
-            "not significant; profile=full runs the whole test sets."
+            f"NOTE: n < {SMALL_N} items per benchmark: intervals are wide; read an accuracy difference from "
+            "its paired Δ acc interval and the items whose output differs; profile=full runs the whole test sets."
         )
     pending = [BENCH_LABEL[b] for b in BENCHMARKS if b not in ns]
     if pending:
@@ -250,8 +286,6 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     the paper setting's table as shown (the first table found; empty when there are no runs)."""
     import argparse
     import logging
-
-    from analysis.render import NoRuns, render
 
     ap = argparse.ArgumentParser()
     for flag, default in (("--profile", "default"), ("--runs", None), ("--out", None)):

@@ -4,7 +4,9 @@ Paper: DropMatch Table 8 (Llama-3.1-8B/70B, batch size 1; AJ at L=32; DM p_drop=
 as reference; AJ+DM 1.06-1.29x AJ and 1.44-2.11x SD). Rows: SD at each L run, then per threshold AJ and AJ+DM
 (at the L with the most AJ runs). Columns: accuracy (%), tau, tokens/s, each with its 95% bootstrap interval
 over items, and the paired speedups the paper reports: AJ+DM vs AJ at the same threshold, AJ / AJ+DM vs SD at
-each L. One table per AJ+DM (p_drop, K) found (``table8`` for the paper's 0.3 / 5, else ``table8_p<p>_K<K>``).
+each L; and the paired accuracy difference ``Δ acc`` of AJ+DM vs AJ at the same threshold and of AJ / AJ+DM vs
+SD at the AJ rows' L (:func:`analysis.cells.delta_acc`: Newcombe's paired interval, items whose output differs).
+One table per AJ+DM (p_drop, K) found (``table8`` for the paper's 0.3 / 5, else ``table8_p<p>_K<K>``).
 The footer gives n, the judge's mining size, metrics (recall of important mismatches at each threshold) and
 the thresholds.
 
@@ -27,9 +29,19 @@ from analysis.autojudge import (
     select_aj,
     setting_lines,
 )
-from analysis.cells import CI_NOTE, SPEEDUP_NOTE, ItemCache, est_columns, speedup, timing_note
+from analysis.cells import (
+    CI_NOTE,
+    DELTA_ACC_NOTE,
+    SPEEDUP_NOTE,
+    ItemCache,
+    delta_acc,
+    diff_columns,
+    est_columns,
+    speedup,
+    timing_note,
+)
 from analysis.footer import provenance_lines
-from analysis.stats import NAN, fmt
+from analysis.stats import NAN, NAN_DIFF, fmt, fmt_diff
 
 NAME = "table8"
 DATASET = "gsm8k"
@@ -47,6 +59,14 @@ def aj_length(pts: pd.DataFrame) -> int:
     return int(max(counts.index, key=lambda L: (counts[L], L))) if len(counts) else 0
 
 
+def sd_reference(sd: pd.DataFrame, L: int) -> pd.Series | None:
+    """The SD row the Δ acc columns compare with: SD at the AJ rows' ``L`` when run, else the longest SD."""
+    if sd.empty:
+        return None
+    same = sd[sd["L"] == L]
+    return (same if not same.empty else sd.sort_values("L")).iloc[-1]
+
+
 def build_setting(
     pts: pd.DataFrame, p_drop: float, K: int
 ) -> tuple[pd.DataFrame, pd.DataFrame, list]:
@@ -58,15 +78,21 @@ def build_setting(
         (pts["method"] == "AJ+DM") & (pts["L"] == L) & (pts["p_drop"] == p_drop) & (pts["K"] == K)
     ]
     data, display, used = [], [], []
+    ref = sd_reference(sd, L)
+    ref_label = f"SD L={int(ref['L'])}" if ref is not None else "SD"
 
-    def add(r: pd.Series, vs_aj) -> None:
+    def add(r: pd.Series, vs_aj, aj_cell=None) -> None:
         c = r["cell"]
         used.append(c)
+        d_aj = delta_acc(c, aj_cell) if aj_cell is not None else NAN_DIFF
+        d_sd = delta_acc(c, ref["cell"]) if (ref is not None and r["method"] != "SD") else NAN_DIFF
         row = {
             "Method": r["method"],
             "L": int(r["L"]),
             "Threshold": "–" if math.isnan(r["threshold"]) else f"{r['threshold']:g}",
             "Acc (%)": fmt(c.acc, 1),
+            "Δ acc vs AJ": fmt_diff(d_aj),
+            f"Δ acc vs {ref_label}": fmt_diff(d_sd),
             "τ": fmt(c.tau, 2),
             "tok/s": fmt(c.tps, 2),
             "vs AJ": fmt(vs_aj) if vs_aj.n else "",
@@ -82,6 +108,9 @@ def build_setting(
             **est_columns("tau", c.tau),
             **est_columns("tok_per_s", c.tps),
             **est_columns("speedup_vs_aj", vs_aj),
+            **diff_columns("delta_acc_pp_vs_aj", d_aj),
+            **diff_columns("delta_acc_pp_vs_sd", d_sd),
+            "delta_acc_sd_L": int(ref["L"]) if ref is not None else math.nan,
         }
         for _, s in sd.iterrows():
             vs = speedup(c, s["cell"]) if r["method"] != "SD" else NAN
@@ -97,7 +126,8 @@ def build_setting(
         if not a.empty:
             add(a.iloc[0], NAN)
         if not d.empty:
-            add(d.iloc[0], speedup(d.iloc[0]["cell"], first_cell(aj, threshold=thr)))
+            aj_cell = first_cell(aj, threshold=thr)
+            add(d.iloc[0], speedup(d.iloc[0]["cell"], aj_cell), aj_cell)
     return pd.DataFrame(data), pd.DataFrame(display), used
 
 
@@ -122,13 +152,15 @@ def build(selected: pd.DataFrame) -> Artefact:
             f"cells: {CI_NOTE}; accuracy in %; throughput: mean of per-item output tokens/s (prefill excluded)",
             timing_note(used),
             f"{SPEEDUP_NOTE}: AJ+DM vs AJ at the same threshold; every AJ / AJ+DM row vs SD at each L",
+            f"{DELTA_ACC_NOTE}: AJ+DM vs AJ at the same threshold; every AJ / AJ+DM row vs SD at the AJ "
+            "rows' L (the longest SD run when SD was not run there)",
             *judge_footer(rr, thresholds),
             *provenance_lines(rr),
         ]
         if int(data["n"].min()) < SMALL_N:
             footer.append(
-                f"NOTE: n < {SMALL_N} items (CPU budget): intervals are wide and accuracy differences are "
-                "not significant; paper: the whole GSM8K test set, AJ at L=32"
+                f"NOTE: n < {SMALL_N} items (CPU budget): intervals are wide; read an accuracy difference from "
+                "its paired Δ acc interval; paper: the whole GSM8K test set, AJ at L=32"
             )
         art.tables.append(
             Table(

@@ -2,7 +2,9 @@
 
 Paper: DropMatch Table 9 (LiveCodeBench, Llama-3.1-70B-Instruct, p_drop=0.3, K=5). Rows: SD, then one per
 threshold; columns: pass@1 (%) and tau of AJ and AJ+DM with 95% bootstrap intervals over items, and the tau gain
-of AJ+DM over AJ (ratio of the pooled taus). Offline there is no LiveCodeBench data, so the CPU profile runs
+of AJ+DM over AJ (ratio of the pooled taus), and the paired pass@1 differences ``Δ`` of AJ vs SD, AJ+DM vs AJ
+and AJ+DM vs SD (:func:`analysis.cells.delta_acc`: Newcombe's paired interval, items whose output differs; SD
+at the AJ rows' L). Offline there is no LiveCodeBench data, so the CPU profile runs
 HumanEval as a stand-in with the GSM8K-mined judge: the footer says so. LiveCodeBench runs win when both exist.
 
     python -m analysis.render table9 --profile default
@@ -11,6 +13,7 @@ HumanEval as a stand-in with the GSM8K-mined judge: the footer says so. LiveCode
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 
@@ -24,9 +27,17 @@ from analysis.autojudge import (
     select_aj,
     setting_lines,
 )
-from analysis.cells import CI_NOTE, ItemCache, est_columns
+from analysis.cells import (
+    CI_NOTE,
+    DELTA_ACC_NOTE,
+    ItemCache,
+    delta_acc,
+    diff_columns,
+    est_columns,
+)
 from analysis.footer import provenance_lines
-from analysis.stats import fmt
+from analysis.stats import NAN_DIFF, fmt, fmt_diff
+from analysis.tables.table8 import aj_length, sd_reference
 
 NAME = "table9"
 DATASETS = ("livecodebench", "humaneval")  # the paper's, then the offline stand-in
@@ -69,15 +80,44 @@ def build(selected: pd.DataFrame) -> Artefact:
         )
     aj = pts[pts["method"] == "AJ"]
     dm = pts[(pts["method"] == "AJ+DM") & (pts["p_drop"] == p) & (pts["K"] == K)]
+    ref = sd_reference(pts[pts["method"] == "SD"], aj_length(pts))
+    sd_cell = ref["cell"] if ref is not None else None
+    vs_sd = f"vs SD L={int(ref['L'])}" if ref is not None else "vs SD"
+    data, display = _sd_rows(pts[pts["method"] == "SD"], vs_sd)
+    for thr in sorted(set(aj["threshold"]) | set(dm["threshold"])):
+        shown, rows = _threshold_rows(thr, aj, dm, sd_cell, vs_sd)
+        display.append(shown)
+        data.extend(rows)
+    data = pd.DataFrame(data)
+    rr = runs[runs["run_id"].isin(set(data["run_id"]))]
+    footer = _footer(dataset, p, K, data, rr, pts)
+    art.tables.append(
+        Table(
+            stem=NAME,
+            title=f"Table 9: Auto-Judge vs Auto-Judge + DropMatch ({LABEL[dataset]})",
+            data=data,
+            display=pd.DataFrame(display),
+            footer=footer,
+        )
+    )
+    art.runs = rr
+    return art
+
+
+def _sd_rows(sd: pd.DataFrame, vs_sd: str) -> tuple[list[dict], list[dict]]:
+    """The SD reference rows (one per L): ``(data rows, display rows)``."""
     data, display = [], []
-    for _, r in pts[pts["method"] == "SD"].sort_values("L").iterrows():
+    for _, r in sd.sort_values("L").iterrows():
         c = r["cell"]
         display.append(
             {
                 "Threshold": f"SD (L={int(r['L'])})",
                 "AJ pass@1": fmt(c.acc, 1),
+                f"AJ Δ {vs_sd}": "",
                 "AJ τ": fmt(c.tau, 2),
                 "AJ+DM pass@1": "",
+                "AJ+DM Δ vs AJ": "",
+                f"AJ+DM Δ {vs_sd}": "",
                 "AJ+DM τ": "",
                 "τ gain": "",
             }
@@ -93,37 +133,54 @@ def build(selected: pd.DataFrame) -> Artefact:
                 "run_id": c.run_id,
             }
         )
-    for thr in sorted(set(aj["threshold"]) | set(dm["threshold"])):
-        a, d = first_cell(aj, threshold=thr), first_cell(dm, threshold=thr)
-        show = lambda c, e, k: "" if c is None else fmt(getattr(c, e), k)  # noqa: E731
-        gain = _tau_gain(a, d)
-        display.append(
-            {
-                "Threshold": f"{thr:g}",
-                "AJ pass@1": show(a, "acc", 1),
-                "AJ τ": show(a, "tau", 2),
-                "AJ+DM pass@1": show(d, "acc", 1),
-                "AJ+DM τ": show(d, "tau", 2),
-                "τ gain": "" if math.isnan(gain) else f"{gain:.2f}×",
-            }
-        )
-        for label, c, src in (("AJ", a, aj), ("AJ+DM", d, dm)):
-            if c is not None:
-                L = int(src[src["threshold"] == thr].iloc[0]["L"])
-                data.append(
-                    {
-                        "method": label,
-                        "L": L,
-                        "threshold": thr,
-                        "n": c.n,
-                        **est_columns("pass1_pct", c.acc),
-                        **est_columns("tau", c.tau),
-                        "tau_gain_vs_aj": gain if label == "AJ+DM" else math.nan,
-                        "run_id": c.run_id,
-                    }
-                )
-    data = pd.DataFrame(data)
-    rr = runs[runs["run_id"].isin(set(data["run_id"]))]
+    return data, display
+
+
+def _threshold_rows(
+    thr: float, aj: pd.DataFrame, dm: pd.DataFrame, sd_cell: Any, vs_sd: str
+) -> tuple[dict, list[dict]]:
+    """One threshold: its display row (AJ beside AJ+DM) and its data rows (one per method present)."""
+    a, d = first_cell(aj, threshold=thr), first_cell(dm, threshold=thr)
+    show = lambda c, e, k: "" if c is None else fmt(getattr(c, e), k)  # noqa: E731
+    gain = _tau_gain(a, d)
+    d_a_sd, d_d_aj, d_d_sd = delta_acc(a, sd_cell), delta_acc(d, a), delta_acc(d, sd_cell)
+    shown = {
+        "Threshold": f"{thr:g}",
+        "AJ pass@1": show(a, "acc", 1),
+        f"AJ Δ {vs_sd}": fmt_diff(d_a_sd),
+        "AJ τ": show(a, "tau", 2),
+        "AJ+DM pass@1": show(d, "acc", 1),
+        "AJ+DM Δ vs AJ": fmt_diff(d_d_aj),
+        f"AJ+DM Δ {vs_sd}": fmt_diff(d_d_sd),
+        "AJ+DM τ": show(d, "tau", 2),
+        "τ gain": "" if math.isnan(gain) else f"{gain:.2f}×",
+    }
+    rows = []
+    for label, c, src, d_aj, d_sd in (
+        ("AJ", a, aj, NAN_DIFF, d_a_sd),
+        ("AJ+DM", d, dm, d_d_aj, d_d_sd),
+    ):
+        if c is not None:
+            rows.append(
+                {
+                    "method": label,
+                    "L": int(src[src["threshold"] == thr].iloc[0]["L"]),
+                    "threshold": thr,
+                    "n": c.n,
+                    **est_columns("pass1_pct", c.acc),
+                    **est_columns("tau", c.tau),
+                    "tau_gain_vs_aj": gain if label == "AJ+DM" else math.nan,
+                    **diff_columns("delta_pass1_pp_vs_aj", d_aj),
+                    **diff_columns("delta_pass1_pp_vs_sd", d_sd),
+                    "run_id": c.run_id,
+                }
+            )
+    return shown, rows
+
+
+def _footer(
+    dataset: str, p: float, K: int, data: pd.DataFrame, rr: pd.DataFrame, pts: pd.DataFrame
+) -> list[str]:
     thresholds = sorted(t for t in data["threshold"].dropna().unique())
     footer = [
         *([STAND_IN] if dataset != "livecodebench" else []),
@@ -131,22 +188,17 @@ def build(selected: pd.DataFrame) -> Artefact:
         f"sandbox); AJ+DM: p_drop={p:g}, K={K}; τ gain = τ(AJ+DM) / τ(AJ) at the same threshold",
         *setting_lines(rr, pts[pts["run_id"].isin(set(data["run_id"]))]),
         f"cells: {CI_NOTE}; pass@1 in %",
+        f"{DELTA_ACC_NOTE.replace('Δ acc = accuracy', 'Δ = pass@1')}: AJ vs SD and AJ+DM vs SD at the AJ "
+        "rows' L, AJ+DM vs AJ at the same threshold",
         *judge_footer(rr, thresholds),
         *provenance_lines(rr),
     ]
     if int(data["n"].min()) < 30:
-        footer.append("NOTE: n < 30 problems (CPU budget): pass@1 differences are not significant")
-    art.tables.append(
-        Table(
-            stem=NAME,
-            title=f"Table 9: Auto-Judge vs Auto-Judge + DropMatch ({LABEL[dataset]})",
-            data=data,
-            display=pd.DataFrame(display),
-            footer=footer,
+        footer.append(
+            "NOTE: n < 30 problems (CPU budget): intervals are wide; read a pass@1 difference from its "
+            "paired Δ interval"
         )
-    )
-    art.runs = rr
-    return art
+    return footer
 
 
 if __name__ == "__main__":

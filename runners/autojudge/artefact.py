@@ -2,7 +2,7 @@
 
 Two artefacts, both records under ``results/autojudge/`` (``DROPMATCH_RESULTS``; git-ignored like ``runs/``):
 
-* mining records ``results/autojudge/mining/<mining_key>/``: a :class:`runners.record.RunRecord` (config,
+* mining records ``results/autojudge/mining/<mining_key>/``: a :class:`runners.records.record.RunRecord` (config,
   meta, append-only ``samples.jsonl`` with one line per mined prompt, summary); resumable, crash-safe.
   ``mining_key`` hashes the pair's identity (names, pinned sha256, dtype; not where it was found), the
   mining dataset's config and ``method.judge.mining``.
@@ -17,12 +17,13 @@ judge) and is refused before anything loads when that judge does not exist (:fun
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
+from runners.config.errors import ConfigError
 from runners.paths import REPO_ROOT, results_dir
-from runners.record import _strip, run_id_of
-from runners.validate import ConfigError
+from runners.records.run_id import hashed_form, run_id_of
 
 MINING_VERSION = (
     2  # bump when the search or the record layout changes (2: prompts without an answer skipped)
@@ -63,13 +64,15 @@ def mining_dataset_config(mining: Mapping[str, Any]) -> dict:
 
 def mining_identity(pair: Mapping[str, Any], judge: Mapping[str, Any]) -> dict:
     pair_id = {
-        k: v for k, v in _strip(dict(pair)).items() if k in ("name", "target", "draft", "dtype")
+        k: v
+        for k, v in hashed_form(dict(pair)).items()
+        if k in ("name", "target", "draft", "dtype")
     }
     return {
         "kind": "autojudge_mining",
         "version": MINING_VERSION,
         "pair": pair_id,
-        "dataset": _strip(mining_dataset_config(judge["mining"])),
+        "dataset": hashed_form(mining_dataset_config(judge["mining"])),
         "mining": dict(judge["mining"]),
     }
 
@@ -117,7 +120,7 @@ def attach_judge(c: dict) -> None:
 
     Raises:
         JudgeMissingError: no judge artefact for this pair and judge config (the message says how to build it).
-        runners.validate.ConfigError: the evaluated items overlap the mined ones.
+        runners.config.validate.ConfigError: the evaluated items overlap the mined ones.
     """
     judge = c["method"].get("judge")
     if not isinstance(judge, Mapping):

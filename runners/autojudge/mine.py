@@ -16,18 +16,30 @@ so nothing was searched, as the authors drop such prompts), ``wall_s``.
 
 from __future__ import annotations
 
-import logging
-
 import base64
+import logging
 import sys
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
+import runners.datasets  # noqa: F401  (fills DATASETS)
+import runners.scorers  # noqa: F401  (fills SCORERS)
 from runners.autojudge.artefact import mining_dataset_config, mining_identity, root
-from runners.validate import ConfigError
+from runners.autojudge.cli import hydra_entry
+from runners.autojudge.mining import MinedItem, Tracked, mine_prompt
+from runners.backends.hf_loop import HFLoopBackend
+from runners.backends.kv_state import KVState, PrefixCache
+from runners.config.errors import ConfigError
+from runners.models.loader import load_pair
+from runners.records.provenance import provenance
+from runners.records.record import RunRecord
+from runners.registry import DATASETS, SCORERS, build
+
+_logger = logging.getLogger(__name__)
 
 LABELS = ("answer", "correctness")
 NO_ANSWER = "[invalid]"  # lm-eval's filtered answer when no final answer was found
@@ -64,28 +76,12 @@ def outcome_function(
     return outcome
 
 
-def mine(
-    pair_cfg: Mapping[str, Any],
-    judge_cfg: Mapping[str, Any],
-    log: Callable[[str], None] | None = None,
-) -> dict:
-    """Mine (or resume) the records of ``method.judge.mining`` for ``pair``; return the summary.
+def check_mining(judge_cfg: Mapping[str, Any]) -> dict:
+    """``method.judge.mining`` as a dict, its ``label`` and ``features`` checked.
 
     Raises:
-        runners.validate.ConfigError: an invalid mining field (before any model loads).
-        runners.datasets.sources.DatasetUnavailableError: the mining data has no source here.
+        runners.config.validate.ConfigError: a value outside :data:`LABELS` / ``dd_dt, dt``.
     """
-    log = log or logging.getLogger(__name__).info
-    import runners.datasets  # noqa: F401
-    import runners.scorers  # noqa: F401
-    from runners.backends.hf_loop import HFLoopBackend
-    from runners.backends.kv_state import KVState, PrefixCache
-    from runners.autojudge.mining import Tracked, mine_prompt
-    from runners.models.loader import load_pair
-    from runners.provenance import provenance
-    from runners.record import RunLockedError, RunRecord
-    from runners.registry import DATASETS, SCORERS, build
-
     m = dict(judge_cfg["mining"])
     if m.get("label") not in LABELS:
         raise ConfigError(
@@ -95,124 +91,172 @@ def mine(
         raise ConfigError(
             f"method.judge.mining.features={m.get('features')!r} is invalid; allowed: dd_dt, dt"
         )
-    record = RunRecord(root() / "mining", mining_identity(pair_cfg, judge_cfg))
+    return m
+
+
+def mine(
+    pair_cfg: Mapping[str, Any],
+    judge_cfg: Mapping[str, Any],
+    log: Callable[[str], None] | None = None,
+) -> dict:
+    """Mine (or resume) the records of ``method.judge.mining`` for ``pair``; return the summary.
+
+    Raises:
+        runners.config.validate.ConfigError: an invalid mining field (before any model loads).
+        runners.datasets.sources.DatasetUnavailableError: the mining data has no source here.
+        RuntimeError: another live process is mining the same records.
+    """
+    log = log or _logger.info
+    m = check_mining(judge_cfg)
+    record = RunRecord(root() / "mining", mining_identity(pair_cfg, judge_cfg), kind="mine")
     ds_cfg = mining_dataset_config(m)
     dataset = build(DATASETS, ds_cfg)
     samples = dataset.load()
-    tag = f"[mine {record.run_id}] {m['dataset']}/{m['split']} offset {ds_cfg['offset']} n={len(samples)}"
-    done = record.existing_summary()
-    if done is not None and done.get("num_expected") == len(samples):
-        log(f"{tag}: finished earlier ({record.dir})")
-        return done
-    scorer = build(SCORERS, {"name": dataset.scorer})
+    tag = f"{m['dataset']}/{m['split']} offset {ds_cfg['offset']} n={len(samples)}"
+    head = f"[mine {record.run_id}] {tag}"
     with record:
-        try:
-            record.open({**provenance(), "mining_key": record.run_id})
-        except RunLockedError as e:
-            raise RuntimeError(f"{tag}: {e}") from e
-        have = record.done_ids()
-        todo = [s for s in samples if s.sample_id not in have]
-        log(f"{tag}: {len(samples) - len(todo)} done, {len(todo)} to go")
+        skip = record.open_or_skip(
+            lambda: {**provenance(), "mining_key": record.run_id},
+            num_expected=len(samples),
+            tag=tag,
+            log=log,
+        )
+        if skip is not None and skip.get("running_elsewhere"):
+            raise RuntimeError(f"{head}: another process is mining these records ({record.dir})")
+        if skip is not None:
+            return skip
+        todo = [s for s in samples if s.sample_id not in record.done_ids()]
+        log(f"{head}: {len(samples) - len(todo)} done, {len(todo)} to go")
         if todo:
-            pair = load_pair(pair_cfg, need_draft=True, log=log)
-            backend = HFLoopBackend(pair, prefix_caching=True)
-            caches = (PrefixCache(), PrefixCache())
-            tok, stop, eos = pair.tokenizer, list(dataset.stop), backend.eos_ids
-            cap = int(dataset.max_new_tokens)
-
-            def decode(ids: list[int]) -> str:
-                text = tok.decode([i for i in ids if i not in eos], skip_special_tokens=True)
-                cuts = [text.find(s) for s in stop if s in text]
-                return text[: min(cuts)] if cuts else text
-
-            def finished(ids: list[int]) -> bool:
-                return bool(ids) and (
-                    ids[-1] in eos
-                    or any(s in tok.decode(ids, skip_special_tokens=True) for s in stop)
-                )
-
-            t_start = time.perf_counter()
-            for k, sample in enumerate(todo, 1):
-                t0 = time.perf_counter()
-                outcome = outcome_function(scorer, sample, str(m["label"]), decode)
-                progress = lambda x, k=k, t0=t0: log(  # noqa: E731
-                    f"{tag}: prompt {k}/{len(todo)} mismatch at token {x.pos}: "
-                    f"{'important' if x.important else 'unimportant'} ({time.perf_counter() - t0:.0f} s)"
-                )
-                item = mine_prompt(
-                    Tracked(KVState(pair.target, caches[0])),
-                    Tracked(KVState(pair.draft, caches[1])),
-                    backend.encode(sample),
-                    max_new_tokens=cap,
-                    finished=finished,
-                    outcome=outcome,
-                    max_mismatches=m.get("max_mismatches"),
-                    on_mismatch=progress,
-                    skip=(lambda o: o == NO_ANSWER) if m["label"] == "answer" else None,
-                )
-                d_draft = pair.draft.config.hidden_size
-                d_target = pair.target.config.hidden_size
-                record.append(
-                    {
-                        "sample_id": sample.sample_id,
-                        "response_token_ids": item.response,
-                        "outcome": item.outcome,
-                        "correct": int(
-                            scorer.score([sample], [decode(item.response)])[0]["correct"]
-                        ),
-                        "mismatches": [
-                            {
-                                "pos": x.pos,
-                                "important": x.important,
-                                "target_token": x.target_token,
-                                "draft_token": x.draft_token,
-                                "alt_outcome": x.alt_outcome,
-                            }
-                            for x in item.mismatches
-                        ],
-                        "features": {
-                            "d_draft": d_draft,
-                            "d_target": d_target,
-                            "dd": encode_rows([x.dd for x in item.mismatches], d_draft),
-                            "dt": encode_rows([x.dt for x in item.mismatches], d_target),
-                        },
-                        "truncated": item.truncated,
-                        "skipped": item.skipped,
-                        "wall_s": time.perf_counter() - t0,
-                    }
-                )
-                el = time.perf_counter() - t_start
-                log(
-                    f"{tag}: {k}/{len(todo)} prompts, {len(item.mismatches)} mismatches "
-                    f"({sum(x.important for x in item.mismatches)} important) in {time.perf_counter() - t0:.0f} s, "
-                    f"ETA {el / k * (len(todo) - k):.0f} s"
-                )
-        recs = [r for r in record.samples() if r["sample_id"] in {s.sample_id for s in samples}]
-        mism = [x for r in recs for x in r["mismatches"]]
-        summary = {
-            "mining_key": record.run_id,
-            "num_samples": len(recs),
-            "num_expected": len(samples),
-            "complete": len(recs) == len(samples),
-            "num_mismatches": len(mism),
-            "num_important": sum(bool(x["important"]) for x in mism),
-            "data_source": dataset.provenance,
-            "num_skipped": sum(bool(r.get("skipped")) for r in recs),
-            "target_accuracy": float(np.mean([r["correct"] for r in recs])) if recs else None,
-            "wall_s": sum(r["wall_s"] for r in recs),
-            **provenance(),
-        }
+            mine_prompts(pair_cfg, m, dataset, todo, record, head, log)
+        summary = mining_summary(record, samples, dataset)
         record.write_summary(summary)
     log(
-        f"{tag}: {summary['num_mismatches']} mismatches, {summary['num_important']} important ({record.dir})"
+        f"{head}: {summary['num_mismatches']} mismatches, {summary['num_important']} important ({record.dir})"
     )
     return summary
 
 
-def main() -> None:
-    from runners.autojudge.build import hydra_entry
+class _Text:
+    """The response text as the scorer sees it: EOS dropped, cut at the first stop string."""
 
-    hydra_entry("mine")
+    def __init__(self, tokenizer: Any, stop: list[str], eos: set[int]) -> None:
+        self.tok, self.stop, self.eos = tokenizer, stop, eos
+
+    def decode(self, ids: list[int]) -> str:
+        text = self.tok.decode([i for i in ids if i not in self.eos], skip_special_tokens=True)
+        cuts = [text.find(s) for s in self.stop if s in text]
+        return text[: min(cuts)] if cuts else text
+
+    def finished(self, ids: list[int]) -> bool:
+        return bool(ids) and (
+            ids[-1] in self.eos
+            or any(s in self.tok.decode(ids, skip_special_tokens=True) for s in self.stop)
+        )
+
+
+def mine_prompts(
+    pair_cfg: Mapping[str, Any],
+    m: Mapping[str, Any],
+    dataset: Any,
+    todo: Sequence[Any],
+    record: RunRecord,
+    head: str,
+    log: Callable[[str], None],
+) -> None:
+    """Load the pair and append one mined record per prompt of ``todo`` (Algorithm 1 on each)."""
+    scorer = build(SCORERS, {"name": dataset.scorer})
+    pair = load_pair(pair_cfg, need_draft=True, log=log)
+    backend = HFLoopBackend(pair, prefix_caching=True)
+    caches = (PrefixCache(), PrefixCache())
+    text = _Text(pair.tokenizer, list(dataset.stop), backend.eos_ids)
+    t_start = time.perf_counter()
+    for k, sample in enumerate(todo, 1):
+        t0 = time.perf_counter()
+        progress = lambda x, k=k, t0=t0: log(  # noqa: E731
+            f"{head}: prompt {k}/{len(todo)} mismatch at token {x.pos}: "
+            f"{'important' if x.important else 'unimportant'} ({time.perf_counter() - t0:.0f} s)"
+        )
+        item = mine_prompt(
+            Tracked(KVState(pair.target, caches[0])),
+            Tracked(KVState(pair.draft, caches[1])),
+            backend.encode(sample),
+            max_new_tokens=int(dataset.max_new_tokens),
+            finished=text.finished,
+            outcome=outcome_function(scorer, sample, str(m["label"]), text.decode),
+            max_mismatches=m.get("max_mismatches"),
+            on_mismatch=progress,
+            skip=(lambda o: o == NO_ANSWER) if m["label"] == "answer" else None,
+        )
+        record.append(mined_record(sample, item, scorer, text.decode, pair, t0))
+        el = time.perf_counter() - t_start
+        log(
+            f"{head}: {k}/{len(todo)} prompts, {len(item.mismatches)} mismatches "
+            f"({sum(x.important for x in item.mismatches)} important) in {time.perf_counter() - t0:.0f} s, "
+            f"ETA {el / k * (len(todo) - k):.0f} s"
+        )
+
+
+def mined_record(
+    sample: Any,
+    item: MinedItem,
+    scorer: Any,
+    decode: Callable[[list[int]], str],
+    pair: Any,
+    t0: float,
+) -> dict:
+    """One line of the mining record (module docstring); ``wall_s`` runs from ``t0`` (perf_counter) to now."""
+    d_draft = pair.draft.config.hidden_size
+    d_target = pair.target.config.hidden_size
+    return {
+        "sample_id": sample.sample_id,
+        "response_token_ids": item.response,
+        "outcome": item.outcome,
+        "correct": int(scorer.score([sample], [decode(item.response)])[0]["correct"]),
+        "mismatches": [
+            {
+                "pos": x.pos,
+                "important": x.important,
+                "target_token": x.target_token,
+                "draft_token": x.draft_token,
+                "alt_outcome": x.alt_outcome,
+            }
+            for x in item.mismatches
+        ],
+        "features": {
+            "d_draft": d_draft,
+            "d_target": d_target,
+            "dd": encode_rows([x.dd for x in item.mismatches], d_draft),
+            "dt": encode_rows([x.dt for x in item.mismatches], d_target),
+        },
+        "truncated": item.truncated,
+        "skipped": item.skipped,
+        "wall_s": time.perf_counter() - t0,
+    }
+
+
+def mining_summary(record: RunRecord, samples: Sequence[Any], dataset: Any) -> dict:
+    """The mining record's summary over the selected prompts (counts, target accuracy, time, provenance)."""
+    wanted = {s.sample_id for s in samples}
+    recs = [r for r in record.samples() if r["sample_id"] in wanted]
+    mism = [x for r in recs for x in r["mismatches"]]
+    return {
+        "mining_key": record.run_id,
+        "num_samples": len(recs),
+        "num_expected": len(samples),
+        "complete": len(recs) == len(samples),
+        "num_mismatches": len(mism),
+        "num_important": sum(bool(x["important"]) for x in mism),
+        "data_source": dataset.provenance,
+        "num_skipped": sum(bool(r.get("skipped")) for r in recs),
+        "target_accuracy": float(np.mean([r["correct"] for r in recs])) if recs else None,
+        "wall_s": sum(r["wall_s"] for r in recs),
+        **provenance(),
+    }
+
+
+def main() -> None:
+    hydra_entry("mine", mine)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,9 @@ read of ``y[:m] + [draft]``), through :class:`runners.backends.kv_state.KVState`
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 

@@ -22,18 +22,25 @@ important mismatches = share with ``p >= threshold``, i.e. rejected; precision; 
 
 from __future__ import annotations
 
-import logging
-
 import json
+import logging
 import sys
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
+import torch
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
+from sklearn.preprocessing import StandardScaler
 
 from runners.autojudge.artefact import judge_dir, judge_key, mining_identity, root
+from runners.autojudge.cli import hydra_entry
 from runners.autojudge.mine import decode_rows
-from runners.record import RunRecord, atomic_write_json
-from runners.validate import ConfigError
+from runners.config.errors import ConfigError
+from runners.records.io import atomic_write_json
+from runners.records.provenance import provenance
+from runners.records.record import RunRecord
 
 SELECTIONS = (
     "val",
@@ -94,10 +101,6 @@ def fit_head(
     X: np.ndarray, y: np.ndarray, tr: np.ndarray, va: np.ndarray, C_grid: Sequence[float]
 ) -> dict:
     """StandardScaler + LogisticRegression per C; keep the best validation ROC AUC (the first C on ties)."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import roc_auc_score
-    from sklearn.preprocessing import StandardScaler
-
     scaler = StandardScaler().fit(X[tr])
     scaler.scale_ = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
     Xtr, Xva = scaler.transform(X[tr]), scaler.transform(X[va]) if len(va) else X[:0]
@@ -161,8 +164,6 @@ def cv_select(
     Returns:
         ``{"C", "auc_oof" (None when y has one class), "p_oof" [N] float64 (at the chosen C), "num_folds"}``.
     """
-    from sklearn.metrics import roc_auc_score
-
     folds = prompt_folds(groups, k)
     best = None
     for C in C_grid:
@@ -200,19 +201,15 @@ def train(
 
     Raises:
         RuntimeError: the mining records are missing or unfinished (run the miner first).
-        runners.validate.ConfigError: ``train.selection`` is not one of :data:`SELECTIONS`.
+        runners.config.validate.ConfigError: ``train.selection`` is not one of :data:`SELECTIONS`.
     """
     log = log or logging.getLogger(__name__).info
-    import torch
-
-    from runners.provenance import provenance
-
     key = judge_key(pair_cfg, judge_cfg)
     out = judge_dir(key)
     if (info := existing_judge(key)) is not None:
         log(f"[train {key}] judge exists ({out}); skipped")
         return info
-    record = RunRecord(root() / "mining", mining_identity(pair_cfg, judge_cfg))
+    record = RunRecord(root() / "mining", mining_identity(pair_cfg, judge_cfg), kind="mine")
     summary = record.existing_summary()
     if summary is None:
         raise RuntimeError(
@@ -232,31 +229,65 @@ def train(
         raise ConfigError(
             f"method.judge.train.selection={selection!r} is invalid; allowed: {', '.join(SELECTIONS)}"
         )
-    num_folds = None
+    fit = select_and_fit(X, y, groups, len(records), t, selection)
+    out.mkdir(parents=True, exist_ok=True)
+    save_head(out / "judge.pt", fit, features, key)
+    info = judge_info(fit, y, t, selection, summary, X.shape[1], len(records))
+    info.update(
+        judge_key=key, mining_key=record.run_id, pair=pair_cfg["name"], judge=dict(judge_cfg)
+    )
+    info.update(features=features, **provenance())
+    atomic_write_json(out / "judge.json", info)
+    log(
+        f"[train {key}] {len(y)} mismatches ({int(y.sum())} important) from {len(records)} prompts; C={fit['C']} "
+        f"ROC AUC {'out-of-fold' if selection == 'cv' else 'val'}={fit['auc_val']}; wrote {out}"
+    )
+    return info
+
+
+def select_and_fit(
+    X: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    num_prompts: int,
+    t: Mapping[str, Any],
+    selection: str,
+) -> dict:
+    """:func:`fit_head` with C chosen by ``selection`` (module docstring), plus the rows and prompts it was fitted
+    and validated on (``tr``, ``va``, ``tr_p``, ``va_p``), the validation probabilities ``p_va`` and
+    ``num_folds`` (``cv`` only). ``cv`` validates out of fold on every row."""
     if selection == "cv":
         cv = cv_select(X, y, groups, list(t["C_grid"]))
         everything = np.arange(len(y))
         fit = {**fit_head(X, y, everything, np.arange(0), [cv["C"]]), "auc_val": cv["auc_oof"]}
-        tr_p, va_p, tr, va = np.unique(groups), np.unique(groups), everything, everything
-        p_va, num_folds = cv["p_oof"], cv["num_folds"]
-    else:
-        tr_p, va_p = split_prompts(len(records), float(t["val_fraction"]), int(t["seed"]))
-        tr, va = np.flatnonzero(np.isin(groups, tr_p)), np.flatnonzero(np.isin(groups, va_p))
-        fit = fit_head(X, y, tr, va, list(t["C_grid"]))
-        if t.get("refit_on_all") and not fit["degenerate"]:
-            fit = {
-                **fit_head(X, y, np.arange(len(y)), np.arange(0), [fit["C"]]),
-                "auc_val": fit["auc_val"],
-            }
-        z_va = (
-            (fit["scaler"].transform(X[va]) @ fit["coef"] + fit["intercept"])
-            if len(va)
-            else np.zeros(0)
-        )
-        p_va = 1.0 / (1.0 + np.exp(-z_va))
+        prompts = np.unique(groups)
+        rows = {
+            "tr": everything,
+            "va": everything,
+            "p_va": cv["p_oof"],
+            "num_folds": cv["num_folds"],
+        }
+        return {**fit, "tr_p": prompts, "va_p": prompts, **rows}
+    tr_p, va_p = split_prompts(num_prompts, float(t["val_fraction"]), int(t["seed"]))
+    tr, va = np.flatnonzero(np.isin(groups, tr_p)), np.flatnonzero(np.isin(groups, va_p))
+    fit = fit_head(X, y, tr, va, list(t["C_grid"]))
+    if t.get("refit_on_all") and not fit["degenerate"]:
+        fit = {
+            **fit_head(X, y, np.arange(len(y)), np.arange(0), [fit["C"]]),
+            "auc_val": fit["auc_val"],
+        }
+    z_va = (
+        (fit["scaler"].transform(X[va]) @ fit["coef"] + fit["intercept"])
+        if len(va)
+        else np.zeros(0)
+    )
+    p_va = 1.0 / (1.0 + np.exp(-z_va))
+    return {**fit, "tr_p": tr_p, "va_p": va_p, "tr": tr, "va": va, "p_va": p_va, "num_folds": None}
+
+
+def save_head(path: Any, fit: Mapping[str, Any], features: str, key: str) -> None:
+    """``judge.pt``: the head's weight, bias and the scaler's mean and scale (float32), its features and key."""
     scaler = fit["scaler"]
-    q = np.linspace(0.0, 1.0, int(t.get("quantiles", 26)))
-    out.mkdir(parents=True, exist_ok=True)
     torch.save(
         {
             "weight": torch.tensor(fit["coef"], dtype=torch.float32),
@@ -266,24 +297,34 @@ def train(
             "features": features,
             "key": key,
         },
-        out / "judge.pt",
+        path,
     )
-    info = {
-        "judge_key": key,
-        "mining_key": record.run_id,
-        "pair": pair_cfg["name"],
-        "judge": dict(judge_cfg),
-        "features": features,
-        "num_features": int(X.shape[1]),
-        "num_prompts": len(records),
-        "num_train_prompts": len(tr_p),
-        "num_val_prompts": len(va_p),
+
+
+def judge_info(
+    fit: Mapping[str, Any],
+    y: np.ndarray,
+    t: Mapping[str, Any],
+    selection: str,
+    mining: Mapping[str, Any],
+    num_features: int,
+    num_prompts: int,
+) -> dict:
+    """What ``judge.json`` says of the fit: data sizes, C, ROC AUC, validation probabilities and labels, metrics
+    per threshold, and the mining summary's counts."""
+    va, p_va = fit["va"], fit["p_va"]
+    q = np.linspace(0.0, 1.0, int(t.get("quantiles", 26)))
+    return {
+        "num_features": int(num_features),
+        "num_prompts": num_prompts,
+        "num_train_prompts": len(fit["tr_p"]),
+        "num_val_prompts": len(fit["va_p"]),
         "num_mismatches": int(len(y)),
         "num_important": int(y.sum()),
-        "num_train": int(len(tr)),
+        "num_train": int(len(fit["tr"])),
         "num_val": int(len(va)),
         "selection": selection,
-        "num_folds": num_folds,
+        "num_folds": fit["num_folds"],
         "C": fit["C"],
         "degenerate": fit["degenerate"],
         "roc_auc_train": fit["auc_train"],
@@ -293,7 +334,7 @@ def train(
         "quantile_thresholds": np.quantile(p_va, q).tolist() if len(va) else [],
         "metrics_val": threshold_metrics(p_va, y[va], METRIC_THRESHOLDS),
         "mining": {
-            k: summary.get(k)
+            k: mining.get(k)
             for k in (
                 "num_samples",
                 "num_mismatches",
@@ -304,20 +345,11 @@ def train(
                 "num_skipped",
             )
         },
-        **provenance(),
     }
-    atomic_write_json(out / "judge.json", info)
-    log(
-        f"[train {key}] {len(y)} mismatches ({int(y.sum())} important) from {len(records)} prompts; C={fit['C']} "
-        f"ROC AUC {'out-of-fold' if selection == 'cv' else 'val'}={fit['auc_val']}; wrote {out}"
-    )
-    return info
 
 
 def main() -> None:
-    from runners.autojudge.build import hydra_entry
-
-    hydra_entry("train")
+    hydra_entry("train", train)
 
 
 if __name__ == "__main__":

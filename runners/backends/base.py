@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Protocol, runtime_checkable
 
-from runners.counters import SpecDecodeCounters
+from runners.records.counters import SpecDecodeCounters
 from runners.datasets.base import Sample
 
 
@@ -59,6 +59,8 @@ class SampleResult:
         stop_reason: ``"eos"``, ``"stop"`` or ``"length"``.
         eos_removed: 1 when an EOS token ended the output (not kept in ``output_token_ids``), else 0.
         trace: optional list of per-round criterion traces (JSON-serialisable).
+        audit: the exactness audit of the sparse variant over the kept rounds
+            (:meth:`criteria.audit.AuditTally.record`: counts and round indices), or None (no audit).
         share_s: the sample's share of the batch's wall time, seconds (each interval split equally among the
             samples decoding then; ``runners.backends.batch_rows``); summed over a run's samples it is the run's
             decoding wall time, so ``sum(num_output_tokens) / sum(share_s)`` is the aggregate tokens/s. Equals
@@ -80,6 +82,7 @@ class SampleResult:
     eos_removed: int = 0
     trace: list[dict[str, Any]] | None = None
     share_s: float | None = None
+    audit: dict[str, Any] | None = None
 
 
 @runtime_checkable

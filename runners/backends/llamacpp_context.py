@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from runners.models.identity import file_type_name
+
 _MODELS: dict[tuple[str, int], GGUFModel] = {}
 
 
@@ -114,8 +116,6 @@ class GGUFModel:
         buf = ctypes.create_string_buffer(256)
         lc.llama_model_desc(self.ptr, buf, len(buf))
         self.desc = buf.value.decode(errors="replace")
-        from runners.models.identity import file_type_name
-
         self.file_type = file_type_name(int(lc.llama_model_ftype(self.ptr)))
 
     @classmethod

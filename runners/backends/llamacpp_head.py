@@ -15,19 +15,21 @@ import torch
 
 from criteria.dropout_heads import LMHead
 
-_HEADS: dict[tuple[str, int], LMHead] = {}
+_WEIGHTS: dict[tuple[str, int], torch.Tensor] = {}
 
 
-def gguf_lm_head(path: str | Path) -> LMHead:
-    """The output head of the GGUF at ``path`` as an :class:`LMHead` (weight ``[V, d]`` float32, no bias).
+def gguf_lm_head(path: str | Path, vocab_size: int | None = None) -> LMHead:
+    """The output head of the GGUF at ``path`` as an :class:`LMHead` (weight ``[V_rows, d]`` float32, no bias).
 
-    Cached per process (by path and size).
+    ``vocab_size`` V: the shared tokenizer's vocabulary; the head's rows beyond it are padding and are cut
+    (:meth:`criteria.dropout_heads.LMHead.rows`), as the engine's logits are. None: all rows.
+    The dequantised weight is cached per process (by path and size).
 
     Raises:
         ValueError: the file has neither ``output.weight`` nor ``token_embd.weight``.
     """
     key = (str(Path(path).resolve()), Path(path).stat().st_size)
-    if key not in _HEADS:
+    if key not in _WEIGHTS:
         import gguf
         import numpy as np
 
@@ -38,5 +40,5 @@ def gguf_lm_head(path: str | Path) -> LMHead:
             raise ValueError(f"{path}: no output.weight or token_embd.weight tensor")
         w = gguf.quants.dequantize(t.data, t.tensor_type)  # [V, d] (GGUF dims reversed)
         w = np.array(w, dtype=np.float32, copy=True).reshape(int(t.shape[1]), int(t.shape[0]))
-        _HEADS[key] = LMHead(torch.from_numpy(w))
-    return _HEADS[key]
+        _WEIGHTS[key] = torch.from_numpy(w)
+    return LMHead(_WEIGHTS[key], vocab_size=vocab_size)

@@ -11,7 +11,12 @@ each with one KV sequence per row (``runners.backends.llamacpp_seqs``). One roun
      and final normed hidden states ``[B, L+1, d]``;
   3. decide: ``criteria.verify.verify_round`` with the engine's logits as the plain head (no LM-head matmul;
      with MC-dropout heads, only the K head rows, on the GGUF's output weight dequantised: ``llamacpp_head``);
-  4. commit ``d_1..d_a, next`` per row; rejected positions leave both sequences (``llama_memory_seq_rm``).
+     with the sparse variant and ``HeadSpec.audit_share`` > 0, the hashed share of rounds is also decided by the
+     exact rule on the same masks (``criteria.audit.audited_verify_round``), as in the HF loop;
+  4. commit ``d_1..d_a, next`` per row (``hf_loop.commit_round``: accepted counts, accepted drafts off the
+     target's argmax, traces); rejected positions leave both sequences (``llama_memory_seq_rm``).
+Both engines' output rows beyond the shared tokenizer's vocabulary V (the GGUF heads are padded: 151,936 rows for
+151,665 ids) are cut before anything reads them, so padded ids carry no probability, as in the HF loop.
 Every decision is made by our code; llama.cpp only computes forwards. Tokenisation is the pair's transformers
 tokenizer (the GGUF's vocabulary is the same), so prompts are the token ids the HF loop feeds.
 Per-sample timing, rows and stop checks: ``runners.backends.batch_rows`` (as the HF loop).
@@ -28,18 +33,26 @@ from typing import Any
 import torch
 
 import criteria.rules  # noqa: F401  (registers the rules, e.g. the first token's ``autoregressive``)
+from criteria.audit import AuditTally, audited_verify_round, is_audited
 from criteria.dropout_heads import HeadSpec, LMHead
 from criteria.registry import CRITERIA
-from criteria.verify import trace_to_json, verify_round
+from criteria.verify import verify_round
 from runners.backends.base import DecodingConfig, SampleResult
 from runners.backends.batch_rows import BatchClock, Row, StopCheck
-from runners.backends.hf_loop import draft_choice
+from runners.backends.hf_loop import commit_round, draft_choice
 from runners.backends.llamacpp_context import Feed, GGUFModel, SeqContext, threads
 from runners.backends.llamacpp_head import gguf_lm_head
 from runners.backends.llamacpp_seqs import SeqPool
-from runners.backends.output import cut_rounds, end_of_sequence_ids, finalize, round_counters
+from runners.backends.output import (
+    count_mismatched,
+    cut_rounds,
+    end_of_sequence_ids,
+    finalize,
+    round_counters,
+)
 from runners.backends.seeding import make_generator, sample_seed
 from runners.datasets.base import Sample, prompt_token_ids
+from runners.models.sources import gguf_file
 from runners.registry import BACKENDS
 
 logger = logging.getLogger(__name__)
@@ -82,8 +95,8 @@ class LlamaCppBackend:
     """Draft-verify loop on llama.cpp (``llama-cpp-python``), the GGUF weights at their own precision.
 
     Args:
-        pair: a :class:`runners.models.loader.LoadedPair` loaded without transformers weights (its tokenizer and
-            ``config``; the GGUF of each model comes from :func:`runners.models.sources.gguf_file`).
+        pair: a :class:`runners.models.loader.LoadedPair` loaded without transformers weights (its tokenizer,
+            ``vocab_size`` and ``config``; the GGUF of each model comes from :func:`runners.models.sources.gguf_file`).
         batch_size: B, sequences decoded together (>= 1).
         n_ctx: KV cells per sequence: prompt + output + L tokens of a row must fit.
         n_batch: tokens per ``llama_decode`` call (prompt prefill is split into such chunks).
@@ -132,6 +145,7 @@ class LlamaCppBackend:
         self.unified, self.repack = bool(kv_unified), bool(repack)
         self.kept = int(kept_prompts) if prefix_caching else 0
         self.eos_ids = end_of_sequence_ids(pair.tokenizer, _generation_eos(pair.target_dir))
+        self.vocab_size = int(getattr(pair, "vocab_size", None) or len(pair.tokenizer))
 
     def encode(self, sample: Sample) -> list[int]:
         """Prompt token ids, exactly as the HF loop builds them (:func:`runners.datasets.base.prompt_token_ids`)."""
@@ -139,8 +153,6 @@ class LlamaCppBackend:
 
     def gguf(self, role: str):
         """The GGUF file of ``role`` (``target`` / ``draft``) of the pair."""
-        from runners.models.sources import gguf_file
-
         return gguf_file(self.pair.config[role])
 
     def engine(self, role: str, rows: int) -> tuple[SeqContext, SeqPool]:
@@ -223,7 +235,7 @@ class LlamaCppBackend:
         main = "draft" if (L == 0 and decoding.ar_model == "draft") else "target"
         tctx, tpool = self.engine(main, B)
         dctx, dpool = self.engine("draft", B) if L > 0 else (None, None)
-        head = gguf_lm_head(self.gguf(main)) if heads.active else None
+        head = gguf_lm_head(self.gguf(main), self.vocab_size) if heads.active else None
         rows: list[SeqRow] = []
         clock = BatchClock()
         queue = iter(samples)
@@ -292,7 +304,7 @@ class LlamaCppBackend:
             first_heads,
             temperature=T,
             generators=[gen],
-            target_logits=torch.from_numpy(logits)[None, None],
+            target_logits=torch.from_numpy(logits)[None, None, : self.vocab_size],
         )
         dseq = -1
         if dpool is not None:
@@ -306,6 +318,7 @@ class LlamaCppBackend:
             stop=StopCheck(self.tokenizer, self.eos_ids, decoding.stop, decoding.max_new_tokens),
             prefill_s=0.0,
             traces=[] if decoding.trace else None,
+            audit=AuditTally() if heads.audit_share > 0 and L > 0 else None,
             tseq=tseq,
             dseq=dseq,
         )
@@ -325,62 +338,79 @@ class LlamaCppBackend:
     ) -> dict[str, float]:
         """One draft-verify round of every row; returns its draft / verify / criterion seconds."""
         L, T, B = int(decoding.num_speculative_tokens), float(decoding.temperature), len(rows)
-        gens = [r.gen for r in rows]
         needs_q = bool(rule.needs_draft_probs) or bool(decoding.trace)
         n = [
             len(r.ids) for r in rows
         ]  # committed ids; the last one (pending) is not yet in the target
         t0 = time.perf_counter()
-        drafts = torch.empty((B, L), dtype=torch.long)
-        qs = []
-        if L > 0:
-            # step 1 feeds what each row's draft sequence lacks (1 or 2 tokens), output at its last one
-            feed = []
-            for r in rows:
-                have = dctx.lengths[r.dseq]
-                feed += [
-                    Feed(r.dseq, p, r.ids[p], p == len(r.ids) - 1) for p in range(have, len(r.ids))
-                ]
-            logits, _ = dctx.decode(feed)  # [B, V]
-            for k in range(L):
-                if k > 0:  # read d_k at position n - 1 + k
-                    logits, _ = dctx.decode(
-                        [Feed(r.dseq, n[i] - 1 + k, int(drafts[i, k - 1]), True) for i, r in enumerate(rows)]
-                    )  # fmt: skip
-                drafts[:, k], q = draft_choice(torch.from_numpy(logits), T, gens, needs_q)
-                if q is not None:
-                    qs.append(q)
+        drafts, qs = self._draft(rows, L, T, needs_q, dctx)
         t1 = time.perf_counter()
         feed = []
         for i, r in enumerate(rows):
             toks = [r.ids[-1], *drafts[i].tolist()]
             feed += [Feed(r.tseq, n[i] - 1 + j, int(t), True) for j, t in enumerate(toks)]
-        logits, hidden = tctx.decode(feed)  # [B*(L+1), V], [B*(L+1), d]
+        logits, hidden = tctx.decode(feed)  # [B*(L+1), V_rows], [B*(L+1), d]
         t2 = time.perf_counter()
-        res = verify_round(
+        # the audited rows of this round: each sample's own hashed stream (criteria.audit), not its generator
+        audit_rows = [
+            i
+            for i, r in enumerate(rows)
+            if r.audit is not None
+            and is_audited(heads.audit_share, decoding.seed, r.sample.sample_id, len(r.accepted))
+        ]
+        res, exact = audited_verify_round(
             torch.from_numpy(hidden).view(B, L + 1, -1),
             head,
             drafts,
             rule,
             heads,
             temperature=T,
-            generators=gens,
+            generators=[r.gen for r in rows],
+            audit_rows=audit_rows,
             draft_probs=torch.stack(qs, dim=1) if (needs_q and L > 0) else None,
             trace=decoding.trace,
-            target_logits=torch.from_numpy(logits).view(B, L + 1, -1),
+            target_logits=torch.from_numpy(logits).view(B, L + 1, -1)[..., : self.vocab_size],
         )
-        acc, nxt, dl = res.num_accepted.tolist(), res.next_token_ids.tolist(), drafts.tolist()
+        for j, i in enumerate(audit_rows):
+            rows[i].audit.add(len(rows[i].accepted), res.accept_mask[i].tolist(), exact[j].tolist())
+        commit_round(rows, res, drafts, L)
         for i, r in enumerate(rows):
-            a = int(acc[i])
-            r.accepted.append(a)
-            if r.traces is not None and res.trace:
-                r.traces.append(trace_to_json(res.trace, i, min(a + 1, L)))
-            r.commit(dl[i][:a] + [int(nxt[i])])
+            a = r.accepted[-1]
             tctx.truncate(r.tseq, n[i] + a)  # pending + accepted drafts
             if dctx is not None:  # d_1..d_{L-1} were fed; keep the accepted ones
                 dctx.truncate(r.dseq, n[i] + min(a, L - 1))
         t3 = time.perf_counter()
         return {"draft": t1 - t0, "verify": t2 - t1, "criterion": t3 - t2}
+
+    def _draft(
+        self, rows: list[SeqRow], L: int, T: float, needs_q: bool, dctx: SeqContext | None
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The draft's L tokens of every row (``[B, L]`` int64) and, when needed, their distributions (L of
+        ``[B, V]``), from L ``llama_decode`` calls for all rows."""
+        drafts = torch.empty((len(rows), L), dtype=torch.long)
+        qs: list[torch.Tensor] = []
+        if L == 0:
+            return drafts, qs
+        gens, n = [r.gen for r in rows], [len(r.ids) for r in rows]
+        # step 1 feeds what each row's draft sequence lacks (1 or 2 tokens), output at its last one
+        feed = []
+        for r in rows:
+            have = dctx.lengths[r.dseq]
+            feed += [
+                Feed(r.dseq, p, r.ids[p], p == len(r.ids) - 1) for p in range(have, len(r.ids))
+            ]
+        logits, _ = dctx.decode(feed)  # [B, V_rows]
+        for k in range(L):
+            if k > 0:  # read d_k at position n - 1 + k
+                logits, _ = dctx.decode(
+                    [Feed(r.dseq, n[i] - 1 + k, int(drafts[i, k - 1]), True) for i, r in enumerate(rows)]
+                )  # fmt: skip
+            drafts[:, k], q = draft_choice(
+                torch.from_numpy(logits), T, gens, needs_q, self.vocab_size
+            )
+            if q is not None:
+                qs.append(q)
+        return drafts, qs
 
     def _drop(
         self, rows: list[SeqRow], gone: list[SeqRow], tpool: SeqPool, dpool: SeqPool | None
@@ -402,7 +432,7 @@ class LlamaCppBackend:
             sample_id=row.sample.sample_id,
             output_text=out.text,
             output_token_ids=out.token_ids,
-            counters=round_counters(kept, L),
+            counters=round_counters(kept, L, mismatched=count_mismatched(row.mismatched, kept)),
             num_output_tokens=len(out.token_ids),
             wall_s=now - row.t_join,
             prefill_s=row.prefill_s,
@@ -414,4 +444,5 @@ class LlamaCppBackend:
             eos_removed=out.eos_removed,
             trace=traces,
             share_s=row.share_s,
+            audit=row.audit.record(len(kept)) if row.audit is not None else None,
         )

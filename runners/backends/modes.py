@@ -10,6 +10,9 @@ draft_only ``method.ar_model == "draft"``: the draft model decodes alone (Table 
 dropout_path ``method.ar_dropout_path``: one MC-dropout path of the target decodes alone (Table 1, Fig. 3)
 sd         L >= 1 with a rule that is not DropMatch (``greedy_match`` / ``rejection``: greedy match at
            T = 0, lossless rejection sampling at T > 0)
+lossy      L >= 1 with one of the field's training-free rules (:data:`criteria.rules.FIELD_RULES`: ``fly``,
+           ``fsd``, ``typical``, ``relaxed_topk``, ``prob_threshold``, ``static_ensemble``, ``bild``,
+           ``block_verify``); pure rules, so any backend that runs a project rule in its verify step can run them
 dropmatch  L >= 1 with a DropMatch rule (``method.uses_dropmatch``: ``dropmatch_js``, ``dropmatch_naive``)
 autojudge  L >= 1 with an Auto-Judge rule (``autojudge``, ``autojudge_dropmatch``: the judge reads the draft's
            and the target's hidden states in the verify step); with ``method.uses_dropmatch`` also ``dropmatch``
@@ -17,7 +20,7 @@ trace      ``trace=true`` on a speculative run: per-round criterion traces (Tabl
 nucleus    ``decoding.top_p < 1`` (no backend: the project's rules do not apply nucleus sampling)
 ========== ======================================================================================
 
-:func:`supported_modes` is each backend's declaration; :func:`runners.validate.validate` refuses a run
+:func:`supported_modes` is each backend's declaration; :func:`runners.config.validate.validate` refuses a run
 that needs a mode its backend lacks, before anything loads (a backend that ignored a mode would decode
 something else and record it under the requested method: vLLM has no draft-alone or single-dropout-path
 decoding, so it would run the target's AR baseline under those names).
@@ -33,12 +36,26 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-MODES = ("ar", "draft_only", "dropout_path", "sd", "dropmatch", "autojudge", "trace", "nucleus")
+from criteria.rules import FIELD_RULES
+from runners.backends.vllm_engine import NATIVE_RULES, VLLMBackend
+
+MODES = (
+    "ar",
+    "draft_only",
+    "dropout_path",
+    "sd",
+    "lossy",
+    "dropmatch",
+    "autojudge",
+    "trace",
+    "nucleus",
+)
 JUDGE_RULES = ("autojudge", "autojudge_dropmatch")  # the "autojudge" mode's rules
 SD_RULES = (
     "greedy_match",
     "rejection",
 )  # the "sd" mode's rules; "dropmatch": dropmatch_js, dropmatch_naive
+LOSSY_RULES = FIELD_RULES  # the "lossy" mode's rules
 
 # The HF loop runs every decoding mode; no backend applies nucleus sampling in the project's rules.
 HF_MODES = frozenset(MODES) - {"nucleus"}
@@ -51,13 +68,13 @@ def _vllm_modes(native_verify: bool) -> frozenset[str]:
     """vLLM's modes, read from ``VLLMBackend``'s own declaration (``SUPPORTED_RULES``, ``SUPPORTS_AR_DRAFT_MODEL``,
     ``SUPPORTS_DROPOUT_PATH``; ``NATIVE_RULES`` with ``backend.native_verify``: no hook, so no DropMatch and no
     traces). The module is light: vLLM itself is imported only when an engine is built."""
-    from runners.backends.vllm_engine import NATIVE_RULES, VLLMBackend
 
     rules = set(NATIVE_RULES if native_verify else VLLMBackend.SUPPORTED_RULES)
     modes = {"ar"} if "autoregressive" in VLLMBackend.SUPPORTED_RULES else set()
     modes |= {"draft_only"} if VLLMBackend.SUPPORTS_AR_DRAFT_MODEL else set()
     modes |= {"dropout_path"} if VLLMBackend.SUPPORTS_DROPOUT_PATH else set()
     modes |= {"sd"} if set(SD_RULES) <= rules else set()
+    modes |= {"lossy"} if set(LOSSY_RULES) <= rules and not native_verify else set()
     modes |= (
         {"dropmatch", "trace"}
         if {"dropmatch_js", "dropmatch_naive"} <= rules and not native_verify
@@ -108,7 +125,7 @@ def modes_of(cfg: Mapping[str, Any]) -> list[str]:
         if method.get("uses_dropmatch"):
             need.add("dropmatch")
         elif not judge:
-            need.add("sd")
+            need.add("lossy" if str(method.get("criterion")) in LOSSY_RULES else "sd")
         if cfg.get("trace"):
             need.add("trace")
     top_p = (cfg.get("decoding") or {}).get("top_p", 1.0)

@@ -1,6 +1,6 @@
 """Where an output ends, and what its rounds committed: the cut at EOS / stop string / max_new_tokens.
 
-One definition for every backend (DESIGN.md "Metrics"): a round that accepted ``a`` drafts emits ``a + 1``
+One definition for every backend (the README's glossary and :mod:`runners.records.counters`): a round that accepted ``a`` drafts emits ``a + 1``
 tokens, but only the tokens that end up in the output count. After the cut, a round that emitted ``k``
 kept tokens (``1 <= k <= a + 1``; an EOS that ended the output counts as emitted) counts as ``k - 1``
 accepted, and rounds past the end are dropped. Hence for every sample
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from runners.counters import SpecDecodeCounters
+from runners.records.counters import SpecDecodeCounters
 
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>")
 
@@ -166,8 +166,22 @@ def cut_rounds(accepted_per_round: Sequence[int], emitted: int) -> list[int]:
     return out
 
 
+def count_mismatched(flags_per_round: Sequence[Sequence[int]], kept: Sequence[int]) -> int:
+    """Accepted drafts that differ from the target's greedy token, counting only those in the output.
+
+    Args:
+        flags_per_round: per round, one 0/1 flag per accepted draft (1: it differs from the target's argmax).
+        kept: the rounds' accepted counts after :func:`cut_rounds` (the last round may keep fewer).
+    """
+    return sum(int(sum(f[:k])) for f, k in zip(flags_per_round, kept))
+
+
 def round_counters(
-    accepted_per_round: Sequence[int], L: int, drafted_per_round: Sequence[int] | None = None
+    accepted_per_round: Sequence[int],
+    L: int,
+    drafted_per_round: Sequence[int] | None = None,
+    *,
+    mismatched: int | None = None,
 ) -> SpecDecodeCounters:
     """vLLM-style counters of rounds with the given (already cut) accepted counts.
 
@@ -175,8 +189,10 @@ def round_counters(
         accepted_per_round: accepted drafts per round, after :func:`cut_rounds`.
         L: draft length (0: autoregressive, no draft rounds are counted).
         drafted_per_round: drafts per round when fewer than L (vLLM near ``max_model_len``); default L each.
+        mismatched: accepted drafts that differ from the target's greedy token (:func:`count_mismatched`);
+            None when the backend does not count them.
     """
-    c = SpecDecodeCounters(num_speculative_tokens=L)
+    c = SpecDecodeCounters(num_speculative_tokens=L, num_accepted_mismatched=mismatched)
     if L > 0:
         drafted = (
             drafted_per_round if drafted_per_round is not None else [L] * len(accepted_per_round)

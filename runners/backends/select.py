@@ -26,6 +26,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
+from runners.backends.modes import LLAMACPP_MODES, modes_of
+from runners.models import dtype
+from runners.models.sources import ModelUnavailableError, pick_source
+from runners.paths import REPO_ROOT
+
 logger = logging.getLogger(__name__)
 
 AUTO = "auto"
@@ -39,8 +46,6 @@ def llama_cpp_installed() -> bool:
 
 def has_gguf(spec: Mapping[str, Any]) -> bool:
     """Whether a model spec's source provides a GGUF file, decided without preparing anything."""
-    from runners.models.sources import ModelUnavailableError, pick_source
-
     try:
         source, where = pick_source(spec)
     except ModelUnavailableError:
@@ -54,9 +59,6 @@ def has_gguf(spec: Mapping[str, Any]) -> bool:
 
 def choose(cfg: Mapping[str, Any]) -> tuple[str, str]:
     """``(backend name, reason)`` for ``backend: auto`` on this machine (module docstring)."""
-    from runners.backends.modes import LLAMACPP_MODES, modes_of
-    from runners.models.dtype import cpu_flags, cpu_has_fast_bf16
-
     method = cfg.get("method") or {}
     pair = cfg.get("pair") or {}
     if method.get("measure"):
@@ -65,10 +67,10 @@ def choose(cfg: Mapping[str, Any]) -> tuple[str, str]:
         return "hf", f"pair.device={pair.get('device')}"
     if str(pair.get("dtype", "auto")) != "auto":
         return "hf", f"pair.dtype={pair.get('dtype')} asks for transformers in that dtype"
-    if cpu_has_fast_bf16():
+    if dtype.cpu_has_fast_bf16():
         return "hf", "the CPU has native bf16 (AMX-BF16 / AVX512-BF16): transformers in bfloat16"
     isa = (
-        "/".join(f for f in ("avx512f", "avx2", "fma", "asimd") if f in cpu_flags())
+        "/".join(f for f in ("avx512f", "avx2", "fma", "asimd") if f in dtype.cpu_flags())
         or "unknown ISA"
     )
     why = f"the CPU has no native bf16 ({isa}), so transformers would run in float32"
@@ -90,12 +92,25 @@ def choose(cfg: Mapping[str, Any]) -> tuple[str, str]:
 
 def backend_defaults(name: str) -> dict:
     """``conf/backend/<name>.yaml`` as a plain dict (a backend's settings before any override)."""
-    from omegaconf import OmegaConf
-
-    from runners.paths import REPO_ROOT
-
     path = REPO_ROOT / "conf" / "backend" / f"{name}.yaml"
     return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+
+
+def _check_profile_decision(cfg: Mapping[str, Any], name: str) -> None:
+    """The DropMatch decision a profile gives ``auto`` (``profile.dropmatch.auto``, read by ``conf/run.yaml``
+    before ``auto`` is resolved) must be the one it gives the chosen backend, else ``auto`` resolved to ``name``
+    would not be ``backend=<name>``.
+
+    Raises:
+        ValueError: the two entries differ (names both).
+    """
+    per_backend = (cfg.get("profile") or {}).get("dropmatch") or {}
+    mine, theirs = per_backend.get(AUTO), per_backend.get(name)
+    if (mine or {}) != (theirs or {}):
+        raise ValueError(
+            f"profile.dropmatch.auto={mine} differs from profile.dropmatch.{name}={theirs} (backend=auto chose "
+            f"{name}); allowed: equal entries, or backend={name} on the command line"
+        )
 
 
 def resolve_backend(cfg: Mapping[str, Any], log=logger.info) -> dict:
@@ -108,6 +123,7 @@ def resolve_backend(cfg: Mapping[str, Any], log=logger.info) -> dict:
     if backend.get("name") != AUTO:
         return backend
     name, reason = choose(cfg)
+    _check_profile_decision(cfg, name)
     chosen = backend_defaults(name)
     for key, value in backend.items():
         if key in ("name", "version"):

@@ -1,6 +1,6 @@
 """Spec-decode counters and timings of the vLLM backend: ours (cut to the output) and vLLM's own (raw).
 
-Ours, as the HF backend's (DESIGN.md "Metrics", :mod:`runners.backends.output`): a request's rounds are the
+Ours, as the HF backend's (:mod:`runners.backends.output`): a request's rounds are the
 verify steps the hook logged for it (:class:`runners.backends.vllm_dropmatch_hook.RoundRecord`, one per step
 that verified drafts, in order; logged for vLLM's own sampler too), cut by
 :func:`runners.backends.output.cut_rounds` to the tokens that are in the finalized output, so
@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from runners.backends.output import cut_rounds, round_counters
-from runners.counters import SpecDecodeCounters
+from runners.records.counters import SpecDecodeCounters
 
 SPEC_METRICS = (
     "num_drafts",

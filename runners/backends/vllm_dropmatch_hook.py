@@ -121,9 +121,10 @@ def install(
 
     Args:
         runner: vLLM's GPU/CPU model runner of a worker (``worker.model_runner``).
-        rule_name: a ``CRITERIA`` key (``greedy_match``, ``rejection``, ``dropmatch_naive``, ``dropmatch_js``), or
-            None: vLLM's own ``RejectionSampler`` decides and the hook only logs the rounds (per-request counts for
-            requests that vLLM's per-request metrics miss: those ended by a stop string).
+        rule_name: a ``CRITERIA`` key (``greedy_match``, ``rejection``, ``dropmatch_naive``, ``dropmatch_js``, one of
+            the field's rules ``runners.backends.modes.LOSSY_RULES``), or None: vLLM's own ``RejectionSampler``
+            decides and the hook only logs the rounds (per-request counts for requests that vLLM's per-request
+            metrics miss: those ended by a stop string).
         rule_kwargs: the rule's own settings (:func:`rule_settings`), e.g. ``{"majority": "strict"}``.
         heads: ``HeadSpec`` fields ``{"K": 5, "p_drop": 0.3}``; None or ``{}`` = no heads (K = 0).
         default_seed: generator seed for requests without ``SamplingParams.seed``.

@@ -8,7 +8,8 @@ Registered lazily (``BACKENDS.register_lazy("vllm", "runners.backends.vllm_engin
 nothing imports vLLM unless ``backend=vllm`` is selected.
 
 What it runs (:attr:`VLLMBackend.SUPPORTED_RULES`): the target's AR baseline (``autoregressive``, L = 0, a
-target-only engine) and SD with ``greedy_match`` / ``rejection`` / ``dropmatch_naive`` / ``dropmatch_js``
+target-only engine) and SD with ``greedy_match`` / ``rejection`` / ``dropmatch_naive`` / ``dropmatch_js`` and the
+field's rules (``criteria.rules.FIELD_RULES``: FLy, FSD, typical acceptance, ...) through the hook
 (L >= 1). Not the draft decoding alone (``method=draft_only``) nor one dropout path (``method=dropout_path``):
 :meth:`VLLMBackend.generate` refuses them (and ``decoding.top_p != 1``) before building an engine.
 
@@ -18,7 +19,7 @@ the same step after the one completing it) and at ``max_tokens``; the ids it ret
 the HF backend's :func:`runners.backends.output.finalize` (EOS removed, ids end at the token completing the
 first stop string, text cut before it), so both backends end an output at the same token.
 
-Counters (issue 10 item 1): ours, counted only over the tokens in the output, as the HF backend's; how and
+Counters: ours, counted only over the tokens in the output, as the HF backend's; how and
 why vLLM's own metrics count differently (drafts past the output's end; nothing per request for a stop-string
 end) is in :mod:`runners.backends.vllm_counters`. vLLM's numbers serve as a cross-check only (a mismatch
 raises). For this the hook is installed for every SD run, also with ``native_verify`` (it then only logs).
@@ -35,6 +36,7 @@ import gc
 import os
 from typing import Any, Iterable, Iterator, Mapping
 
+from criteria.rules import FIELD_RULES
 from runners.backends.base import DecodingConfig, SampleResult
 from runners.backends.output import end_of_sequence_ids, finalize
 from runners.backends.seeding import sample_seed
@@ -57,6 +59,8 @@ SD_RULES = (
     "dropmatch_naive",
     "dropmatch_js",
 )  # L >= 1 through the hook
+# every rule the hook runs at L >= 1 (the field's rules are pure, as the SD and DropMatch rules)
+HOOK_RULES = SD_RULES + FIELD_RULES
 _SHARED: dict[
     str, Any
 ] = {}  # {"key", "llm"}: the process's engine, reused across runs (see VLLMBackend.engine)
@@ -74,7 +78,7 @@ def _release_shared() -> None:
     """Shut down and drop the process's shared engine (a sweep moving to another pair or L), then collect.
 
     Without the explicit shutdown the in-process engine core outlives its ``LLM`` (reference cycles) and a
-    second engine in one sweep process runs out of memory (seen: 22 GiB RSS, OOM-killed, on a 24 GiB box).
+    second engine in one sweep process holds both engines' memory at once.
     """
     old = _SHARED.pop("llm", None)
     _SHARED.clear()
@@ -141,7 +145,7 @@ class VLLMBackend:
     """
 
     name = "vllm"
-    SUPPORTED_RULES = ("autoregressive",) + SD_RULES
+    SUPPORTED_RULES = ("autoregressive",) + HOOK_RULES
     SUPPORTS_AR_DRAFT_MODEL = False
     SUPPORTS_DROPOUT_PATH = False
 
@@ -326,7 +330,7 @@ class VLLMBackend:
         if (L == 0) != (name == "autoregressive"):
             raise ValueError(
                 f"method.criterion={name!r} with L={L}: backend=vllm runs 'autoregressive' at L = 0 "
-                f"and {', '.join(SD_RULES)} at L >= 1"
+                f"and {', '.join(HOOK_RULES)} at L >= 1"
             )
         if (
             L > 0

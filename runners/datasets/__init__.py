@@ -4,7 +4,12 @@ Keys: ``gsm8k``, ``mmlu``, ``ifeval``, ``humaneval`` (one module each). Heavy li
 ``datasets``) are imported only inside ``load()``.
 """
 
-from runners.datasets import gsm8k, humaneval, ifeval, mmlu  # noqa: F401  (registration)
-from runners.datasets import spec_bench  # noqa: F401  (registration)
-from runners.datasets import eagle_bench  # noqa: F401  (registration: eagle_gsm8k, mt_bench, alpaca, komt_bench)
-from runners.datasets import livecodebench  # noqa: F401  (registration)
+from runners.datasets import (  # noqa: F401  (registration)
+    eagle_bench,  # noqa: F401  (registration: eagle_gsm8k, mt_bench, alpaca, komt_bench)
+    gsm8k,
+    humaneval,
+    ifeval,
+    livecodebench,  # noqa: F401  (registration)
+    mmlu,
+    spec_bench,  # noqa: F401  (registration)
+)

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runners.datasets.base import Sample
-from runners.datasets.common import BenchmarkDataset
+from runners.datasets.base import BenchmarkDataset, Sample
 from runners.registry import DATASETS
 
 INSTRUCTION_PREFIX = (

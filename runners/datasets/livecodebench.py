@@ -22,8 +22,7 @@ import pickle
 import zlib
 from typing import Any
 
-from runners.datasets.base import Sample
-from runners.datasets.common import BenchmarkDataset
+from runners.datasets.base import BenchmarkDataset, Sample
 from runners.registry import DATASETS
 
 SYSTEM_MESSAGE = (

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from runners.datasets.base import Sample
-from runners.datasets.common import BenchmarkDataset
+from runners.datasets.base import BenchmarkDataset, Sample
+from runners.datasets.lm_eval_tasks import chat_messages, generation_limits, load_tasks
 
 
 class LmEvalDataset(BenchmarkDataset):
@@ -69,7 +69,6 @@ class LmEvalDataset(BenchmarkDataset):
         return {}
 
     def load(self) -> list[Sample]:
-        from runners.datasets.lm_eval_tasks import chat_messages, generation_limits, load_tasks
 
         selected = self.selected_docs()
         if not selected:

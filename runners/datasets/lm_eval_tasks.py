@@ -24,7 +24,10 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from runners.datasets.nltk_punkt import ensure_punkt_tab
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +106,6 @@ def load_tasks(
         if not docs:
             raise ValueError(f"no docs for lm-eval task {name!r}")
     if any(name.startswith("ifeval") for name in docs_by_task):
-        from runners.scorers.nltk_punkt import ensure_punkt_tab
-
         ensure_punkt_tab()  # before lm-eval's IFEval utils import NLTK (which would download punkt_tab)
     members = [task_spec(name, docs, overrides) for name, docs in docs_by_task.items()]
     loaded = tm.load([{"group": GROUP, "task": members}])

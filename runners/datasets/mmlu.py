@@ -27,8 +27,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from runners.datasets.common import read_jsonl
 from runners.datasets.lm_eval_dataset import LmEvalDataset
+from runners.datasets.sources import read_jsonl
 from runners.registry import DATASETS
 
 LETTERS = ("A", "B", "C", "D")

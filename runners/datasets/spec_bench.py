@@ -21,8 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from runners.datasets.base import Sample
-from runners.datasets.common import BenchmarkDataset
+from runners.datasets.base import BenchmarkDataset, Sample
 from runners.registry import DATASETS
 
 MT_BENCH_CATEGORIES = (

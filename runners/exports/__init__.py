@@ -14,17 +14,24 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
+import runners.datasets  # noqa: F401  (registration)
+import runners.scorers  # noqa: F401
 from runners.datasets.base import Sample
+from runners.exports.evalplus_samples import write_evalplus_files
+from runners.exports.lm_eval_results import write_lm_eval_results
+from runners.exports.spec_bench import write_spec_bench_answers
+from runners.records.record import read_samples
+from runners.registry import DATASETS, SCORERS, build
 
 logger = logging.getLogger(__name__)
 
 
 def read_run(run_dir: Path) -> tuple[dict, list[dict], dict]:
     """``(config, sample records in file order, summary or {})`` of a run directory."""
-    from runners.record import read_samples
 
     run_dir = Path(run_dir)
     config = json.loads((run_dir / "config.json").read_text())
@@ -35,8 +42,6 @@ def read_run(run_dir: Path) -> tuple[dict, list[dict], dict]:
 
 def dataset_samples(config: dict) -> tuple[Any, list[Sample]]:
     """The run's dataset, rebuilt from its config, and its samples (prompts as the installed lm-eval builds them)."""
-    import runners.datasets  # noqa: F401  (registration)
-    from runners.registry import DATASETS, build
 
     dataset = build(DATASETS, config["dataset"])
     return dataset, dataset.load()
@@ -54,9 +59,6 @@ def write_exports(
     Raises:
         runners.exports.lm_eval_results.PromptMismatchError: lm-eval now builds another prompt.
     """
-    from runners.exports.evalplus_samples import write_evalplus_files
-    from runners.exports.lm_eval_results import write_lm_eval_results
-    from runners.exports.spec_bench import write_spec_bench_answers
 
     run_dir = Path(run_dir)
     config, records, summary = read_run(run_dir)
@@ -86,9 +88,6 @@ def _with_task(sample: Sample, config: dict) -> Sample:
     """EAGLE's GSM8K set is graded by lm-eval's ``gsm8k`` task: name it so the lm-eval export covers it."""
     if (sample.meta or {}).get("lm_eval_task"):
         return sample
-    from runners.registry import SCORERS
-
-    import runners.scorers  # noqa: F401
 
     task = getattr(SCORERS.get(config["dataset"]["scorer"]), "task_name", "")
     return Sample(

@@ -20,10 +20,12 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from runners.datasets.base import Sample
+from runners.datasets.lm_eval_tasks import LM_EVAL_VERSION, load_tasks, task_manager
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +106,6 @@ def _parent_group(task_names: Sequence[str]) -> dict[str, Any] | None:
     metadata), else None."""
     if len(task_names) < 2:
         return None
-    from runners.datasets.lm_eval_tasks import task_manager
 
     for prefix, parent in PARENT_GROUPS.items():
         if all(t.startswith(prefix) for t in task_names):
@@ -144,39 +145,8 @@ def write_lm_eval_results(
     import lm_eval
     from lm_eval.loggers import EvaluationTracker
 
-    from runners.datasets.lm_eval_tasks import LM_EVAL_VERSION, load_tasks, task_manager
-
-    by_task: dict[str, list[Sample]] = {}
-    for s in samples:
-        if s.sample_id in records and (s.meta or {}).get("lm_eval_task"):
-            by_task.setdefault(s.meta["lm_eval_task"], []).append(s)
-    if not by_task:
-        raise ValueError("no sample of this run has an lm-eval task (meta['lm_eval_task'])")
-    outputs, prompts = {}, {}
-    for name, group in by_task.items():
-        for i, s in enumerate(group):
-            rec = records[s.sample_id]
-            outputs[(name, i)] = str(rec.get("output_text") or "")
-            if (rec.get("prompt") or {}).get("text"):
-                prompts[(name, i)] = rec["prompt"]["text"]
-    overrides = (
-        {"num_fewshot": int(config["dataset"]["num_fewshot"])}
-        if config["dataset"].get("num_fewshot") is not None
-        else {}
-    )
-    docs = {name: [dict(s.reference) for s in group] for name, group in by_task.items()}
-    tasks = load_tasks(docs, overrides)
-    parent = _parent_group(list(by_task))
-    specs: list[Any] = list(tasks.values())
-    if (
-        parent
-    ):  # MMLU: the subject tasks under the registered group's aggregation (weighted by size)
-        from lm_eval.api.group import Group
-
-        group = Group.from_config(parent)
-        for task in specs:
-            group.add(task)
-        specs = [group]
+    by_task, outputs, prompts = _replayed(samples, records)
+    specs = _task_specs(by_task, config)
     out_dir = Path(run_dir) / LM_EVAL_DIR
     if out_dir.exists():
         shutil.rmtree(out_dir)
@@ -224,3 +194,49 @@ def write_lm_eval_results(
     if not found:
         raise RuntimeError(f"EvaluationTracker wrote no results file under {out_dir}")
     return found[-1]
+
+
+def _replayed(
+    samples: Sequence[Sample], records: Mapping[str, Mapping[str, Any]]
+) -> tuple[dict[str, list[Sample]], dict, dict]:
+    """The recorded samples by lm-eval task, and their outputs and prompt texts keyed ``(task, index)``.
+
+    Raises:
+        ValueError: no sample has an lm-eval task.
+    """
+    by_task: dict[str, list[Sample]] = {}
+    for s in samples:
+        if s.sample_id in records and (s.meta or {}).get("lm_eval_task"):
+            by_task.setdefault(s.meta["lm_eval_task"], []).append(s)
+    if not by_task:
+        raise ValueError("no sample of this run has an lm-eval task (meta['lm_eval_task'])")
+    outputs, prompts = {}, {}
+    for name, group in by_task.items():
+        for i, s in enumerate(group):
+            rec = records[s.sample_id]
+            outputs[(name, i)] = str(rec.get("output_text") or "")
+            if (rec.get("prompt") or {}).get("text"):
+                prompts[(name, i)] = rec["prompt"]["text"]
+    return by_task, outputs, prompts
+
+
+def _task_specs(by_task: Mapping[str, list[Sample]], config: Mapping[str, Any]) -> list[Any]:
+    """lm-eval tasks over the recorded docs; MMLU's subject tasks under their registered group (its
+    size-weighted aggregation)."""
+    from lm_eval.api.group import Group
+
+    overrides = (
+        {"num_fewshot": int(config["dataset"]["num_fewshot"])}
+        if config["dataset"].get("num_fewshot") is not None
+        else {}
+    )
+    docs = {name: [dict(s.reference) for s in group] for name, group in by_task.items()}
+    tasks = load_tasks(docs, overrides)
+    parent = _parent_group(list(by_task))
+    specs: list[Any] = list(tasks.values())
+    if parent:
+        group = Group.from_config(parent)
+        for task in specs:
+            group.add(task)
+        specs = [group]
+    return specs

@@ -16,8 +16,9 @@ else our ``sample_id``; ``category`` is the Spec-Bench category or the dataset n
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 SPEC_BENCH_DIR = "spec_bench"
 

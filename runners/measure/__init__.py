@@ -3,7 +3,19 @@
 Importing this package registers them in :data:`runners.measure.base.MEASUREMENTS` (keys = ``method.measure``).
 """
 
-from runners.measure.base import MEASUREMENTS, MissingRecordsError, check, run_measurement
 from runners.measure import bench, latency, similarity  # noqa: F401,E402  (registration)
+from runners.measure.base import (
+    MEASUREMENTS,
+    MissingRecordsError,
+    check,
+    resolve_measurement,
+    run_measurement,
+)
 
-__all__ = ["MEASUREMENTS", "MissingRecordsError", "check", "run_measurement"]
+__all__ = [
+    "MEASUREMENTS",
+    "MissingRecordsError",
+    "check",
+    "resolve_measurement",
+    "run_measurement",
+]

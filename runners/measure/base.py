@@ -10,10 +10,15 @@ without a line; ``summary.json`` aggregates the lines. ``analysis/`` reads only 
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from criteria.registry import Registry, UnknownNameError
-from runners.validate import ConfigError
+from runners.config.errors import ConfigError
+from runners.config.resolve import resolve_run_config
+from runners.paths import results_dir
+from runners.records.provenance import provenance
+from runners.records.record import RunRecord
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +30,7 @@ class MissingRecordsError(ConfigError):
 
 
 def check(c: Mapping[str, Any]) -> None:
-    """Validate a measurement config before anything loads (called by ``resolve_run_config``).
+    """Validate a measurement config before anything loads (:func:`resolve_measurement` runs it).
 
     Raises:
         ConfigError: unknown ``method.measure`` or a field the measurement refuses.
@@ -49,8 +54,8 @@ def positive_int(c: Mapping[str, Any], field: str, minimum: int = 1) -> int:
 class Measurement(Protocol):
     """One kind of measurement. Constructed from the resolved run config ``c`` (cheap: nothing loads).
 
-    ``check(c)`` (a staticmethod) raises :class:`runners.validate.ConfigError` naming the field and its
-    allowed values; it runs in ``resolve_run_config``, so a sweep with a bad point is refused up front.
+    ``check(c)`` (a staticmethod) raises :class:`runners.config.validate.ConfigError` naming the field and its
+    allowed values; it runs in :func:`resolve_measurement`, so a sweep with a bad point is refused up front.
     """
 
     def unit_ids(self) -> list[str]:
@@ -66,33 +71,35 @@ class Measurement(Protocol):
         ...
 
 
-def run_measurement(c: Mapping[str, Any], log: Callable[[str], None] = logger.info) -> dict:
-    """Execute one measurement run (resumable) and return its summary.
+def resolve_measurement(cfg: Any, identify_models: bool = True) -> dict:
+    """:func:`runners.config.resolve.resolve_run_config` with the measurement's own checks (:func:`check`)."""
+    return resolve_run_config(cfg, identify_models, check=check)
+
+
+def run_measurement(cfg: Any, log: Callable[[str], None] = logger.info) -> dict:
+    """Execute one measurement run (resumable) and return its summary (the entry ``runners.main`` picks for a
+    config whose ``method.measure`` names a measurement).
 
     Same contract as :func:`runners.run.run`: a finished run returns its stored summary without loading
     anything; a run another live process writes is left to it (``{"complete": False, "running_elsewhere": True}``).
 
     Raises:
-        runners.validate.ConfigError: invalid field, or (``MissingRecordsError``) input records absent.
+        runners.config.validate.ConfigError: invalid field, or (``MissingRecordsError``) input records absent.
     """
-    from runners.paths import results_dir
-    from runners.provenance import provenance
-    from runners.record import RunLockedError, RunRecord
-
+    c = resolve_measurement(cfg)
     job = MEASUREMENTS.get(c["method"]["measure"])(c)
     record = RunRecord(results_dir() / "runs", c)
     units = job.unit_ids()
     tag = f"{c['method']['name']} pair={c['pair']['name']} dtype={c['pair'].get('dtype')} n={len(units)}"
-    finished = record.existing_summary()
-    if finished is not None and finished.get("num_expected") == len(units):
-        log(f"[run {record.run_id}] {tag}: finished earlier, skipped ({record.dir})")
-        return finished
     with record:
-        try:
-            record.open({**provenance(), "run_id": record.run_id})
-        except RunLockedError as e:
-            log(f"[run {record.run_id}] {tag}: skipped here, {e}; that process finishes it")
-            return {"run_id": record.run_id, "complete": False, "running_elsewhere": True}
+        skip = record.open_or_skip(
+            lambda: {**provenance(), "run_id": record.run_id},
+            num_expected=len(units),
+            tag=tag,
+            log=log,
+        )
+        if skip is not None:
+            return skip
         done = record.done_ids()
         todo = [u for u in units if u not in done]
         log(f"[run {record.run_id}] {tag}: {len(units) - len(todo)} done, {len(todo)} to go")

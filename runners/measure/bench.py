@@ -4,8 +4,8 @@ Arms (``method.arms``): ``ar`` (our loop, L = 0), ``hf_ar`` (transformers ``gene
 loop, ``method.criterion``: greedy exact match), ``hf_assisted`` (transformers assisted generation, the draft
 as assistant, L candidates per round), ``sd_dm`` (our loop, ``method.dm_criterion`` = DropMatch with
 ``dropmatch.K`` / ``p_drop``); ``lc_ar`` / ``lc_sd`` / ``lc_sd_dm``: the same three through the llama.cpp loop
-(``backend=llamacpp``: the pair's GGUF files at their own precision, same prompts, same process). All greedy, to ``decoding.max_new_tokens`` or EOS, no stop strings, no prefix
-caching (every arm prefills the whole prompt; see :mod:`runners.measure.bench_arms` for what is timed).
+(``backend=llamacpp``: the pair's GGUF files at their own precision, same prompts, same process). All greedy, to
+``decoding.max_new_tokens`` or EOS, no stop strings, no prefix caching (every arm prefills the whole prompt; see :mod:`runners.measure.bench_arms` for what is timed).
 
 Units: ``<sample_id>#<repeat>`` -- every arm on that prompt, back to back, in an order rotated per prompt and
 repeat (machine noise spreads over the arms), then ``latency/<k>`` -- :class:`runners.measure.latency.VerifyTimer`
@@ -18,15 +18,27 @@ The summary (``bench/*``) is computed from the lines by :mod:`runners.measure.be
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import torch
 
+import runners.backends  # noqa: F401  (registration)
+import runners.datasets  # noqa: F401
+from runners.backends.output import end_of_sequence_ids
+from runners.backends.select import backend_defaults
+from runners.config.decode_spec import build_rule, head_spec
+from runners.config.errors import ConfigError
+from runners.datasets.base import prompt_token_ids
 from runners.measure.base import MEASUREMENTS, positive_int
-from runners.measure.bench_summary import SPEC_ARMS
+from runners.measure.bench_arms import hf_generate, our_generate
+from runners.measure.bench_summary import SPEC_ARMS, summarize_bench
 from runners.measure.latency import VerifyTimer, check_common
-from runners.validate import ConfigError
+from runners.models.dtype import cpu_flags
+from runners.models.identity import gguf_precision
+from runners.models.loader import load_pair
+from runners.registry import BACKENDS, DATASETS, build
 
 ARMS = ("ar", "hf_ar", "sd", "hf_assisted", "sd_dm", "lc_ar", "lc_sd", "lc_sd_dm")
 GGUF_ARMS = ("lc_ar", "lc_sd", "lc_sd_dm")  # the llama.cpp loop: lc_<our arm>
@@ -68,9 +80,6 @@ class BenchMeasurement:
 
     def samples(self) -> list:
         if self._samples is None:
-            import runners.datasets  # noqa: F401
-            from runners.registry import DATASETS, build
-
             self._samples = build(DATASETS, self.c["dataset"]).load()
         return self._samples
 
@@ -80,85 +89,10 @@ class BenchMeasurement:
         return units + [f"latency/{k:03d}" for k in range(int(self.c["method"]["latency_repeats"]))]
 
     def measure(self, todo: Sequence[str], log: Callable[[str], None]) -> Iterator[dict]:
-        import runners.backends  # noqa: F401  (registration)
-        from runners.backends.output import end_of_sequence_ids
-        from runners.measure.bench_arms import hf_generate, our_generate
-        from runners.models.loader import load_pair
-        from runners.registry import BACKENDS, build
-        from runners.run import build_rule, head_spec
-
         c, m = self.c, self.c["method"]
-        L, seed, cap = int(c["L"]), int(c["decoding"]["seed"]), int(c["decoding"]["max_new_tokens"])
+        cap = int(c["decoding"]["max_new_tokens"])
         arms = list(m["arms"])
-        pair = load_pair(c["pair"], need_draft=any(a in SPEC_ARMS for a in arms), log=log)
-        backend = build(BACKENDS, c["backend"], pair=pair)
-        # the llama.cpp loop on the same pair config (its GGUF files), without prefix reuse like the other arms
-        gguf = None
-        if any(a in GGUF_ARMS for a in arms):
-            from runners.backends.select import backend_defaults
-
-            lc_cfg = {**backend_defaults("llamacpp"), "prefix_caching": False, "batch_size": 1}
-            gguf = build(BACKENDS, lc_cfg, pair=pair)
-        ar_cfg = {"method": {"criterion": "autoregressive"}, "dropmatch": c["dropmatch"]}
-        sd_cfg = {"method": {"criterion": m["criterion"]}, "dropmatch": c["dropmatch"]}
-        dm_cfg = {
-            "method": {"criterion": m["dm_criterion"], "uses_dropmatch": True},
-            "dropmatch": c["dropmatch"],
-        }
-        rules = {
-            "ar": (build_rule(ar_cfg), head_spec(ar_cfg)),
-            "sd": (build_rule(sd_cfg), head_spec(sd_cfg)),
-            "sd_dm": (build_rule(dm_cfg), head_spec(dm_cfg)),
-        }
-        eos = sorted(
-            end_of_sequence_ids(
-                pair.tokenizer, getattr(pair.target.generation_config, "eos_token_id", None)
-            )
-        )
-        pad = pair.tokenizer.pad_token_id if pair.tokenizer.pad_token_id is not None else eos[0]
-
-        def prompt_ids(sample: Any) -> list[int]:
-            ids = pair.tokenizer.apply_chat_template(
-                sample.messages, add_generation_prompt=True, tokenize=True
-            )
-            return [int(i) for i in (ids["input_ids"] if hasattr(ids, "keys") else ids)]
-
-        def run_arm(arm: str, sample: Any, tokens: int) -> dict:
-            if arm.startswith("hf_"):
-                return hf_generate(
-                    pair.target,
-                    prompt_ids(sample),
-                    eos_ids=eos,
-                    pad_id=pad,
-                    max_new_tokens=tokens,
-                    draft=pair.draft if arm == "hf_assisted" else None,
-                    L=L,
-                )
-            ours = arm.removeprefix("lc_")
-            return our_generate(
-                gguf if arm in GGUF_ARMS else backend,
-                sample,
-                L=0 if ours == "ar" else L,
-                rule=rules[ours],
-                max_new_tokens=tokens,
-                seed=seed,
-            )
-
-        model = {
-            "dtype": str(pair.target.dtype).removeprefix("torch."),
-            "threads": torch.get_num_threads(),
-        }
-        from runners.models.dtype import cpu_flags
-
-        isa = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "asimd", "sve")
-        model["isa"] = [f for f in isa if f in cpu_flags()]  # the physics a ratio was measured in
-        if gguf is not None:
-            from runners.models.identity import gguf_precision
-
-            model["gguf"] = {
-                "precision": gguf_precision(c["pair"]["target"]),
-                "threads": gguf.n_threads,
-            }
+        runner = _Arms(c, need_draft=any(a in SPEC_ARMS for a in arms), log=log)
         by_id = {s.sample_id: s for s in self.samples()}
         index = {s.sample_id: i for i, s in enumerate(self.samples())}
         # untimed warm-up once per session (kernel selection, allocator), on the first prompt's last turn alone
@@ -166,55 +100,37 @@ class BenchMeasurement:
         first = self.samples()[0]
         warm = replace(first, sample_id=f"{first.sample_id}/warmup", messages=first.messages[-1:])
         for arm in arms:
-            run_arm(arm, warm, int(m["warmup_tokens"]))
+            runner.run(arm, warm, int(m["warmup_tokens"]))
         log(
-            f"[bench] warm-up done; arms {', '.join(arms)}; L={L}, {cap} new tokens, dtype {model['dtype']}"
+            f"[bench] warm-up done; arms {', '.join(arms)}; L={runner.L}, {cap} new tokens, "
+            f"dtype {runner.model['dtype']}"
         )
         timer = None
         for uid in todo:
             if uid.startswith("latency/"):
                 if timer is None:
                     timer = VerifyTimer(
-                        pair.target,
-                        L=L,
+                        runner.pair.target,
+                        L=runner.L,
                         K=int(c["dropmatch"]["K"]),
                         p_drop=float(c["dropmatch"]["p_drop"]),
                         context=int(m["context"]),
-                        seed=seed,
+                        seed=runner.seed,
                     )
                     timer.time_once()
                 yield {
                     "sample_id": uid,
                     "kind": "latency",
                     "seconds": timer.time_once(),
-                    "model": model,
+                    "model": runner.model,
                     "loadavg_1min": os.getloadavg()[0],
                 }
                 continue
             sid, rep = uid.rsplit("#", 1)
-            sample = by_id[sid]
             k = (index[sid] + int(rep)) % len(arms)
-            order = arms[k:] + arms[:k]
-            results = {arm: run_arm(arm, sample, cap) for arm in order}
-            log(
-                f"[bench] {uid}: "
-                + ", ".join(f"{a} {r['tokens'] / r['seconds']:.2f}" for a, r in results.items())
-                + " tok/s (prefill included)"
-            )
-            yield {
-                "sample_id": uid,
-                "kind": "prompt",
-                "prompt_id": sid,
-                "repeat": int(rep),
-                "order": order,
-                "prompt_tokens": len(prompt_ids(sample)),
-                "arms": results,
-                "model": model,
-                "loadavg_1min": os.getloadavg()[0],
-            }
+            yield runner.prompt_line(uid, by_id[sid], int(rep), arms[k:] + arms[:k], cap, log)
 
     def summarize(self, lines: Sequence[Mapping[str, Any]]) -> dict:
-        from runners.measure.bench_summary import summarize_bench
 
         return summarize_bench(
             lines,
@@ -222,3 +138,106 @@ class BenchMeasurement:
             L=int(self.c["L"]),
             context=int(self.c["method"]["context"]),
         )
+
+
+class _Arms:
+    """The loaded pair and every arm's decoder for one benchmark session.
+
+    ``run(arm, sample, tokens)`` decodes ``sample`` with one arm (:mod:`runners.measure.bench_arms`): ``hf_*``
+    arms through transformers ``generate`` on the chat-template prompt ids, ``lc_*`` arms through the llama.cpp
+    loop on the same pair's GGUF files (without prefix reuse, as the other arms), the others through our
+    backend with the arm's rule (``ar``: L = 0).
+    """
+
+    def __init__(self, c: Mapping[str, Any], need_draft: bool, log: Callable[[str], None]) -> None:
+        m = c["method"]
+        self.L, self.seed = int(c["L"]), int(c["decoding"]["seed"])
+        self.pair = load_pair(c["pair"], need_draft=need_draft, log=log)
+        self.backend = build(BACKENDS, c["backend"], pair=self.pair)
+        self.gguf = None
+        if any(a in GGUF_ARMS for a in m["arms"]):
+            lc_cfg = {**backend_defaults("llamacpp"), "prefix_caching": False, "batch_size": 1}
+            self.gguf = build(BACKENDS, lc_cfg, pair=self.pair)
+        dm = c["dropmatch"]
+        specs = {
+            "ar": {"method": {"criterion": "autoregressive"}, "dropmatch": dm},
+            "sd": {"method": {"criterion": m["criterion"]}, "dropmatch": dm},
+            "sd_dm": {
+                "method": {"criterion": m["dm_criterion"], "uses_dropmatch": True},
+                "dropmatch": dm,
+            },
+        }
+        self.rules = {arm: (build_rule(cfg), head_spec(cfg)) for arm, cfg in specs.items()}
+        tok = self.pair.tokenizer
+        self.eos = sorted(
+            end_of_sequence_ids(
+                tok, getattr(self.pair.target.generation_config, "eos_token_id", None)
+            )
+        )
+        self.pad = tok.pad_token_id if tok.pad_token_id is not None else self.eos[0]
+        isa = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "asimd", "sve")
+        self.model = {
+            "dtype": str(self.pair.target.dtype).removeprefix("torch."),
+            "threads": torch.get_num_threads(),
+            "isa": [f for f in isa if f in cpu_flags()],  # the physics a ratio was measured in
+        }
+        if self.gguf is not None:
+            self.model["gguf"] = {
+                "precision": gguf_precision(c["pair"]["target"]),
+                "threads": self.gguf.n_threads,
+            }
+
+    def prompt_ids(self, sample: Any) -> list[int]:
+        # the ids every backend sends (a pre-filled answer start is continued, the pair's template options)
+        return prompt_token_ids(
+            self.pair.tokenizer, sample.messages, getattr(self.pair, "chat_template_kwargs", None)
+        )
+
+    def run(self, arm: str, sample: Any, tokens: int) -> dict:
+        if arm.startswith("hf_"):
+            return hf_generate(
+                self.pair.target,
+                self.prompt_ids(sample),
+                eos_ids=self.eos,
+                pad_id=self.pad,
+                max_new_tokens=tokens,
+                draft=self.pair.draft if arm == "hf_assisted" else None,
+                L=self.L,
+            )
+        ours = arm.removeprefix("lc_")
+        return our_generate(
+            self.gguf if arm in GGUF_ARMS else self.backend,
+            sample,
+            L=0 if ours == "ar" else self.L,
+            rule=self.rules[ours],
+            max_new_tokens=tokens,
+            seed=self.seed,
+        )
+
+    def prompt_line(
+        self,
+        uid: str,
+        sample: Any,
+        rep: int,
+        order: list[str],
+        cap: int,
+        log: Callable[[str], None],
+    ) -> dict:
+        """Every arm on ``sample`` back to back in ``order``: the unit's line."""
+        results = {arm: self.run(arm, sample, cap) for arm in order}
+        log(
+            f"[bench] {uid}: "
+            + ", ".join(f"{a} {r['tokens'] / r['seconds']:.2f}" for a, r in results.items())
+            + " tok/s (prefill included)"
+        )
+        return {
+            "sample_id": uid,
+            "kind": "prompt",
+            "prompt_id": sample.sample_id,
+            "repeat": rep,
+            "order": order,
+            "prompt_tokens": len(self.prompt_ids(sample)),
+            "arms": results,
+            "model": self.model,
+            "loadavg_1min": os.getloadavg()[0],
+        }

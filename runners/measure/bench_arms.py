@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
+
+from runners.backends.base import DecodingConfig
 
 
 def our_generate(
@@ -35,7 +38,6 @@ def our_generate(
     Returns:
         The arm fields (see the module docstring); ``verify_s`` / ``draft_s`` / ``criterion_s`` split ``decode_s``.
     """
-    from runners.backends.base import DecodingConfig
 
     decoding = DecodingConfig(
         num_speculative_tokens=L, temperature=0.0, max_new_tokens=max_new_tokens, stop=[], seed=seed
@@ -85,7 +87,7 @@ class _CallCounter:
     def __init__(self, module: torch.nn.Module) -> None:
         self.module, self.calls, self.handle = module, 0, None
 
-    def __enter__(self) -> "_CallCounter":
+    def __enter__(self) -> _CallCounter:
         self.handle = self.module.register_forward_pre_hook(self._hook)
         return self
 

@@ -20,7 +20,8 @@ Keys (``bench/`` namespace; units in the suffix):
 from __future__ import annotations
 
 import statistics
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from runners.measure.latency import summarize_timings
 
@@ -70,93 +71,125 @@ def summarize_bench(
             out["model/gguf_precision"] = prompts[-1]["model"]["gguf"]["precision"]
         out["bench/prompt_tokens_mean"] = statistics.fmean(p["prompt_tokens"] for p in prompts)
         out["bench/loadavg_1min_max"] = max(p.get("loadavg_1min") or 0.0 for p in prompts)
-
-    def results(arm: str, rep: int | None = None) -> list[Mapping[str, Any]]:
-        return [
-            p["arms"][arm]
-            for p in prompts
-            if arm in p["arms"] and (rep is None or p["repeat"] == rep)
-        ]
-
-    rate = {a: _rate(results(a), "tokens", "seconds") for a in arms}
+    arm_results = _Results(prompts)
+    rate = {a: _rate(arm_results(a), "tokens", "seconds") for a in arms}
     for arm in arms:
-        res = results(arm)
-        per_rep = [_rate(results(arm, r), "tokens", "seconds") for r in reps]
-        out.update(
-            {
-                f"bench/{arm}/tok_per_s": rate[arm],
-                f"bench/{arm}/tok_per_s_repeat_std": _std(per_rep),
-                f"bench/{arm}/decode_tok_per_s": _rate(res, "decode_tokens", "decode_s"),
-                f"bench/{arm}/num_output_tokens": sum(r["tokens"] for r in res),
-                f"bench/{arm}/wall_s": sum(r["seconds"] for r in res),
-            }
-        )
-        if arm in SPEC_ARMS:
-            rounds = sum(r["rounds"] for r in res)
-            out[f"bench/{arm}/tau"] = (
-                1 + sum(r["accepted"] for r in res) / rounds if rounds else float("nan")
-            )
+        out.update(_arm_summary(arm, arm_results, reps, rate[arm]))
         for ref in REFS:
-            if ref not in arms or ref == arm:
-                continue
-            out[f"bench/{arm}/x_{ref}"] = rate[arm] / rate[ref]
-            out[f"bench/{arm}/x_{ref}_decode"] = out[f"bench/{arm}/decode_tok_per_s"] / _rate(
-                results(ref), "decode_tokens", "decode_s"
-            )
-            paired = [
-                _rate(results(arm, r), "tokens", "seconds")
-                / _rate(results(ref, r), "tokens", "seconds")
-                for r in reps
-            ]
-            out[f"bench/{arm}/x_{ref}_repeat_std"] = _std(paired)
-            per_line = [
-                p["arms"][arm]["tokens"]
-                / p["arms"][arm]["seconds"]
-                * p["arms"][ref]["seconds"]
-                / p["arms"][ref]["tokens"]
-                for p in prompts
-                if arm in p["arms"]
-                and ref in p["arms"]
-                and p["arms"][ref]["tokens"]
-                and p["arms"][arm]["seconds"] > 0
-            ]
-            out[f"bench/{arm}/x_{ref}_median"] = (
-                statistics.median(per_line) if per_line else float("nan")
-            )
+            if ref in arms and ref != arm:
+                out.update(_speedups(arm, ref, arm_results, reps, rate))
         # speculative arms against their own engine's AR; llama.cpp's AR against ours (do the engines agree?)
         ref_ar = "lc_ar" if arm in GGUF_SPEC_ARMS and "lc_ar" in arms else "ar"
         if arm != ref_ar:
-            same, mism = 0, []
-            for p in prompts:
-                if arm not in p["arms"] or ref_ar not in p["arms"]:
-                    continue
-                d = first_mismatch(
-                    p["arms"][ref_ar]["output_token_ids"], p["arms"][arm]["output_token_ids"]
-                )
-                if d is None:
-                    same += 1
-                else:
-                    mism.append(
-                        {
-                            "prompt_id": p["prompt_id"],
-                            "repeat": p["repeat"],
-                            "position": d[0],
-                            "ar_token": d[1],
-                            "arm_token": d[2],
-                        }
-                    )
-            out[f"bench/{arm}/identical_to_ar"] = same
-            out[f"bench/{arm}/first_mismatches"] = mism
+            out.update(_identical_to_ar(arm, prompts, ref_ar))
     ar_runs = {}
     for p in prompts:  # greedy AR must repeat itself exactly
         ar_runs.setdefault(p["prompt_id"], set()).add(tuple(p["arms"]["ar"]["output_token_ids"]))
     out["bench/ar/deterministic"] = all(len(v) == 1 for v in ar_runs.values())
+    out.update(_in_situ(arms, arm_results))
+    lat = [ln for ln in lines if ln.get("kind") == "latency"]
+    out.update(
+        {k.replace("latency/", "bench/latency/", 1): v for k, v in summarize_timings(lat).items()}
+    )
+    out["bench/latency/context"] = context
+    return out
+
+
+class _Results:
+    """``results(arm, rep=None)``: the arm's per-prompt results, of one repeat or of all."""
+
+    def __init__(self, prompts: Sequence[Mapping[str, Any]]) -> None:
+        self.prompts = prompts
+
+    def __call__(self, arm: str, rep: int | None = None) -> list[Mapping[str, Any]]:
+        return [
+            p["arms"][arm]
+            for p in self.prompts
+            if arm in p["arms"] and (rep is None or p["repeat"] == rep)
+        ]
+
+
+def _arm_summary(arm: str, results: _Results, reps: Sequence[int], rate: float) -> dict:
+    """One arm's rates (all tokens, decode only), tokens, seconds and, for speculative arms, tau."""
+    res = results(arm)
+    per_rep = [_rate(results(arm, r), "tokens", "seconds") for r in reps]
+    out = {
+        f"bench/{arm}/tok_per_s": rate,
+        f"bench/{arm}/tok_per_s_repeat_std": _std(per_rep),
+        f"bench/{arm}/decode_tok_per_s": _rate(res, "decode_tokens", "decode_s"),
+        f"bench/{arm}/num_output_tokens": sum(r["tokens"] for r in res),
+        f"bench/{arm}/wall_s": sum(r["seconds"] for r in res),
+    }
+    if arm in SPEC_ARMS:
+        rounds = sum(r["rounds"] for r in res)
+        out[f"bench/{arm}/tau"] = (
+            1 + sum(r["accepted"] for r in res) / rounds if rounds else float("nan")
+        )
+    return out
+
+
+def _speedups(
+    arm: str, ref: str, results: _Results, reps: Sequence[int], rate: Mapping[str, float]
+) -> dict:
+    """``arm`` over ``ref``: pooled, decode only, its spread over repeats, and the median per-line ratio."""
+    key = f"bench/{arm}/x_{ref}"
+    paired = [
+        _rate(results(arm, r), "tokens", "seconds") / _rate(results(ref, r), "tokens", "seconds")
+        for r in reps
+    ]
+    per_line = [
+        p["arms"][arm]["tokens"]
+        / p["arms"][arm]["seconds"]
+        * p["arms"][ref]["seconds"]
+        / p["arms"][ref]["tokens"]
+        for p in results.prompts
+        if arm in p["arms"]
+        and ref in p["arms"]
+        and p["arms"][ref]["tokens"]
+        and p["arms"][arm]["seconds"] > 0
+    ]
+    return {
+        key: rate[arm] / rate[ref],
+        f"{key}_decode": _rate(results(arm), "decode_tokens", "decode_s")
+        / _rate(results(ref), "decode_tokens", "decode_s"),
+        f"{key}_repeat_std": _std(paired),
+        f"{key}_median": statistics.median(per_line) if per_line else float("nan"),
+    }
+
+
+def _identical_to_ar(arm: str, prompts: Sequence[Mapping[str, Any]], ref_ar: str = "ar") -> dict:
+    """How many of the arm's outputs equal the AR arm ``ref_ar``'s, and where the others first differ."""
+    same, mism = 0, []
+    for p in prompts:
+        if arm not in p["arms"] or ref_ar not in p["arms"]:
+            continue
+        d = first_mismatch(
+            p["arms"][ref_ar]["output_token_ids"], p["arms"][arm]["output_token_ids"]
+        )
+        if d is None:
+            same += 1
+        else:
+            mism.append(
+                {
+                    "prompt_id": p["prompt_id"],
+                    "repeat": p["repeat"],
+                    "position": d[0],
+                    "ar_token": d[1],
+                    "arm_token": d[2],
+                }
+            )
+    return {f"bench/{arm}/identical_to_ar": same, f"bench/{arm}/first_mismatches": mism}
+
+
+def _in_situ(arms: Sequence[str], results: _Results) -> dict:
+    """Verify pass over decode step and the DropMatch decision's share of a verify pass, as the loop ran them."""
 
     def per_pass(arm: str, *parts: str) -> float:
         res = results(arm)
         n = sum(r["verify_passes"] for r in res)
         return sum(r[p] for r in res for p in parts) / n if n else float("nan")
 
+    out = {}
     for pre in ("", "lc_"):
         if f"{pre}sd" in arms and f"{pre}ar" in arms:
             sd_verify = per_pass(f"{pre}sd", "verify_s")
@@ -168,9 +201,4 @@ def summarize_bench(
                     f"{pre}sd", "verify_s", "criterion_s"
                 )
                 out[f"bench/in_situ/{pre}dm_overhead_share"] = extra / sd_verify
-    lat = [ln for ln in lines if ln.get("kind") == "latency"]
-    out.update(
-        {k.replace("latency/", "bench/latency/", 1): v for k, v in summarize_timings(lat).items()}
-    )
-    out["bench/latency/context"] = context
     return out

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
+
+from runners.backends.kv_state import PrefixCache, crop_cache
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +99,6 @@ class LatestPrefixCache:
     def lookup(self, ids: Sequence[int]) -> tuple[Any, int]:
         """(the kept cache cropped in place to the shared prefix, its length), or (None, 0). The cache is handed
         over, not copied: the caller extends it and :meth:`store` takes it back."""
-        from runners.backends.kv_state import PrefixCache, crop_cache
 
         n = min(PrefixCache._shared(self.ids, ids), len(ids) - 1)
         cache, self.ids, self.cache = self.cache, (), None
@@ -191,8 +193,6 @@ class LLMJudge:
     def label_logprobs(self, premise: str, hypothesis: str, question: str = "") -> list[float]:
         """log P(reply = label) for entailment, neutral, contradiction (both spellings summed); not renormalised."""
         import torch
-
-        from runners.backends.kv_state import crop_cache
 
         prompt = self.prompt_ids(premise, hypothesis, question)
         dev = self.model.device

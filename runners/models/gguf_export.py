@@ -15,16 +15,21 @@ import json
 import logging
 from pathlib import Path
 
+from runners.sweep.console import console
+
 logger = logging.getLogger(__name__)
 
 TYPES = ("f32", "f16", "q8_0")
 
 
-def _vocab(tokenizer) -> tuple[list[str], list[int], list[str]]:
-    """Tokens by id, their GGUF token types (1 normal, 3 control) and the BPE merges as ``"a b"`` strings."""
+def _vocab(tokenizer, rows: int) -> tuple[list[str], list[int], list[str]]:
+    """Tokens by id, their GGUF token types (1 normal, 3 control) and the BPE merges as ``"a b"`` strings.
+
+    ``rows``: the embedding's rows; ids the tokenizer lacks (a padded head) are named ``[PAD<id>]``, as llama.cpp's
+    own converter names Qwen2's padding, so the token list covers every row."""
     import gguf
 
-    n = len(tokenizer)
+    n = max(len(tokenizer), int(rows))
     by_id = {i: t for t, i in tokenizer.get_vocab().items()}
     special = {int(i) for i in tokenizer.all_special_ids}
     tokens = [by_id.get(i, f"[PAD{i}]") for i in range(n)]
@@ -84,7 +89,7 @@ def export_qwen2(model_dir: str | Path, out: str | Path, qtype: str = "f32") -> 
     )
     w.add_layer_norm_rms_eps(float(cfg.rms_norm_eps))
     w.add_file_type(int(file_type))
-    tokens, types, merges = _vocab(tok)
+    tokens, types, merges = _vocab(tok, int(model.get_input_embeddings().weight.shape[0]))
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("qwen2")
     w.add_token_list(tokens)
@@ -127,8 +132,6 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--type", default="f32", choices=TYPES)
     a = ap.parse_args()
-    from runners.logs import console
-
     console()
     logger.info("wrote %s", export_qwen2(a.model_dir, a.out, a.type))
 

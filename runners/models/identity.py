@@ -23,7 +23,7 @@ hardware has fast bf16), the dtype the weights are loaded in. A backend that run
 ``dtype: gguf:<file type>`` (e.g. ``gguf:Q4_K_M``: the pinned source's declared ``file_type``, which the engine
 checks against the file's header when it loads it; a local ``*.gguf``'s header), and the sha256 is the GGUF's.
 The run id hashes the part of this identity that the config does not already fix
-(:func:`runners.record.identity_of`), and the record keeps all of it (``config.json``, ``meta.json``).
+(:func:`runners.records.run_id.identity_of`), and the record keeps all of it (``config.json``, ``meta.json``).
 """
 
 from __future__ import annotations
@@ -31,12 +31,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from runners.models.dtype import resolve_dtype
-
 from runners.models.sources import COMPLETE_MARKER, ModelUnavailableError, pick_source
+from runners.paths import cache_dir
+from runners.records.io import atomic_write_json, sha256_file
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -197,8 +199,6 @@ def weights_sha256(path: Path) -> str:
 
 def _file_sha256(path: Path) -> str:
     """sha256 of one file, cached by (path, size, mtime_ns) in memory and in ``<cache>/weights_sha256.json``."""
-    from runners.paths import cache_dir
-    from runners.record import atomic_write_json
 
     st = path.stat()
     key = f"{path}|{st.st_size}|{st.st_mtime_ns}"
@@ -210,10 +210,7 @@ def _file_sha256(path: Path) -> str:
     except (OSError, ValueError):
         known = {}
     if key not in known:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 22), b""):
-                h.update(block)
+        digest = sha256_file(path)
         try:  # re-read: another process may have added entries meanwhile
             known = json.loads(store.read_text())
         except (OSError, ValueError):
@@ -221,7 +218,7 @@ def _file_sha256(path: Path) -> str:
         known = {
             k: v for k, v in known.items() if _current(k)
         }  # forget files that changed or are gone
-        known[key] = h.hexdigest()
+        known[key] = digest
         try:
             store.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_json(store, known)
@@ -241,28 +238,17 @@ def _current(key: str) -> bool:
     return str(st.st_size) == size and str(st.st_mtime_ns) == mtime
 
 
-def unfixed(identity: Mapping[str, Any], pair_cfg: Mapping[str, Any]) -> dict:
-    """The part of ``identity`` the pair config does not already fix (what the run id adds to the config).
+def check_available(identity: Mapping[str, Any], roles: list[str]) -> None:
+    """Refuse a run whose models (``roles`` of a resolved ``model_identity``) have no usable source, before a
+    record is made under the id of weights that cannot be loaded.
 
-    A model whose weights are the pinned source named in the config (same sha256) or a built source (its
-    builder and seed are in the config), loaded in the configured dtype, adds nothing: records made before
-    the identity existed (all on such sources) keep their ids. Anything else (a local directory, the hub, an
-    unavailable source, a dtype resolved from ``auto``) enters the id in full.
+    Raises:
+        ModelUnavailableError: ``pair.<role>: <why>``.
     """
-    out = {}
-    for role, ident in identity.items():
-        spec = pair_cfg.get(role) or {}
-        pinned = spec.get("pinned") if isinstance(spec.get("pinned"), Mapping) else {}
-        fixed = (
-            (
-                ident.get("source") == "pinned"
-                and ident.get("sha256") == str((pinned or {}).get("sha256"))
-            )
-            or ident.get("source") == "built"
-        ) and ident.get("dtype") == str(pair_cfg.get("dtype"))
-        if not fixed:  # (an unavailable source's reason names a path: not part of the identity)
-            out[role] = {k: v for k, v in ident.items() if k != "reason"}
-    return out
+    for role in roles:
+        ident = identity.get(role) or {}
+        if ident.get("source") == "unavailable":
+            raise ModelUnavailableError(f"pair.{role}: {ident.get('reason')}")
 
 
 def clear_memo() -> None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from runners.models.dtype import resolve_dtype
 from runners.models.identity import hub_revision
@@ -27,7 +28,7 @@ class LoadedPair:
 
     Attributes:
         name: pair key (``conf/pair/<name>.yaml``).
-        tokenizer: the target's tokenizer (the draft must share the vocabulary).
+        tokenizer: the target's tokenizer (the draft shares it: checked at load).
         target: ``transformers`` causal LM, eval mode.
         draft: causal LM or None (``L = 0`` runs, the AR baseline, need no draft).
         target_dir / draft_dir: where they were loaded from (a record field).
@@ -39,6 +40,10 @@ class LoadedPair:
             them to :func:`runners.datasets.base.prompt_token_ids`.
         config: the ``pair`` config it was loaded from (a backend that reads other files of a model, e.g. its
             GGUF through :func:`runners.models.sources.gguf_file`, finds its sources there).
+        vocab_size: V, the shared tokenizer's vocabulary (``len(tokenizer)``). A model's LM head may have more
+            rows (padding to a multiple of 64 or 128, by different amounts in draft and target: Qwen2.5-Coder-0.5B
+            151,936 rows, the 7B/14B/32B 152,064); the backends cut both heads to V, so rows beyond it carry
+            no probability on either side.
     """
 
     name: str
@@ -52,6 +57,52 @@ class LoadedPair:
     load_s: float
     chat_template_kwargs: dict = field(default_factory=dict)
     config: dict = field(default_factory=dict)
+    vocab_size: int | None = None
+
+
+def _load_tokenizer(path: str, revision: str | None) -> Any:
+    from transformers import AutoTokenizer
+
+    key = ("tokenizer", path, revision or "")
+    if key not in _LOADED:
+        _LOADED[key] = AutoTokenizer.from_pretrained(path, revision=revision)
+    return _LOADED[key]
+
+
+def check_shared_vocabulary(
+    name: str, tokenizer: Any, draft_tokenizer: Any, target_rows: int | None, draft_rows: int | None
+) -> int:
+    """The shared vocabulary size V of a pair, or an error naming the sizes that do not fit.
+
+    Args:
+        name: the pair's name (for the message).
+        tokenizer / draft_tokenizer: the target's and the draft's tokenizers (``draft_tokenizer`` None: the draft
+            ships none, only its LM head is checked).
+        target_rows / draft_rows: rows of each LM head (None: not loaded).
+
+    Returns:
+        ``len(tokenizer)``.
+
+    Raises:
+        ValueError: the tokenizers differ (size or any token's id), or an LM head has fewer rows than the
+            tokenizer has ids.
+    """
+    V = len(tokenizer)
+    if draft_tokenizer is not None:
+        dv = len(draft_tokenizer)
+        if dv != V or draft_tokenizer.get_vocab() != tokenizer.get_vocab():
+            theirs, ours = draft_tokenizer.get_vocab(), tokenizer.get_vocab()
+            diff = sorted(set(theirs.items()) ^ set(ours.items()), key=lambda kv: kv[1])[:3]
+            raise ValueError(
+                f"pair {name!r}: the draft's tokenizer ({dv} ids) and the target's ({V} ids) differ "
+                f"(e.g. {diff}); speculative decoding needs one shared vocabulary"
+            )
+    for role, rows in (("target", target_rows), ("draft", draft_rows)):
+        if rows is not None and rows < V:
+            raise ValueError(
+                f"pair {name!r}: the {role}'s LM head has {rows} rows, fewer than the tokenizer's {V} ids"
+            )
+    return V
 
 
 def _load_model(path: str, dtype: str, device: str, revision: str | None = None):
@@ -82,10 +133,10 @@ def load_pair(
     Raises:
         runners.models.sources.ModelUnavailableError: a model has no usable source.
         ValueError: ``pair.dtype`` is not an allowed value.
-        ValueError: draft and target vocabularies differ in size beyond the padded embedding rows.
+        ValueError: the draft's tokenizer differs from the target's (the message names both sizes), or an LM
+            head has fewer rows than the tokenizer has ids (:func:`check_shared_vocabulary`).
     """
     import torch
-    from transformers import AutoTokenizer
 
     torch.set_num_threads(int(os.environ.get("DROPMATCH_THREADS", os.cpu_count() or 1)))
     t0 = time.perf_counter()
@@ -96,21 +147,15 @@ def load_pair(
     # a hub model loads the commit its run id hashed (runners.models.identity), not whatever main is now
     t_rev = hub_revision(pair["target"])
     d_rev = hub_revision(pair["draft"]) if need_draft else None
-    tok_key = ("tokenizer", target_dir, t_rev or "")
-    if tok_key not in _LOADED:
-        _LOADED[tok_key] = AutoTokenizer.from_pretrained(target_dir, revision=t_rev)
-    tokenizer = _LOADED[tok_key]
+    tokenizer = _load_tokenizer(target_dir, t_rev)
+    draft_tokenizer = _draft_tokenizer(draft_dir, d_rev) if draft_dir else None
+    # tokenizers first: a pair that cannot share a vocabulary is refused before any weights load
+    check_shared_vocabulary(str(pair["name"]), tokenizer, draft_tokenizer, None, None)
     target = _load_model(target_dir, dtype, device, t_rev) if load_weights else None
     draft = _load_model(draft_dir, dtype, device, d_rev) if draft_dir and load_weights else None
-    if draft is not None and target is not None:
-        tv, dv = (
-            target.get_output_embeddings().weight.shape[0],
-            draft.get_output_embeddings().weight.shape[0],
-        )
-        if abs(tv - dv) > 1024 or min(tv, dv) < len(tokenizer):
-            raise ValueError(
-                f"pair {pair['name']!r}: draft vocabulary ({dv}) and target vocabulary ({tv}) differ"
-            )
+    vocab_size = check_shared_vocabulary(
+        str(pair["name"]), tokenizer, None, _head_rows(target), _head_rows(draft)
+    )
     return LoadedPair(
         name=str(pair["name"]),
         tokenizer=tokenizer,
@@ -123,4 +168,18 @@ def load_pair(
         load_s=time.perf_counter() - t0,
         chat_template_kwargs=dict(pair.get("chat_template_kwargs") or {}),
         config=dict(pair),
+        vocab_size=vocab_size,
     )
+
+
+def _head_rows(model: Any) -> int | None:
+    return None if model is None else int(model.get_output_embeddings().weight.shape[0])
+
+
+def _draft_tokenizer(path: str, revision: str | None) -> Any:
+    """The draft's own tokenizer, or None when its directory ships none (a bare head)."""
+    try:
+        return _load_tokenizer(path, revision)
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        logger.info("draft %s: no tokenizer (%s); only its LM head size is checked", path, exc)
+        return None

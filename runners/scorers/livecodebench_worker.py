@@ -141,7 +141,7 @@ def run_tests(job: dict[str, Any], timeout_s: float) -> int:
             with (
                 mock.patch("sys.stdin", io.StringIO(inp)),
                 mock.patch("sys.stdout", buf),
-                mock.patch("builtins.input", lambda *a: next(lines)),
+                mock.patch("builtins.input", lambda *a, lines=lines: next(lines)),
             ):
                 try:
                     with time_limit(timeout_s):

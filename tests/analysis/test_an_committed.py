@@ -1,5 +1,7 @@
 """Auditable results: every committed artefact rebuilds byte for byte (md, csv, tex) from the committed run
-records its manifest lists; records of a committed artefact are committed too; .gitignore keeps them tracked."""
+records its manifest lists, to the same manifest (the same runs and the same files: a render from the committed
+records adds and removes nothing), and its folder holds exactly the files its manifest lists; records of a
+committed artefact are committed too; .gitignore keeps them tracked."""
 
 from __future__ import annotations
 
@@ -11,24 +13,44 @@ from pathlib import Path
 import pytest
 
 from analysis.render import ARTEFACTS, render
-from analysis_fixtures import item_run, item_sample, run_cfg
 from runners.paths import REPO_ROOT
+from tests.helpers.records import item_run, item_sample, run_cfg
 
 RESULTS = REPO_ROOT / "results"
 COMPARED = (".md", ".csv", ".tex")
 
 
 def rebuild_diffs(results: Path, name: str, out: Path) -> list[str]:
-    """Render ``name`` from ``results/runs`` into ``out`` with the manifest's profile; the files that differ."""
+    """Render ``name`` from ``results/runs`` into ``out`` with the manifest's profile; what differs: the
+    md/csv/tex files whose bytes differ, and ``manifest.json: <key> ...`` for each manifest entry that changed
+    (runs or source runs added or dropped, files added or dropped, another profile)."""
     man = json.loads((results / name / "manifest.json").read_text())
     render(name, man["profile"], runs_root=results / "runs", out_root=out, echo=False)
+    new_man = json.loads((out / name / "manifest.json").read_text())
     diffs = []
     for f in man["files"]:
         if Path(f).suffix in COMPARED:
             old, new = results / name / f, out / name / f
             if not new.is_file() or old.read_bytes() != new.read_bytes():
                 diffs.append(f)
+    for key in sorted(set(man) | set(new_man)):
+        old_v, new_v = man.get(key), new_man.get(key)
+        if isinstance(old_v, list) or isinstance(new_v, list):
+            added = sorted(set(new_v or []) - set(old_v or []))
+            dropped = sorted(set(old_v or []) - set(new_v or []))
+            if added or dropped:
+                diffs.append(f"manifest.json: {key} added {added}, dropped {dropped}")
+        elif old_v != new_v:
+            diffs.append(f"manifest.json: {key} {old_v!r} -> {new_v!r}")
     return diffs
+
+
+def unlisted_files(d: Path) -> list[str]:
+    """Files in an artefact folder that its ``manifest.json`` does not list (stale outputs of an earlier
+    render), and listed files that are missing (prefixed ``missing:``)."""
+    listed = set(json.loads((d / "manifest.json").read_text())["files"])
+    present = {p.name for p in d.iterdir() if p.is_file() and p.name != "manifest.json"}
+    return sorted(present - listed) + [f"missing: {f}" for f in sorted(listed - present)]
 
 
 def _git(*args: str) -> subprocess.CompletedProcess | None:
@@ -69,7 +91,29 @@ def test_committed_artefact_rebuilds_from_committed_records(name, tmp_path):
         assert not untracked, (
             f"results/{name}/ is committed but the records of runs {untracked[:5]} are not"
         )
+    assert unlisted_files(d) == [], f"results/{name}/ holds files its manifest does not list"
     assert rebuild_diffs(RESULTS, name, tmp_path) == []
+
+
+def test_rebuild_detects_an_extra_run_and_stale_files(results, tmp_path):
+    """A run record that the committed artefact does not hold but its select() takes (a new table, a new
+    row) changes the rebuilt manifest, and a file left by an earlier render is reported."""
+    for m, L, rounds in (("sd", 5, [3, 3]), ("dropmatch", 5, [3, 4])):
+        samples = [item_sample(f"g/{i}", rounds, L, wall_s=1.0) for i in range(3)]
+        item_run(
+            results, m, run_cfg(m, "gsm8k", L=L, p_drop=0.3 if m == "dropmatch" else None), samples
+        )
+    render("table6", "default", echo=False)
+    assert rebuild_diffs(results, "table6", tmp_path / "a") == []
+    assert unlisted_files(results / "table6") == []
+    samples = [item_sample(f"g/{i}", [2, 2], 5, wall_s=1.0) for i in range(3)]
+    item_run(results, "dm-p0.1", run_cfg("dropmatch", "gsm8k", L=5, p_drop=0.1), samples)
+    diffs = rebuild_diffs(results, "table6", tmp_path / "b")
+    assert "manifest.json: runs added ['dm-p0.1'], dropped []" in diffs
+    assert any(d.startswith("manifest.json: files added ['table6_p0.1_K5.csv'") for d in diffs)
+    (results / "table6" / "old_plot.png").write_bytes(b"x")
+    (results / "table6" / "table6.tex").unlink()
+    assert unlisted_files(results / "table6") == ["old_plot.png", "missing: table6.tex"]
 
 
 def test_rebuild_is_byte_identical_and_detects_a_changed_record(results, tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from analysis.figures import fig3
 from analysis.similarity import bidirectional, off_diagonal_mean
-from analysis_fixtures import run_cfg, similarity_line, summary, write_run
+from tests.helpers.records import run_cfg, similarity_line, summary, write_run
 
 
 def test_bidirectional_needs_both_directions():
@@ -29,12 +29,23 @@ def test_figure_in_paper_style():
         0.1: {"cosine": m, "entailment_soft": m},
         0.3: {"cosine": m * 0.8, "entailment_soft": np.eye(5)},
     }
-    fig, panels = fig3.figure(mats)
+    fig, panels = fig3.figure(mats, judge="LLM judge: J-1B", sbert="mini", prompts=7)
     assert panels == ["(a)", "(b)", "(c)", "(d)"] and fig.get_figwidth() == style.WIDTH["double"]
     heat = [ax for ax in fig.axes if ax.get_images()]
+    assert len(heat) == 4 and fig._suptitle is None
+    # the figure says what H1-H5 are and which judge scored the entailment panels (no provenance lines)
+    note = fig._supxlabel.get_text()
     assert (
-        len(heat) == 4 and fig.texts == [] and fig._suptitle is None
-    )  # no provenance inside the plot
+        "H1-H5: the target's K=5 MC-dropout decoding paths" in note
+        and "mean over 7 prompts" in note
+    )
+    assert "LLM judge: J-1B" in note and "SBERT embeddings: mini" in note
+    bars = [ax for ax in fig.axes if not ax.get_images()]  # the colourbars, each labelled
+    assert [b.get_ylabel() for b in bars] == [
+        "cosine similarity",
+        fig3.COLORBAR["entailment_soft"],
+    ] * 2
+    assert all(ax.get_xlabel() == "path $j$" and ax.get_ylabel() == "path $i$" for ax in heat)
     assert [t.get_text() for t in heat[3].texts if t.get_text().startswith("(")] == ["(d)"]
     assert heat[2].get_images()[0].get_array()[0, 1] == pytest.approx(
         0.4

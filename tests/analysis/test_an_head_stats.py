@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
 import pytest
 
 from analysis.head_stats import js_table, pattern_table, position_frame
-from analysis_fixtures import trace_round
+from tests.helpers.records import trace_round
 
 # One position per K=5 pattern, in agreement_pattern_names(5) order, plus a second "5".
 HEADS = [
@@ -113,8 +112,8 @@ def test_real_loop_trace_roundtrip(tiny_pair_dir):
     import json
 
     import criteria.rules  # noqa: F401
-    from criteria.registry import CRITERIA
     from criteria.dropout_heads import HeadSpec
+    from criteria.registry import CRITERIA
     from runners.backends.base import DecodingConfig
     from runners.backends.hf_loop import HFLoopBackend
     from runners.datasets.base import Sample

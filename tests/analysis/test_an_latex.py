@@ -61,7 +61,7 @@ def _engine() -> str | None:
 def test_tables_compile(tmp_path, results):
     """The tex of a rendered Table 6 and of a table of every special character compile (pdflatex or tectonic)."""
     engine = _engine()
-    from analysis_fixtures import item_run, item_sample, run_cfg
+    from tests.helpers.records import item_run, item_sample, run_cfg
 
     item_run(
         results, "sd", run_cfg("sd", "gsm8k", L=5), [item_sample("g/0", [3, 3], 5, wall_s=4.5)]

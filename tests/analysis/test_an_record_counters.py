@@ -1,4 +1,4 @@
-"""Issue 10 item 1, as a property of every committed record: the counters count only tokens the output kept.
+"""A property of every committed record: the counters count only tokens the output kept.
 
 For every sample of every run under ``results/runs/`` (the records behind the committed tables, real-pair runs):
 ``num_drafts + num_accepted_tokens == len(output_token_ids) - 1 + eos_removed`` (rounds emit every output token
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.counters import counter_faults
+from analysis.counter_checks import counter_faults
 from runners.paths import REPO_ROOT
 
 RUNS = REPO_ROOT / "results" / "runs"
@@ -38,7 +38,7 @@ def test_committed_records_satisfy_the_counter_identity(run_dir):
 
 
 def test_the_check_finds_a_count_past_the_cut(tmp_path):
-    """The fault of issue 10 item 1: 17 tokens out, counters for 18 committed."""
+    """The fault this guards against: 17 tokens out, counters for 18 committed."""
     rec = {
         "sample_id": "x",
         "output_token_ids": list(range(17)),
@@ -58,7 +58,7 @@ def test_vllm_autoregressive_record_passes_the_counter_identity(tmp_path):
     records held an empty accepted_per_round and failed this property on Table 5's committed AR runs)."""
     import json
 
-    from analysis.counters import counter_faults
+    from analysis.counter_checks import counter_faults
     from runners.backends.vllm_counters import output_counters
 
     counters, per_round = output_counters([], [], 7, 0)

@@ -10,9 +10,16 @@ import sys
 
 import pytest
 
-from analysis_fixtures import item_run, item_sample, run_cfg, similarity_line, summary, write_run
 from analysis.render import ARTEFACTS
 from runners.paths import REPO_ROOT
+from tests.helpers.records import (
+    item_run,
+    item_sample,
+    run_cfg,
+    similarity_line,
+    summary,
+    write_run,
+)
 
 
 def _vllm(cfg: dict) -> dict:
@@ -63,6 +70,7 @@ def test_every_renderer_exits_nonzero_without_runs(results, name, capsys):
     assert not (results / name).exists()
 
 
+@pytest.mark.subprocess
 def test_cli_exit_codes(results):
     run = [sys.executable, "-m", "analysis.render"]
     env = {"DROPMATCH_RESULTS": str(results), "PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"}
@@ -200,7 +208,35 @@ def test_footer_commits_identity_and_decision_code(results):
         "model identity (qwen25coder_0.5b_1.5b): draft dtype bfloat16, sha256 1d9614638d18, "
         "target dtype bfloat16, sha256 cc324af070c2"
     ) in md
-    assert "MIXED decision code: dddddddddddd (1 run), eeeeeeeeeeee (1 run)" in md
+    line = next(x for x in md.splitlines() if "decision code" in x)
+    assert line.startswith("- decision code fingerprints (per rule@backend): ")
+    assert "dddddddddddd" in line and "eeeeeeeeeeee" in line and "MIXED" not in line
+
+
+def test_footer_says_mixed_only_within_one_rule_and_backend():
+    """Each run's fingerprint covers its own rule and backend, so SD and DM differ by design; two SD runs made by
+    different code are MIXED."""
+    import pandas as pd
+
+    from analysis.footer import decision_lines
+
+    runs = pd.DataFrame(
+        {
+            "criterion": ["rejection", "dropmatch_js", "rejection"],
+            "method": ["sd", "dropmatch", "sd"],
+            "backend": ["hf", "hf", "hf"],
+            "decision_code": ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "aaaaaaaaaaaa"],
+        }
+    )
+    assert decision_lines(runs) == [
+        "decision code fingerprints (per rule@backend): dropmatch_js@hf bbbbbbbbbbbb, "
+        "rejection@hf aaaaaaaaaaaa"
+    ]
+    runs.loc[2, "decision_code"] = "cccccccccccc"
+    (mixed,) = decision_lines(runs)
+    assert mixed.startswith(
+        "MIXED decision code: rejection@hf: aaaaaaaaaaaa (1 run), cccccccccccc (1 run)"
+    )
 
 
 def test_footer_one_run_spanning_two_commits(results):
@@ -228,7 +264,7 @@ def test_git_dirty_ignores_results(tmp_path, monkeypatch):
     """Rewritten records under results/ are data and README edits prose: the dirty flag reads code changes only."""
     import subprocess
 
-    import runners.provenance as prov
+    import runners.records.provenance as prov
 
     def git(*a):
         subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)
@@ -284,8 +320,16 @@ def test_figures_follow_the_style(results):
     (f,) = art.figures
     axes = f.fig.axes
     assert [ax.get_title() for ax in axes] == ["GSM8K", "MMLU", "HumanEval"]  # table order
-    assert [[t.get_text() for t in ax.texts] for ax in axes] == [["(a)"], ["(b)"], ["(c)"]]
+    # SD's rounds accepted 3 and 1 of 5: no round reached position 4, so position 5 is n/a (not a 0)
+    na = "SD L=5: i ≥ 5 n/a\n(no round's accepted prefix reached i - 1)"
+    assert [[t.get_text() for t in ax.texts] for ax in axes] == [[na, "(a)"]] * 1 + [
+        [na, "(b)"],
+        [na, "(c)"],
+    ]
     assert f.fig.texts == [] and f.fig._suptitle is None  # no provenance inside the plot
+    sd = f.data[(f.data["dataset"] == "gsm8k") & (f.data["method"] == "sd")]
+    assert sd["verified"].tolist() == [True, True, True, True, False]
+    assert [ln.get_xdata().tolist() for ln in axes[0].lines][0] == [1, 2, 3, 4]  # SD: 5 not drawn
     assert "(a) GSM8K, (b) MMLU, (c) HumanEval" in f.caption
     assert f.fig.get_figwidth() == style.WIDTH["double"]
     colors = {line.get_color() for line in axes[0].lines}
@@ -315,6 +359,7 @@ def _leet(run_dir) -> list[dict]:
     return [json.loads(line) for line in out.splitlines()]
 
 
+@pytest.mark.subprocess
 def test_wandb_offline_logs_every_table_and_figure(results, monkeypatch):
     pytest.importorskip("wandb")
     from analysis.render import render

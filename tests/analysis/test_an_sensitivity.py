@@ -4,10 +4,10 @@ the paper's rule when the sensitivity sweep left include_target=true runs at its
 
 from __future__ import annotations
 
-from analysis_fixtures import item_run, item_sample, run_cfg
 from analysis.artefact import Profile
 from analysis.figures import sensitivity
 from analysis.load import load_runs
+from tests.helpers.records import item_run, item_sample, run_cfg
 
 
 def _cfg(method, *, p_drop=None, K=5, include_target=None, batch_size=1, majority=None):

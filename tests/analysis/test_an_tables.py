@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from analysis_fixtures import (
+from tests.helpers.records import (
     item_run,
     item_sample,
     run_cfg,
@@ -274,3 +274,45 @@ def test_table6_intervals_and_paired_speedup(results):
     md = (results / "table6" / "table6.md").read_text()
     assert "| 1.33 [1.25, 1.50] vs SD" in md and "n (items per cell): GSM8K 2" in md
     assert "percentile bootstrap over items (B=2000, seed 0)" in md
+
+
+def test_table6_delta_acc_is_paired_over_items_with_diverged_outputs(results):
+    """AR, SD and DM on 6 items. SD's outputs equal AR's; DM's outputs differ on items 1 and 2 and item 1
+    flips from right to wrong. Expected: SD vs AR +0.0 with 0/6 differ; DM vs SD -16.7 points, the
+    Newcombe paired interval of the table (n11=3, n10=0, n01=1, n00=2), 2/6 differ, McNemar p = 1."""
+    from analysis.render import main
+    from analysis.stats import newcombe_paired_ci
+
+    right = [1.0, 1.0, 0.0, 1.0, 1.0, 0.0]
+
+    def samples(L: int, flip: bool) -> list[dict]:
+        out = []
+        for i, c in enumerate(right):
+            s = item_sample(f"g/{i}", [3] if L else [], L, correct=c, tokens=5, wall_s=1.0)
+            s["output_token_ids"] = [10 + i, 7, 7, 7, 2]
+            if flip and i in (1, 2):
+                s["output_token_ids"][2] = 99  # the DM output diverged here
+                s["quality"]["correct"] = 0.0 if i == 1 else c
+            out.append(s)
+        return out
+
+    item_run(results, "ar", run_cfg("ar", "gsm8k"), samples(0, False))
+    item_run(results, "sd", run_cfg("sd", "gsm8k", L=5), samples(5, False))
+    item_run(results, "dm", run_cfg("dropmatch", "gsm8k", p_drop=0.3, L=5), samples(5, True))
+    assert main(["table6"]) == 0
+    t = pd.read_csv(results / "table6" / "table6.csv").set_index("method")
+    _, lo, hi = newcombe_paired_ci(3, 0, 1, 2)
+    dm = t.loc["dropmatch"]
+    assert dm["delta_acc_pp_vs_sd"] == pytest.approx(-100 / 6)
+    assert (dm["delta_acc_pp_vs_sd_lo"], dm["delta_acc_pp_vs_sd_hi"]) == pytest.approx(
+        (100 * lo, 100 * hi)
+    )
+    assert (dm["delta_acc_pp_vs_sd_n"], dm["delta_acc_pp_vs_sd_diverged"]) == (6, 2)
+    assert dm["delta_acc_pp_vs_sd_p_mcnemar"] == 1.0
+    assert dm["delta_acc_pp_vs_ar"] == pytest.approx(-100 / 6)
+    sd = t.loc["sd"]
+    assert (sd["delta_acc_pp_vs_ar"], sd["delta_acc_pp_vs_ar_diverged"]) == (0.0, 0)
+    assert math.isnan(sd["delta_acc_pp_vs_sd"])  # SD has no SD reference
+    md = (results / "table6" / "table6.md").read_text()
+    assert f"-16.7 [{100 * lo:+.1f}, {100 * hi:+.1f}], 2/6 differ vs SD" in md
+    assert "+0.0 [" in md and "0/6 differ vs AR" in md

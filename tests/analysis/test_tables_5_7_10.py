@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis_fixtures import item_run, item_sample, write_run
+from tests.helpers.records import item_run, item_sample, write_run
 
 EAGLE = "qwen25coder_1.5b_eagle3_random"
 SDPAIR = "qwen25coder_0.5b_1.5b"
@@ -179,3 +179,27 @@ def test_load_runs_has_spec_method(results):
         and r.iloc[0]["spec_method"] == "eagle3"
         and bool(r.iloc[0]["eagle3_random_head"])
     )
+
+
+def test_table10_only_at_lengths_with_dropmatch_runs(results):
+    """An EAGLE3 SD run at L=5 (Table 7's) beside the L=7 comparison adds no ``table10_L5``: Table 10 compares
+    SD + DropMatch with EAGLE3, and at L=5 there is nothing to compare."""
+    from analysis.render import render
+
+    vrun(
+        results,
+        "e7",
+        cfg("sd", "komt_bench", L=7, pair=EAGLE, spec="eagle3", random_head=True),
+        samples([[1]], wall=2.0, L=7),
+    )
+    vrun(results, "sdm", cfg("dropmatch_naive", "komt_bench", L=7), samples([[1]], wall=1.0, L=7))
+    vrun(
+        results,
+        "e5",
+        cfg("sd", "komt_bench", L=5, pair=EAGLE, spec="eagle3", random_head=True),
+        samples([[1]], wall=2.0, L=5),
+    )
+    art = render("table10", "default")
+    assert [t.stem for t in art.tables] == ["table10"]
+    assert "e5" not in set(art.runs["run_id"])
+    assert not (results / "table10" / "table10_L5.md").exists()

@@ -19,9 +19,10 @@ THRESHOLDS = (0.1, 0.5)
 @pytest.fixture(scope="module")
 def tiny_records(tiny_pair_dir, tmp_path_factory):
     """A judge and the runs of the five artefacts on the tiny pair (profile=smoke, L=3) in one results dir."""
+    from omegaconf import OmegaConf
+
     from runners.autojudge.build import build
     from runners.run import run
-    from omegaconf import OmegaConf
 
     results = tmp_path_factory.mktemp("aj_results")
     old = {k: os.environ.get(k) for k in ("DROPMATCH_RESULTS", "DROPMATCH_TINY_PAIR")}
@@ -147,6 +148,7 @@ def test_fig1_part_a_and_pending_b(tiny_records):
     assert (tiny_records / "fig1" / "fig1.png").is_file()
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("name", ["table8", "table9", "fig1", "fig5", "fig6"])
 def test_no_runs_is_an_error(tmp_path, name):
     env = {**os.environ, "DROPMATCH_RESULTS": str(tmp_path), "PYTHONPATH": str(REPO_ROOT)}
@@ -163,6 +165,7 @@ def test_no_runs_is_an_error(tmp_path, name):
     )
 
 
+@pytest.mark.subprocess
 def test_build_refuses_what_it_cannot_build(tmp_path):
     env = {**os.environ, "DROPMATCH_RESULTS": str(tmp_path), "PYTHONPATH": str(REPO_ROOT)}
     out = subprocess.run(
@@ -195,6 +198,7 @@ def test_build_refuses_what_it_cannot_build(tmp_path):
     assert out.returncode == 2 and "has no judge" in out.stderr
 
 
+@pytest.mark.subprocess
 def test_reproduce_refuses_when_the_judge_cannot_be_built(tmp_path):
     """./reproduce.sh table8 with a pair whose judge cannot be built here: exit 2 and the reason, no sweep."""
     import hashlib

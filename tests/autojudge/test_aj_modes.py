@@ -7,9 +7,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from runners.backends.modes import modes_of, supported_modes
+from runners.config.errors import ConfigError
+from runners.config.resolve import resolve_run_config
 from runners.paths import REPO_ROOT
-from runners.run import resolve_run_config
-from runners.validate import ConfigError
 
 
 def test_modes_declared():

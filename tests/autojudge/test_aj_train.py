@@ -17,7 +17,7 @@ from runners.autojudge.artefact import judge_dir, judge_key, mining_identity, ro
 from runners.autojudge.mine import encode_rows
 from runners.autojudge.train import split_prompts, threshold_metrics, train
 from runners.paths import REPO_ROOT
-from runners.record import RunRecord
+from runners.records.record import RunRecord
 
 D_DRAFT, D = 5, 7
 PAIR = {"name": "synthetic", "target": {"name": "t"}, "draft": {"name": "d"}, "dtype": "float32"}
@@ -77,7 +77,7 @@ def write_records(cfg, n_prompts=40, per_prompt=6, seed=0):
     return rec
 
 
-def test_known_separation_and_torch_scoring(results_dir):
+def test_known_separation_and_torch_scoring(results):
     cfg = judge_cfg()
     write_records(cfg)
     info = train(PAIR, cfg, log=lambda *_: None)
@@ -105,7 +105,7 @@ def test_known_separation_and_torch_scoring(results_dir):
     assert (p[0] > 0.5).tolist() == [True, False, True, False]  # separated on target feature 0
 
 
-def test_judge_reused_and_rekeyed(results_dir):
+def test_judge_reused_and_rekeyed(results):
     cfg = judge_cfg()
     write_records(cfg)
     a = train(PAIR, cfg, log=lambda *_: None)
@@ -121,7 +121,7 @@ def test_judge_reused_and_rekeyed(results_dir):
     )  # not where from
 
 
-def test_train_refuses_without_records(results_dir):
+def test_train_refuses_without_records(results):
     with pytest.raises(RuntimeError, match="mining records"):
         train(PAIR, judge_cfg(), log=lambda *_: None)
 
@@ -143,12 +143,13 @@ def _cli(args, env):
     )
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
-def test_tiny_build_then_run_and_refusal(tiny_pair_dir, results_dir):
+def test_tiny_build_then_run_and_refusal(tiny_pair_dir, results):
     env = {
         **os.environ,
         "DROPMATCH_TINY_PAIR": str(tiny_pair_dir),
-        "DROPMATCH_RESULTS": str(results_dir),
+        "DROPMATCH_RESULTS": str(results),
         "PYTHONPATH": str(REPO_ROOT),
         "DROPMATCH_THREADS": "1",
     }
@@ -168,7 +169,7 @@ def test_tiny_build_then_run_and_refusal(tiny_pair_dir, results_dir):
     )
     built = _cli(["-m", "runners.autojudge.build", "method=autojudge", *base], env)
     assert built.returncode == 0, built.stderr[-2000:]
-    judges = list((results_dir / "autojudge" / "judges").iterdir())
+    judges = list((results / "autojudge" / "judges").iterdir())
     assert (
         len(judges) == 1 and json.loads((judges[0] / "judge.json").read_text())["num_prompts"] == 2
     )
@@ -196,7 +197,7 @@ def test_prompt_folds_hold_out_each_prompt_once():
         )  # a prompt never straddles train and held-out rows
 
 
-def test_cv_selection_refits_on_all_and_reports_out_of_fold_metrics(results_dir):
+def test_cv_selection_refits_on_all_and_reports_out_of_fold_metrics(results):
     # 4 prompts, one of them all-unimportant: the 90/10 split's one validation prompt would have one class
     cfg = judge_cfg()
     cfg["train"] = {**cfg["train"], "selection": "cv", "C_grid": [0.0001, 1.0]}
@@ -211,8 +212,8 @@ def test_cv_selection_refits_on_all_and_reports_out_of_fold_metrics(results_dir)
     assert by_t[0.5]["recall_important"] > 0.8
 
 
-def test_selection_is_validated(results_dir):
-    from runners.validate import ConfigError
+def test_selection_is_validated(results):
+    from runners.config.errors import ConfigError
 
     cfg = judge_cfg()
     cfg["train"] = {**cfg["train"], "selection": "loo"}
@@ -223,6 +224,7 @@ def test_selection_is_validated(results_dir):
         train(PAIR, cfg, log=lambda *_: None)
 
 
+@pytest.mark.subprocess
 def test_train_entry_point_finds_its_config(tmp_path):
     # regression: a relative config_path resolved against runners.autojudge.build broke `-m runners.autojudge.train`
     env = {**os.environ, "DROPMATCH_RESULTS": str(tmp_path)}
@@ -241,7 +243,7 @@ def test_train_entry_point_finds_its_config(tmp_path):
     )
 
 
-def test_build_uses_an_existing_judge_without_its_mining_records(results_dir):
+def test_build_uses_an_existing_judge_without_its_mining_records(results):
     # a fresh clone has the committed judge but not always the mining records: build must not mine again
     import shutil
 
@@ -252,7 +254,5 @@ def test_build_uses_an_existing_judge_without_its_mining_records(results_dir):
     info = train(PAIR, cfg, log=lambda *_: None)
     shutil.rmtree(rec.dir)
     lines = []
-    out = build(
-        PAIR, cfg, "build", log=lines.append
-    )  # mining would need the (absent) model and data
+    out = build(PAIR, cfg, log=lines.append)  # mining would need the (absent) model and data
     assert out["judge_key"] == info["judge_key"] and "mining and training skipped" in lines[0]

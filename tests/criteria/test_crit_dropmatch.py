@@ -195,7 +195,6 @@ def js_hand_round():
     R: heads identical (token 2), draft token 1, same draft_probs -> neither.
     Row 0 = J, M, R; row 1 = R, M, J.
     """
-    V = 4
     disp = [[2.0, 0, 0, 0], [0, 2.0, 0, 0], [0, 0, 2.0, 0]]
     same = [[0, 0, 3.0, 0]] * 3
     centroid = softmax_list([2 / 3, 2 / 3, 2 / 3, 0])

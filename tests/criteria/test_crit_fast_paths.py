@@ -1,4 +1,4 @@
-"""The fast paths of the DropMatch decision make the same decisions as the full computation (issue 13 Targets)."""
+"""The fast paths of the DropMatch decision make the same decisions as the full computation."""
 
 from __future__ import annotations
 

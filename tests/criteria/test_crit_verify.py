@@ -168,7 +168,7 @@ def test_errors_name_the_field():
 
 
 def test_generator_on_another_device_than_the_hidden_states_is_refused():
-    """The GPU bug of issue 10: a CPU generator with hidden states elsewhere must fail clearly, not mix devices."""
+    """A CPU generator with hidden states on another device must fail clearly, not mix devices."""
     hidden, head, drafts, q = setup(B=1)
     meta = hidden.to("meta")
     with pytest.raises(ValueError, match="generator is on cpu but the hidden states are on meta"):

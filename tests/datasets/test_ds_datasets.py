@@ -5,18 +5,16 @@ from __future__ import annotations
 import inspect
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
-from typing import Any
-
 import runners.datasets  # noqa: F401  (registration)
+import runners.scorers  # noqa: F401,E402  (registration)
 from runners.datasets.base import Sample, TaskDataset
 from runners.paths import REPO_ROOT
 from runners.registry import DATASETS, SCORERS
-
-import runners.scorers  # noqa: F401,E402  (registration)
 
 NAMES = ("gsm8k", "mmlu", "ifeval", "humaneval")
 FULL_SIZES = {"gsm8k": 1319, "mmlu": 14042, "ifeval": 541, "humaneval": 164}
@@ -343,6 +341,7 @@ class TestIfevalAndHumaneval:
             )
 
 
+@pytest.mark.subprocess
 def test_import_is_light() -> None:
     """Registering datasets and scorers imports neither lm-eval, EvalPlus, HF datasets nor NLTK."""
     import subprocess

@@ -15,7 +15,8 @@ def build(name, **over):
     import yaml
 
     import runners.datasets  # noqa: F401
-    from runners.registry import DATASETS, build as build_
+    from runners.registry import DATASETS
+    from runners.registry import build as build_
 
     cfg = yaml.safe_load(
         (REPO_ROOT / "conf" / "dataset" / f"{name}.yaml").read_text(encoding="utf-8")
@@ -69,7 +70,8 @@ def test_scorers_configured(dataset_config):
 def test_eagle_gsm8k_exact_match_final_number():
     pytest.importorskip("lm_eval")
     import runners.scorers  # noqa: F401
-    from runners.registry import SCORERS, build as build_
+    from runners.registry import SCORERS
+    from runners.registry import build as build_
 
     s = build("eagle_gsm8k", limit=2).load()
     assert s[0].reference["answer"].strip().endswith("#### 109")

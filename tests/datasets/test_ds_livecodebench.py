@@ -10,7 +10,7 @@ import zlib
 
 import pytest
 
-from runners.datasets.livecodebench import LiveCodeBenchDataset, SYSTEM_MESSAGE
+from runners.datasets.livecodebench import SYSTEM_MESSAGE, LiveCodeBenchDataset
 from runners.scorers.livecodebench_scorer import LiveCodeBenchScorer
 from runners.scorers.livecodebench_worker import extract_code
 

@@ -135,8 +135,8 @@ def test_data_tests_fall_back_to_the_bundled_sources(tmp_path, monkeypatch):
     skipping (before: 40 data/scorer tests skipped with "benchmark test data not found")."""
     import importlib.util
 
-    from runners.datasets.sources import sha256_file
     from runners.paths import REPO_ROOT
+    from runners.records.io import sha256_file
 
     # tests/conftest.py by path (the module name "conftest" is shared by every conftest of the run)
     spec = importlib.util.spec_from_file_location(

@@ -1,4 +1,4 @@
-"""One prepared device check (issue 10 item 3): the real HF backend decodes on a CUDA GPU, no network needed.
+"""One prepared device check: the real HF backend decodes on a CUDA GPU, no network needed.
 
 Builds the tiny random pair itself (``runners.models.tiny``), loads it on ``--device`` in float32 and runs,
 through ``runners.backends.hf_loop.HFLoopBackend``:

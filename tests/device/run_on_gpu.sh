@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The prepared device check (issue 10 item 3): greedy SD == AR and DropMatch on a CUDA GPU through the real HF
+# The prepared device check: greedy SD == AR and DropMatch on a CUDA GPU through the real HF
 # backend, on the tiny pair it builds itself (no network). <= 5 minutes. From anywhere:
 #   tests/device/run_on_gpu.sh                 # cuda
 #   tests/device/run_on_gpu.sh --device cpu    # the same logic on the CPU

@@ -13,7 +13,10 @@ from hydra import compose, initialize_config_dir
 
 from runners.paths import REPO_ROOT
 
-pytestmark = pytest.mark.embedded
+pytestmark = [
+    pytest.mark.embedded,
+    pytest.mark.slow,
+]  # loads the real pair: never in the quick loop
 
 
 @pytest.fixture
@@ -26,7 +29,7 @@ def _cfg(*overrides: str):
         return compose(config_name="run", overrides=list(overrides))
 
 
-def test_table6_end_to_end_on_real_gsm8k(results_dir, all_threads):
+def test_table6_end_to_end_on_real_gsm8k(results, all_threads):
     """SD and DM runs on one real GSM8K question -> records -> Table 6 with both rows."""
     from analysis.tables import table6
     from runners.run import run
@@ -38,31 +41,30 @@ def test_table6_end_to_end_on_real_gsm8k(results_dir, all_threads):
         assert s["complete"] and s["num_samples"] == 1
         assert s["speed/num_output_tokens"] > 0 and s["speed/tok_per_s"] > 0
         assert 1.0 <= s["spec/mean_acceptance_length"] <= 6.0
-    from analysis.counters import counter_faults
+    from analysis.counter_checks import counter_faults
 
-    for s in (sd, dm):  # the counters count only tokens the output kept (issue 10 item 1)
-        assert counter_faults(results_dir / "runs" / s["run_id"]) == []
+    for s in (sd, dm):  # the counters count only tokens the output kept
+        assert counter_faults(results / "runs" / s["run_id"]) == []
     # greedy SD on a real pair accepts some drafts on GSM8K text
     assert sd["spec/counters"]["num_accepted_tokens"] > 0
     rec = json.loads(
-        (results_dir / "runs" / sd["run_id"] / "samples.jsonl").read_text().splitlines()[0]
+        (results / "runs" / sd["run_id"] / "samples.jsonl").read_text().splitlines()[0]
     )
     assert rec["sample_id"] == "gsm8k/test/0" and rec["output_text"].strip()
     table = table6.main(["--profile", "smoke"])
     assert list(table["Method"]) == ["SD", "SD+DM"]
-    assert (results_dir / "table6" / "table6.md").exists()
+    assert (results / "table6" / "table6.md").exists()
     # a rerun finds both runs complete and loads nothing
     again = run(_cfg("method=sd", "L=5", *common))
     assert again["run_id"] == sd["run_id"] and again["num_samples"] == 1
 
 
-@pytest.mark.slow
 def test_greedy_sd_and_dm_p0_equal_ar_on_real_pair(all_threads):
+    from omegaconf import OmegaConf
+
     import criteria.rules  # noqa: F401
     from criteria.dropout_heads import HeadSpec
     from criteria.registry import CRITERIA
-    from omegaconf import OmegaConf
-
     from runners.backends.base import DecodingConfig
     from runners.backends.hf_loop import HFLoopBackend
     from runners.datasets.base import Sample

@@ -101,9 +101,14 @@ def test_lm_eval_reads_our_results(graded_run: Path) -> None:
     res = json.loads(Path(results_file).read_text())
     summary = json.loads((graded_run / "summary.json").read_text())
     ours = res["results"]["gsm8k_cot_llama"]
-    assert ours["exact_match,strict-match"] == pytest.approx(2 / 3) == summary["quality/accuracy"]
+    assert summary["quality/comparable_metric"] == "exact_match,strict-match"
+    assert (
+        ours["exact_match,strict-match"]
+        == pytest.approx(2 / 3)
+        == summary["quality/exact_match,strict-match"]
+    )
     assert ours["exact_match_stderr,strict-match"] == pytest.approx(
-        summary["quality/accuracy_stderr"]
+        summary["quality/exact_match_stderr,strict-match"]
     )
     assert (
         res["n-shot"]["gsm8k_cot_llama"] == 8

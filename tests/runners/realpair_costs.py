@@ -1,4 +1,4 @@
-"""Real-pair cost ratios (issue 13 Targets), one process, components round-robin: not a pytest file.
+"""Real-pair cost ratios, one process, components round-robin: not a pytest file.
 
 Measures, per dtype, on the loop's own code (``BatchKV.forward`` + LM head, ``criteria.verify.verify_round``):
   - forward of the target and the draft over n = 1, L+1, 2L+1 new tokens (LM head on every fed position) with
@@ -6,7 +6,10 @@ Measures, per dtype, on the loop's own code (``BatchKV.forward`` + LM head, ``cr
   - the target's verify forward over ``[B, L+1]`` for each ``--batch`` size (one weight read for B rows);
   - the DropMatch decision overhead: ``verify_round`` with ``dropmatch_js`` / ``dropmatch_naive`` (K heads at
     p_drop) minus ``verify_round`` with ``greedy_match`` (plain head only), as a share of the verify pass
-    (target forward over L+1 tokens + plain head + greedy decision, the plain head counted once).
+    (target forward over L+1 tokens + plain head + greedy decision, the plain head counted once);
+  - the same for ``dropmatch_js`` decided by the sparse variant (``--sparse-top-n``), and for the sparse decision
+    audited on a share ``--audit-share`` of its rounds (``criteria.audit.audited_verify_round``: the sparse round
+    plus the exact rule on the same masks), amortised: ``(1 - a) * sparse + a * audited``.
 Medians over ``--repeats`` after ``--warmup``. Load the real pair only under the machine-wide lock:
 
     flock /tmp/dropmatch-realpair.lock env PYTHONPATH=$PWD DROPMATCH_THREADS=2 \\
@@ -19,7 +22,7 @@ import argparse
 import gc
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -62,6 +65,7 @@ def _median_ms(fns: dict[str, Callable[[], None]], warmup: int, repeats: int) ->
 @torch.inference_mode()
 def measure(dtype: str, args) -> None:
     import criteria.rules  # noqa: F401
+    from criteria.audit import audited_verify_round
     from criteria.dropout_heads import HeadSpec, LMHead
     from criteria.registry import CRITERIA
     from criteria.verify import verify_round
@@ -106,7 +110,7 @@ def measure(dtype: str, args) -> None:
         "dm_js": (CRITERIA.get("dropmatch_js")(), heads),
         "dm_naive": (CRITERIA.get("dropmatch_naive")(), heads),
     }
-    fns["lm head"] = lambda: tkv.logits(hidden)  # the plain head over L+1 positions
+    fns["lm head"] = lambda tkv=tkv: tkv.logits(hidden)  # the plain head over L+1 positions
     for name, (rule, hs) in rules.items():
 
         def decide(rule=rule, hs=hs) -> None:
@@ -122,6 +126,24 @@ def measure(dtype: str, args) -> None:
             )
 
         fns[f"decide {name}"] = decide
+    sparse = HeadSpec(args.K, args.p_drop, top_n=args.sparse_top_n, audit_share=args.audit_share)
+    js = CRITERIA.get("dropmatch_js")()
+
+    def decide_sparse(audit_rows: list[int]) -> Callable[[], None]:
+        return lambda: audited_verify_round(
+            hidden,
+            head,
+            drafts,
+            js,
+            sparse,
+            temperature=0.0,
+            generators=[gen],
+            audit_rows=audit_rows,
+            draft_probs=draft_probs,
+        )
+
+    fns["decide dm_js_sparse"] = decide_sparse([])
+    fns["decide dm_js_sparse_audited"] = decide_sparse([0])
     ms = _median_ms(fns, args.warmup, args.repeats)
     print(
         f"== dtype {dtype} (threads {torch.get_num_threads()}, context {ctx}, L={L}, K={args.K}, "
@@ -156,6 +178,17 @@ def measure(dtype: str, args) -> None:
             f"  decision {name}: {ms[f'decide {name}']:.1f} ms vs greedy {ms['decide greedy']:.1f} ms: "
             f"overhead {extra:.1f} ms = {100 * extra / verify_pass:.1f}% of the verify pass ({verify_pass:.1f} ms)"
         )
+    a, sd = args.audit_share, ms["decide greedy"]
+    sp, au = ms["decide dm_js_sparse"], ms["decide dm_js_sparse_audited"]
+    amortised = (1 - a) * sp + a * au - sd
+    print(
+        f"  decision dm_js sparse top-{args.sparse_top_n}: {sp:.1f} ms: overhead {sp - sd:.1f} ms = "
+        f"{100 * (sp - sd) / verify_pass:.1f}% of the verify pass; an audited round {au:.1f} ms"
+    )
+    print(
+        f"  decision dm_js sparse + exact audit of {100 * a:g}% of rounds, amortised: overhead {amortised:.1f} ms "
+        f"= {100 * amortised / verify_pass:.1f}% of the verify pass"
+    )
     del pair, tkv, dkv, fns
     from runners.models import loader
 
@@ -171,6 +204,8 @@ def main() -> None:
     ap.add_argument("--K", type=int, default=5)
     ap.add_argument("--p-drop", type=float, default=0.3)
     ap.add_argument("--batch", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 8])
+    ap.add_argument("--sparse-top-n", type=int, default=64)
+    ap.add_argument("--audit-share", type=float, default=0.05)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=8)
     args = ap.parse_args()

@@ -1,4 +1,4 @@
-"""Real-pair decoding on GSM8K items (issue 13 Targets), one process: not a pytest file.
+"""Real-pair decoding on GSM8K items, one process: not a pytest file.
 
 For one dtype, on the first ``--n`` GSM8K test items (8-shot chat prompt, as ``conf/dataset/gsm8k.yaml``),
 greedy, ``--max-new`` tokens, L = ``--L``:

@@ -31,13 +31,14 @@ def main() -> None:
     ap.add_argument("--top-n", type=lambda s: [int(x) for x in s.split(",")], default=[16, 64, 256])
     args = ap.parse_args()
 
+    from realpair_decode import load  # this directory (run as a script)
+
     import criteria.rules  # noqa: F401
     from criteria.dropout_heads import HeadSpec, LMHead
     from criteria.registry import CRITERIA
     from runners.backends import hf_loop
     from runners.backends.base import DecodingConfig
     from runners.backends.seeding import make_generator
-    from realpair_decode import load  # this directory (run as a script)
 
     pair, samples, stops = load(args.dtype, args.n)
     rounds: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []

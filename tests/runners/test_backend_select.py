@@ -6,10 +6,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import runners.backends.select as select
+from runners.config.errors import ConfigError
+from runners.config.resolve import resolve_run_config
 from runners.paths import REPO_ROOT
-from runners.record import run_id_of
-from runners.run import resolve_run_config
-from runners.validate import ConfigError
+from runners.records.run_id import run_id_of
 
 
 def _cfg(*overrides: str) -> dict:

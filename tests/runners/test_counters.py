@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from runners.counters import (
+from runners.records.counters import (
     SpecDecodeCounters,
     acceptance_rate,
     mean_acceptance_length,

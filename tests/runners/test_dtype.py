@@ -1,4 +1,4 @@
-"""Precision by hardware (issue 13 item 1): ``pair.dtype: auto`` resolution, validation and the record."""
+"""Precision by hardware: ``pair.dtype: auto`` resolution, validation and the record."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from runners.config.errors import ConfigError
+from runners.config.resolve import resolve_run_config
 from runners.models.dtype import cpu_flags, cpu_has_fast_bf16, resolve_dtype
 from runners.models.loader import load_pair
 from runners.paths import REPO_ROOT
-from runners.run import resolve_run_config
-from runners.validate import ConfigError
 
 YES, NO = (lambda: True), (lambda: False)
 
@@ -76,7 +76,7 @@ def _cfg(*overrides):
 
 def test_run_config_records_the_resolved_dtype():
     """The resolved dtype is in config.json's model identity and in the run id (bf16 and fp32 never share an id)."""
-    from runners.record import run_id_of
+    from runners.records.run_id import run_id_of
 
     auto = resolve_run_config(_cfg())
     want = resolve_dtype({"dtype": "auto", "device": "cpu"})

@@ -1,4 +1,4 @@
-"""Batched draft-verify (issue 13 item 2): B rows decide exactly as each row alone, at float32, on the tiny pair."""
+"""Batched draft-verify: B rows decide exactly as each row alone, at float32, on the tiny pair."""
 
 from __future__ import annotations
 

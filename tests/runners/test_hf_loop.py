@@ -74,7 +74,7 @@ def test_greedy_sd_and_dm_p0_equal_ar(pair, L):
 
 @pytest.mark.parametrize("n", range(12, 24))
 def test_cap_anywhere_in_a_round_counts_only_output_tokens(pair, n):
-    """Issue 10 item 1: max_new_tokens ending inside a round; tokens past the cap are not accepted."""
+    """max_new_tokens ending inside a round: tokens past the cap are not accepted."""
     out = _gen(pair, PROMPTS[0], 5, rule("greedy_match"), n=n)
     ar = _gen(pair, PROMPTS[0], 0, None, n=n)
     assert out.output_token_ids == ar.output_token_ids
@@ -134,7 +134,7 @@ def test_stop_string_cuts_output(pair):
 
 
 def test_stop_strings_cut_ids_and_sd_equals_ar(pair):
-    """Issue 10 item 2: ids end at the token that completes the stop; greedy SD ids == AR ids for every stop."""
+    """Ids end at the token that completes the stop; greedy SD ids == AR ids for every stop."""
     free = _gen(pair, PROMPTS[0], 0, None, n=40)
     text = free.output_text
     stops = sorted({text[i : i + 2] for i in range(2, len(text) - 2) if text[i : i + 2].strip()})[
@@ -167,7 +167,7 @@ def test_dropout_path_and_draft_only_decode(pair):
 
 
 def test_eos_inside_an_accepted_run(pair):
-    """Issue 10 item 1: an EOS inside the accepted drafts ends the output there; later tokens are not counted."""
+    """An EOS inside the accepted drafts ends the output there; later tokens are not counted."""
     s = Sample("t/eos", [{"role": "user", "content": PROMPTS[0]}])
     free = HFLoopBackend(pair).generate_one(
         s, DecodingConfig(num_speculative_tokens=0, max_new_tokens=40), AR, HeadSpec()

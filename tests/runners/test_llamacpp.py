@@ -286,3 +286,92 @@ def test_gguf_file_of_a_local_dir(gguf_pairs, tmp_path):
     assert gguf_file(spec).name == "model.gguf"
     with pytest.raises(ModelUnavailableError, match="0 \\*.gguf"):
         gguf_file({"name": "x", "local_path": str(tmp_path), "order": ["local"]})
+
+
+@pytest.fixture(scope="module")
+def padded_gguf(tiny_pair_dir, tmp_path_factory):
+    """The tiny pair with both heads padded to 576 rows (the tokenizer has 512 ids) whose extra rows would win
+    argmax if read (:func:`tests.runners.test_vocab_rows.pad_head`), as f32 GGUF files."""
+    from runners.models.gguf_export import export_qwen2
+    from tests.runners.test_vocab_rows import PADDED_ROWS, pad_head
+
+    root = tmp_path_factory.mktemp("tiny_gguf_padded")
+    cfg = {"name": "tiny", "dtype": "float32"}
+    for role in ("target", "draft"):
+        d = pad_head(tiny_pair_dir / role, root / role, PADDED_ROWS, 60.0)
+        export_qwen2(d, d / "model.gguf", "f32")
+        cfg[role] = {"name": role, "local_path": str(d), "order": ["local"]}
+    return cfg
+
+
+@pytest.mark.parametrize(
+    "name,heads,T",
+    [
+        ("greedy_match", HeadSpec(), 0.0),
+        ("dropmatch_js", HeadSpec(5, 0.0), 0.0),
+        ("rejection", HeadSpec(), 1.0),
+        ("dropmatch_js", HeadSpec(5, 0.3, top_n=8, audit_share=0.5), 1.0),
+    ],
+)
+def test_padded_rows_carry_no_mass(padded_gguf, name, heads, T):
+    """Both engines' rows beyond the tokenizer's 512 ids are cut: greedy SD / DM(p=0) equal AR, and at T = 1 no
+    emitted id reaches a padded row (they hold almost all the probability if read)."""
+    be = backend(padded_gguf)
+    assert be.vocab_size == 512
+    ar = decode(be, 0, n=24, temperature=T)
+    out = decode(be, 4, CRITERIA.get(name)(), heads, n=24, temperature=T)
+    seen = [t for r in (*ar.values(), *out.values()) for t in r.output_token_ids]
+    assert len(seen) > 60 and max(seen) < 512
+    if T == 0:
+        assert {k: r.output_token_ids for k, r in out.items()} == {
+            k: r.output_token_ids for k, r in ar.items()
+        }
+
+
+def test_mismatch_counter_and_counters_match_the_hf_loop(gguf_pairs):
+    """The llama.cpp loop fills the same counters as the HF loop (same keys): exact greedy SD accepts no draft off
+    the target's argmax; DropMatch at a high p_drop accepts some (its outputs then leave greedy SD's), never more
+    than it accepted."""
+    from runners.backends.hf_loop import HFLoopBackend
+
+    cfg = gguf_pairs["f32"]
+    be = backend(cfg)
+    sd = decode(be, 4, CRITERIA.get("greedy_match")(), n=30)
+    dm = decode(be, 4, CRITERIA.get("dropmatch_js")(), HeadSpec(5, 0.9), n=30)
+    hf = HFLoopBackend(load_pair(cfg))
+    ref = next(iter(hf.generate(samples()[:1], DecodingConfig(num_speculative_tokens=4, max_new_tokens=30),
+                                CRITERIA.get("greedy_match")(), HeadSpec())))  # fmt: skip
+    for r in (*sd.values(), *dm.values()):
+        assert set(vars(r.counters)) == set(vars(ref.counters))
+    assert all(r.counters.num_accepted_mismatched == 0 for r in sd.values())
+    off = sum(r.counters.num_accepted_mismatched for r in dm.values())
+    accepted = sum(r.counters.num_accepted_tokens for r in dm.values())
+    assert 0 <= off <= accepted
+    # greedy SD == AR within the engine (f32 file): an output leaves it iff an off-argmax draft was accepted
+    differs = any(dm[k].output_token_ids != sd[k].output_token_ids for k in dm)
+    assert off > 0 and differs
+
+
+def test_audit_on_llamacpp_keeps_the_run_and_counts_rounds(gguf_pairs):
+    """The exactness audit in the llama.cpp loop: the sparse decision and the outputs are the same with and
+    without auditing (its choice is its own hashed stream, the exact rule runs on generator copies), the audited
+    rounds are exactly those :func:`criteria.audit.is_audited` picks, and the counts are consistent."""
+    from criteria.audit import is_audited
+
+    be = backend(gguf_pairs["q8_0"])
+    rule = CRITERIA.get("dropmatch_js")()
+    kw = dict(n=30, temperature=1.0, seed=3)
+    plain = decode(be, 4, rule, HeadSpec(5, 0.3, top_n=8), **kw)
+    audited = decode(be, 4, rule, HeadSpec(5, 0.3, top_n=8, audit_share=0.5), **kw)
+    total = 0
+    for k, r in audited.items():
+        assert r.output_token_ids == plain[k].output_token_ids
+        assert r.accepted_per_round == plain[k].accepted_per_round
+        assert plain[k].audit is None
+        a = r.audit
+        want = [i for i in range(len(r.accepted_per_round)) if is_audited(0.5, 3, k, i)]
+        assert a["audited"] == want
+        assert a["rounds"] == len(want) and a["rounds_equal"] <= a["rounds"]
+        assert a["positions_equal"] <= a["positions"] <= 4 * a["rounds"]
+        total += a["rounds"]
+    assert total > 0

@@ -1,4 +1,4 @@
-"""Logging (runners/logs.py, conf/hydra/job_logging/dropmatch.yaml): a run through Hydra's entry point fills its
+"""Logging (runners/sweep/console.py, conf/hydra/job_logging/dropmatch.yaml): a run through Hydra's entry point fills its
 job log file and keeps the terminal lines plain; DROPMATCH_LOG_LEVEL switches verbosity and is validated."""
 
 from __future__ import annotations
@@ -9,15 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from runners.logs import Console, console, level
+from runners.sweep.console import Console, console, level
+from tests.helpers.cli import run_main
 
 
 def _job_logs(main_env) -> list[Path]:
     return sorted((Path(main_env["DROPMATCH_RESULTS"]) / "hydra").rglob("main.log"))
 
 
-def test_run_fills_its_hydra_job_log(run_main, main_env, runs_root):
-    p = run_main("method=sd", "L=2", "dataset.limit=1", "decoding.max_new_tokens=4", multirun=False)
+@pytest.mark.subprocess
+def test_run_fills_its_hydra_job_log(main_env, runs_root):
+    p = run_main(
+        main_env, "method=sd", "L=2", "dataset.limit=1", "decoding.max_new_tokens=4", multirun=False
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     (rec,) = list(runs_root.iterdir())
     (log,) = _job_logs(main_env)
@@ -30,16 +34,19 @@ def test_run_fills_its_hydra_job_log(run_main, main_env, runs_root):
     assert summary not in p.stderr
 
 
-def test_log_level_switch(run_main, main_env, monkeypatch):
+@pytest.mark.subprocess
+def test_log_level_switch(main_env, monkeypatch):
     """WARNING hides the INFO lines on the terminal and in the job log; a bad value exits 2 before Hydra runs."""
     main_env["DROPMATCH_LOG_LEVEL"] = "warning"
-    p = run_main("method=ar", "dataset.limit=1", "decoding.max_new_tokens=3", multirun=False)
+    p = run_main(
+        main_env, "method=ar", "dataset.limit=1", "decoding.max_new_tokens=3", multirun=False
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     assert "done: tau=" not in p.stdout
     (log,) = _job_logs(main_env)
     assert "done: tau=" not in log.read_text()
     main_env["DROPMATCH_LOG_LEVEL"] = "loud"
-    bad = run_main("method=ar", multirun=False)
+    bad = run_main(main_env, "method=ar", multirun=False)
     assert (
         bad.returncode == 2
         and "DROPMATCH_LOG_LEVEL='loud' is invalid; allowed: DEBUG, INFO, WARNING" in bad.stderr

@@ -9,14 +9,15 @@ import pandas as pd
 import pytest
 
 from runners.measure.bench_summary import first_mismatch, summarize_bench
+from tests.helpers.cli import run_main
 
 
 @pytest.fixture(scope="module")
 def tiny(tiny_pair_dir):
     import runners.datasets  # noqa: F401
+    from runners.config.resolve import resolve_run_config  # noqa: F401  (registries)
     from runners.models.loader import load_pair
     from runners.registry import DATASETS, build
-    from runners.run import resolve_run_config  # noqa: F401  (registries)
 
     pair = load_pair(
         {
@@ -151,7 +152,8 @@ def test_summarize_bench_by_hand():
     assert s["bench/ar/deterministic"] and s["bench/num_prompts"] == 2 and s["bench/repeats"] == 2
 
 
-def test_bench_records_resume_and_table(run_main, runs_root, main_env, monkeypatch):
+@pytest.mark.subprocess
+def test_bench_records_resume_and_table(runs_root, main_env, monkeypatch):
     """experiment=bench on the tiny pair (float32, 1 prompt, 2 repeats, 2 latency repeats): one record with 4
     lines, every greedy arm equal to AR; rerun skipped; a cut record resumes; results/bench from the record."""
     args = [
@@ -163,7 +165,7 @@ def test_bench_records_resume_and_table(run_main, runs_root, main_env, monkeypat
         "method.latency_repeats=2",
         "method.context=16",
     ]
-    p = run_main(*args)
+    p = run_main(main_env, *args, multirun=True)
     assert p.returncode == 0, p.stderr[-3000:]
     (rec,) = list(runs_root.iterdir())
     s = json.loads((rec / "summary.json").read_text())
@@ -183,12 +185,12 @@ def test_bench_records_resume_and_table(run_main, runs_root, main_env, monkeypat
         s["bench/latency/verify_over_decode"] > 0
         and s["bench/in_situ/dm_overhead_share"] == s["bench/in_situ/dm_overhead_share"]
     )
-    assert "1 runs: 0 done, 1 skipped" in run_main(*args).stderr
+    assert "1 runs: 0 done, 1 skipped" in run_main(main_env, *args, multirun=True).stderr
 
     lines = (rec / "samples.jsonl").read_text().splitlines(keepends=True)
     (rec / "samples.jsonl").write_text(lines[0])
     (rec / "summary.json").unlink()
-    resumed = run_main(*args)
+    resumed = run_main(main_env, *args, multirun=True)
     assert resumed.returncode == 0 and "1 done, 3 to go" in resumed.stdout + resumed.stderr
     assert len((rec / "samples.jsonl").read_text().splitlines()) == 4
 
@@ -216,6 +218,7 @@ def test_bench_records_resume_and_table(run_main, runs_root, main_env, monkeypat
     assert "n (prompts x repeats per run): 1x2" in md and "× our AR [95% CI]" in md
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     "override, field",
     [
@@ -224,8 +227,8 @@ def test_bench_records_resume_and_table(run_main, runs_root, main_env, monkeypat
         ("decoding.temperature=0.7", "decoding.temperature"),
     ],
 )
-def test_bench_bad_config_exit_2(run_main, runs_root, override, field):
-    p = run_main("experiment=bench", override)
+def test_bench_bad_config_exit_2(main_env, runs_root, override, field):
+    p = run_main(main_env, "experiment=bench", override, multirun=True)
     assert p.returncode == 2 and field in p.stderr, p.stderr[-2000:]
     assert not runs_root.exists() or not any(runs_root.iterdir())
 

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from runners.measure.latency import COMPONENTS, VerifyTimer, paired_ratios, summarize_timings
-from runners.record import read_samples
+from runners.records.record import read_samples
+from tests.helpers.cli import run_main
 
 
 @pytest.fixture(scope="module")
@@ -21,11 +22,13 @@ def tiny_target(tiny_pair_dir):
 
 
 def test_verify_timer_tiny(tiny_target):
-    timer = VerifyTimer(tiny_target, L=5, K=5, p_drop=0.3, context=16, sparse_top_n=8)
+    timer = VerifyTimer(
+        tiny_target, L=5, K=5, p_drop=0.3, context=16, sparse_top_n=8, audit_share=0.05
+    )
     lines = [{"seconds": timer.time_once()} for _ in range(4)]
     assert all(set(ln["seconds"]) == set(COMPONENTS) for ln in lines)
     assert all(0 < t < 10 and math.isfinite(t) for ln in lines for t in ln["seconds"].values())
-    s = summarize_timings(lines)
+    s = summarize_timings(lines, audit_share=0.05)
     for comp in COMPONENTS:
         assert (
             s[f"latency/{comp}/q25_ms"]
@@ -39,8 +42,14 @@ def test_verify_timer_tiny(tiny_target):
     assert math.isfinite(
         s["latency/dm_sparse_round_share"]
     )  # the opt-in sparse variant, same round
-    no_sparse = VerifyTimer(tiny_target, L=5, K=5, p_drop=0.3, context=16).time_once()
-    assert set(no_sparse) == set(COMPONENTS) - {"verify_round_dm_sparse"}
+    assert math.isfinite(s["latency/dm_audited_round_share"])  # sparse + 5 % of rounds audited
+    assert "latency/dm_audited_round_share" not in summarize_timings(
+        lines
+    )  # no share: not amortised
+    no_sparse = VerifyTimer(
+        tiny_target, L=5, K=5, p_drop=0.3, context=16, audit_share=0.05
+    ).time_once()
+    assert set(no_sparse) == set(COMPONENTS) - {"verify_round_dm_sparse", "verify_round_dm_audited"}
 
 
 def test_verify_timer_rejects_L0(tiny_target):
@@ -76,13 +85,31 @@ def test_paired_ratios_by_hand():
         }
     )
     assert r["dm_round_share"] == pytest.approx(0.005 / 0.5)
+    timed = {
+        "decode_step": 0.2,
+        "verify_pass": 0.5,
+        "lm_head": 0.01,
+        "mc_dropout_heads": 0.03,
+        "js_divergence": 0.02,
+        "dropmatch_criterion": 0.025,
+        "verify_round_sd": 0.012,
+        "verify_round_dm": 0.017,
+        "verify_round_dm_sparse": 0.013,
+        "verify_round_dm_audited": 0.032,
+    }
+    r = paired_ratios(timed, audit_share=0.05)
+    assert r["dm_sparse_round_share"] == pytest.approx(0.001 / 0.5)
+    # 95 % of rounds sparse only, 5 % sparse + the exact rule: 0.95 * 13 + 0.05 * 32 - 12 = 1.95 ms
+    assert r["dm_audited_round_share"] == pytest.approx(0.00195 / 0.5)
+    assert "dm_audited_round_share" not in paired_ratios(timed)
 
 
-def test_latency_sweep_records_resume_and_table(run_main, runs_root, main_env, monkeypatch):
+@pytest.mark.subprocess
+def test_latency_sweep_records_resume_and_table(runs_root, main_env, monkeypatch):
     """experiment=table4 on the tiny pair: 4 runs (L 5/10 x fp32/bf16) with 3 lines each; a rerun skips them;
     a run cut back to 1 line resumes with 2; Table 4 is built from the records alone."""
     args = ["experiment=table4", "method.timing_repeats=3", "method.context=16", "method.warmup=1"]
-    p = run_main(*args)
+    p = run_main(main_env, *args, multirun=True)
     assert p.returncode == 0, p.stderr[-3000:]
     dirs = sorted(runs_root.iterdir())
     assert len(dirs) == 4
@@ -103,14 +130,14 @@ def test_latency_sweep_records_resume_and_table(run_main, runs_root, main_env, m
         "bfloat16",
     }
 
-    again = run_main(*args)
+    again = run_main(main_env, *args, multirun=True)
     assert "4 runs: 0 done, 4 skipped" in again.stderr, again.stderr[-2000:]
 
     victim = dirs[0]
     first = (victim / "samples.jsonl").read_text().splitlines(keepends=True)[0]
     (victim / "samples.jsonl").write_text(first)
     (victim / "summary.json").unlink()
-    resumed = run_main(*args)
+    resumed = run_main(main_env, *args, multirun=True)
     assert resumed.returncode == 0 and "1 done, 2 to go" in resumed.stdout + resumed.stderr
     ids = [ln["sample_id"] for ln in read_samples(victim / "samples.jsonl")]
     assert ids == ["repeat/0000", "repeat/0001", "repeat/0002"]
@@ -144,11 +171,12 @@ def test_latency_sweep_records_resume_and_table(run_main, runs_root, main_env, m
     assert "dm_overhead_pct [95% CI]" in md and "n (timed repeats per run): 3, 3, 3, 3" in md
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     "override, field",
     [("method.timing_repeats=0", "method.timing_repeats"), ("pair.dtype=int8", "pair.dtype")],
 )
-def test_latency_bad_config_exit_2(run_main, runs_root, override, field):
-    p = run_main("method=latency", override, multirun=False)
+def test_latency_bad_config_exit_2(main_env, runs_root, override, field):
+    p = run_main(main_env, "method=latency", override, multirun=False)
     assert p.returncode == 2 and field in p.stderr, p.stderr[-2000:]
     assert not runs_root.exists() or not any(runs_root.iterdir())

@@ -33,6 +33,7 @@ def test_cosine_matrix_real_sbert():
     assert time.perf_counter() - t0 < 120
 
 
+@pytest.mark.subprocess
 def test_sbert_load_leaves_the_hub_reachable_for_the_nli_judge():
     """Fig. 3(b)'s DeBERTa judge is chosen after SBERT loads. Before: load_sbert set HF_HUB_OFFLINE=1 for the whole
     process (and huggingface_hub froze it at import), so the judge's hub model was never reachable. Now the SBERT

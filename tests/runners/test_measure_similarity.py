@@ -14,7 +14,8 @@ from runners.measure.judges import (
     make_judge,
     nli_available,
 )
-from runners.record import read_samples
+from runners.records.record import read_samples
+from tests.helpers.cli import run_main
 
 
 class StubJudge:
@@ -235,7 +236,8 @@ def test_deberta_judge_on_random_classifier(tmp_path):
     assert 0.0 <= judge.entail_prob("a cat", "a dog", "q") <= 1.0
 
 
-def test_similarity_from_decode_records(run_main, runs_root, main_env, monkeypatch):
+@pytest.mark.subprocess
+def test_similarity_from_decode_records(runs_root, main_env, monkeypatch):
     """Refused (exit 2, nothing run) before the decodes exist; then 3 single-path decodes at one p_drop ->
     one similarity record (per-prompt cosine + directed entailment, LLM judge on the tiny target); a rerun
     skips it, a cut record resumes; Fig. 3 renders from the records."""
@@ -249,23 +251,25 @@ def test_similarity_from_decode_records(run_main, runs_root, main_env, monkeypat
         "dataset.limit=2",
         "decoding.max_new_tokens=8",
     ]
-    refused = run_main(*measure)
+    refused = run_main(main_env, *measure, multirun=True)
     assert (
         refused.returncode == 2
         and "no complete record" in refused.stderr
         and "path 3" in refused.stderr
     )
     decodes = run_main(
+        main_env,
         "experiment=fig3",
         "dropmatch.p_drop=0.3",
         "dropmatch.path=1,2,3",
         "dataset.limit=2",
         "decoding.max_new_tokens=8",
+        multirun=True,
     )
     assert decodes.returncode == 0, decodes.stderr[-3000:]
     decode_ids = {d.name for d in runs_root.iterdir()}
     assert len(decode_ids) == 3
-    p = run_main(*measure)
+    p = run_main(main_env, *measure, multirun=True)
     assert p.returncode == 0, p.stderr[-3000:]
     (rec,) = [d for d in runs_root.iterdir() if d.name not in decode_ids]
     summ = json.loads((rec / "summary.json").read_text())
@@ -285,13 +289,13 @@ def test_similarity_from_decode_records(run_main, runs_root, main_env, monkeypat
         assert ((P >= 0) & (P <= 1)).all() and ln["judge"].startswith(
             "LLM judge: tiny-random-qwen2-target"
         )
-    assert "1 runs: 0 done, 1 skipped" in run_main(*measure).stderr
+    assert "1 runs: 0 done, 1 skipped" in run_main(main_env, *measure, multirun=True).stderr
 
     (rec / "samples.jsonl").write_text(
         (rec / "samples.jsonl").read_text().splitlines(keepends=True)[0]
     )
     (rec / "summary.json").unlink()
-    resumed = run_main(*measure)
+    resumed = run_main(main_env, *measure, multirun=True)
     assert resumed.returncode == 0 and "1 done, 1 to go" in resumed.stdout + resumed.stderr
     assert [ln["sample_id"] for ln in read_samples(rec / "samples.jsonl")] == [
         ln["sample_id"] for ln in lines

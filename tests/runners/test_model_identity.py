@@ -1,4 +1,4 @@
-"""Runs on different weights get different run ids; the resolved identity is recorded (issue 10 item 6)."""
+"""Runs on different weights get different run ids; the resolved identity is recorded."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from runners.models.dtype import resolve_dtype
 from runners.models.identity import clear_memo, model_identity, weights_sha256
 from runners.paths import REPO_ROOT
-from runners.record import run_id_of
+from runners.records.run_id import run_id_of
 
 EMBEDDED = "qwen25coder_0.5b_1.5b"
 
@@ -28,7 +28,7 @@ def isolated(tmp_path, monkeypatch):
 def resolved(*overrides: str) -> dict:
     from hydra import compose, initialize_config_dir
 
-    from runners.run import resolve_run_config
+    from runners.config.resolve import resolve_run_config
 
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
         return resolve_run_config(
@@ -177,6 +177,7 @@ def test_unavailable_weights_write_no_record(tmp_path, monkeypatch):
     assert not (tmp_path / "results" / "runs").exists()
 
 
+@pytest.mark.subprocess
 def test_record_holds_the_identity(tiny_pair_dir, tmp_path):
     """config.json and meta.json of a real (tiny) run name the weights and dtype actually loaded."""
     import os

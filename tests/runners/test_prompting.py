@@ -1,4 +1,4 @@
-"""A pair's chat-template options: stated in its config, recorded, and passed to the template (issue 10 item 10)."""
+"""A pair's chat-template options: stated in its config, recorded, and passed to the template."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from runners.paths import REPO_ROOT
-from runners.record import run_id_of
+from runners.records.run_id import run_id_of
 
 # ChatML plus the generation-prompt block of Qwen3's template: enable_thinking=false closes an empty <think>.
 QWEN3_STYLE = (
@@ -58,7 +58,7 @@ def test_every_pair_states_its_options():
 def _resolved(*overrides: str) -> dict:
     from hydra import compose, initialize_config_dir
 
-    from runners.run import resolve_run_config
+    from runners.config.resolve import resolve_run_config
 
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
         return resolve_run_config(
@@ -68,10 +68,10 @@ def _resolved(*overrides: str) -> dict:
 
 
 def test_options_are_recorded_and_part_of_the_id(monkeypatch):
-    import runners.validate as validate
+    import runners.config.validate as validate
 
-    monkeypatch.setattr(validate, "_gpu_available", lambda: True)
-    monkeypatch.setattr(validate, "_installed", lambda package: True)
+    monkeypatch.setattr(validate, "gpu_available", lambda: True)
+    monkeypatch.setattr(validate, "installed", lambda package: True)
     monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
     qwen3 = _resolved("pair=qwen3_4b_32b")
     assert qwen3["pair"]["chat_template_kwargs"] == {
@@ -94,7 +94,7 @@ def test_options_are_recorded_and_part_of_the_id(monkeypatch):
     "value", ["[1]", "{tokenize: false}", "{continue_final_message: true}", "7"]
 )
 def test_bad_options_are_refused(value, monkeypatch):
-    from runners.validate import ConfigError
+    from runners.config.errors import ConfigError
 
     monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
     with pytest.raises(

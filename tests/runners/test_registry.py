@@ -7,10 +7,10 @@ import yaml
 
 import criteria.rules  # noqa: F401
 import runners.backends  # noqa: F401
-from runners.backends.select import AUTO
 import runners.datasets  # noqa: F401
 import runners.scorers  # noqa: F401
 from criteria.registry import Registry, UnknownNameError
+from runners.backends.select import AUTO
 from runners.registry import BACKENDS, CRITERIA, DATASETS, SCORERS
 
 CONF = Path(__file__).resolve().parents[2] / "conf"

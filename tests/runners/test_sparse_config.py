@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from hydra import compose, initialize_config_dir
 
+from runners.config.decode_spec import head_spec
+from runners.config.errors import ConfigError
+from runners.config.resolve import resolve_run_config
 from runners.paths import REPO_ROOT
-from runners.run import head_spec, resolve_run_config
-from runners.validate import ConfigError
 
 
 def _cfg(*overrides):
@@ -53,7 +54,7 @@ def test_check_needs_trace_and_the_exact_rule(extra, match):
 
 def test_table3_resolves_to_the_runs_of_table2():
     """conf/experiment/table3.yaml must name exactly Table 2's runs (it renders their traces, loading nothing)."""
-    from runners.record import run_id_of
+    from runners.records.run_id import run_id_of
 
     def rid(exp):
         with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
@@ -83,3 +84,64 @@ def test_paired_experiments_share_the_settings_their_run_ids_hash(first, second,
         return {k: cfg[k] for k in ("pair", "backend", "dataset", "decoding", "profile")}
 
     assert blocks(first) == blocks(second)
+
+
+def _dropmatch_block(*overrides):
+    """The composed ``dropmatch`` block (interpolations resolved), without validation (which needs a GPU for
+    profile=paper and the vllm package for backend=vllm)."""
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="run", overrides=["method=dropmatch", *overrides])
+    return OmegaConf.to_container(cfg, resolve=True)["dropmatch"]
+
+
+def test_default_profile_decides_sparse_and_audits_in_the_hf_loop():
+    spec = head_spec(resolve_run_config(_cfg("profile=default")))
+    assert (spec.top_n, spec.audit_share) == (64, 0.05)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ("profile=paper",),
+        ("profile=default", "backend=vllm"),
+        ("profile=smoke",),
+        ("profile=full",),
+    ],
+)
+def test_paper_and_vllm_stay_exact(overrides):
+    dm = _dropmatch_block(*overrides)
+    assert dm["sparse_top_n"] is None and not dm["audit_share"]
+
+
+def test_exact_runs_keep_their_run_ids():
+    """The audit share is dropped where nothing is audited: an exact run's config (and id) is that of a run
+    made before the field existed, whatever audit_share says."""
+    from runners.records.run_id import run_id_of
+
+    exact = resolve_run_config(_cfg("profile=default", "dropmatch.sparse_top_n=null"))
+    assert "audit_share" not in exact["dropmatch"]
+    assert run_id_of(exact) == run_id_of(
+        resolve_run_config(
+            _cfg("profile=default", "dropmatch.sparse_top_n=null", "dropmatch.audit_share=0.5")
+        )
+    )
+    unaudited = resolve_run_config(_cfg("dropmatch.sparse_top_n=64", "dropmatch.audit_share=0"))
+    assert "audit_share" not in unaudited["dropmatch"]
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (("dropmatch.sparse_top_n=64", "dropmatch.audit_share=1.5"), "dropmatch.audit_share=1.5"),
+        (("dropmatch.sparse_top_n=64", "dropmatch.audit_share=-1"), "dropmatch.audit_share=-1"),
+        (
+            ("backend=vllm", "dropmatch.sparse_top_n=64", "dropmatch.audit_share=0.05"),
+            "audit_share=0.05 audits the sparse variant in the HF or llama.cpp loop, but backend=vllm",
+        ),
+    ],
+)
+def test_bad_audit_settings_are_config_errors(overrides, match):
+    with pytest.raises(ConfigError, match=match):
+        resolve_run_config(_cfg(*overrides))

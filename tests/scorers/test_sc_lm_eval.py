@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -59,7 +58,8 @@ class TestGsm8k:
         sc = scorer_for(gsm8k_ds)
         assert (
             isinstance(sc, Scorer)
-            and sc.metric == "exact_match,strict-match"
+            and sc.metric == "math_verify,strict-match"
+            and sc.comparable_metric == "exact_match,strict-match"
             and sc.higher_is_better
         )
 
@@ -114,8 +114,12 @@ class TestGsm8k:
             "exact_match_stderr,flexible-extract",
         ):
             assert ours[key] == pytest.approx(float(theirs[key])), key
-        assert ours["accuracy"] == ours["exact_match,strict-match"]
+        # plain numbers: the primary (math-verify on strict-match's extraction) equals lm-eval's strict-match
+        assert (
+            ours["accuracy"] == ours["math_verify,strict-match"] == ours["exact_match,strict-match"]
+        )
         assert ours["accuracy_stderr"] == ours["exact_match_stderr,strict-match"]
+        assert ours["comparable_metric"] == "exact_match,strict-match"
         assert 0 < ours["accuracy"] < ours["exact_match,flexible-extract"] < 1
 
 
@@ -228,6 +232,7 @@ class TestIfeval:
         ]  # same score at another position in a batch
         assert in_batch == first[0]
 
+    @pytest.mark.subprocess
     @pytest.mark.parametrize(
         "key,instruction,answer",
         [
@@ -345,6 +350,7 @@ def test_scoring_errors_are_counted(make_dataset) -> None:
     assert agg["accuracy"] == pytest.approx(sum(r["correct"] for r in res) / 3)
 
 
+@pytest.mark.subprocess
 def test_ifeval_runs_offline_on_pinned_punkt(tmp_path: Path, shared_data: Path) -> None:
     """A fresh interpreter with no NLTK data anywhere and nltk.download disabled still scores IFEval."""
     script = f"""
@@ -385,8 +391,8 @@ def test_punkt_tab_matches_the_wheels_own_tokenizer() -> None:
     """Our punkt_tab files, read by NLTK, split text as the pinned package's own Punkt does."""
     import nltk
 
+    from runners.datasets.nltk_punkt import PUNKT_PINNED, ensure_punkt_tab
     from runners.datasets.sources import fetch_pinned_file, pinned_dir
-    from runners.scorers.nltk_punkt import PUNKT_PINNED, ensure_punkt_tab
 
     ensure_punkt_tab()
     fetch_pinned_file(PUNKT_PINNED)

@@ -1,8 +1,5 @@
-"""Fixtures for sweep tests: tiny-pair runs of ``python -m runners.main`` in subprocesses.
-
-Every run here is the tiny random pair on GSM8K (bundled copy) with ``profile=smoke``: seconds per run.
-Helpers (command lines, record readers) are in ``sweep_helpers.py``.
-"""
+"""The sweep tests' own fixture: a single-node Slurm cluster. The runs are tiny-pair runs of ``python -m
+runners.main`` (``main_env``: tests/conftest.py; command lines: tests/helpers/cli.py), seconds each."""
 
 from __future__ import annotations
 
@@ -10,32 +7,6 @@ import os
 from pathlib import Path
 
 import pytest
-
-
-@pytest.fixture(scope="session")
-def sweep_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("dropmatch_cache")
-
-
-@pytest.fixture
-def sweep_env(tiny_pair_dir, tmp_path, sweep_cache) -> dict[str, str]:
-    """Environment for ``runners.main`` subprocesses: tiny pair, fresh results dir, offline, 1 thread."""
-    env = dict(os.environ)
-    env.update(
-        {
-            "DROPMATCH_TINY_PAIR": str(tiny_pair_dir),
-            "DROPMATCH_RESULTS": str(tmp_path / "results"),
-            "DROPMATCH_CACHE": str(sweep_cache),
-            "DROPMATCH_THREADS": "1",
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "HF_DATASETS_OFFLINE": "1",
-            "PYTHONUNBUFFERED": "1",
-            "HYDRA_FULL_ERROR": "1",
-        }
-    )
-    env.pop("WANDB_MODE", None)
-    return env
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ def launcher_params(*overrides: str, conf_dir=REPO_ROOT / "conf") -> dict:
     """``hydra.launcher`` resolved against the sweep's base config, as Hydra instantiates it."""
     from hydra import compose, initialize_config_dir
 
-    import runners.callbacks  # noqa: F401  (registers ${dm.gpus:...}, as Hydra does when it builds the callbacks)
+    import runners.sweep.callbacks  # noqa: F401  (registers ${dm.gpus:...}, as Hydra does when it builds the callbacks)
 
     with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
         cfg = compose("run", overrides=list(overrides), return_hydra_config=True)
@@ -28,11 +28,10 @@ def launcher_params(*overrides: str, conf_dir=REPO_ROOT / "conf") -> dict:
 
 def sbatch_text(params: dict, tmp_path) -> str:
     """The sbatch script submitit would submit with these launcher params (as SlurmLauncher.launch maps them)."""
-    import submitit
-    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
-
     from unittest import mock
 
+    import submitit
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
     from submitit.slurm.slurm import SlurmExecutor
 
     base = set(OmegaConf.structured(BaseQueueConf).keys())
@@ -120,10 +119,9 @@ def test_site_defaults_in_conf_local_pick_slurm(tmp_path):
 def _sweep_dir_at(instant: str) -> str:
     """``hydra.sweep.dir`` of a freshly composed multirun config, with Hydra's ``${now:}`` frozen at ``instant``."""
     from hydra import compose, initialize_config_dir
+    from hydra.core.utils import setup_globals
 
     import runners.main  # noqa: F401  (registers ${dm.unique:}, as `python -m runners.main` does)
-
-    from hydra.core.utils import setup_globals
 
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
         cfg = compose("run", overrides=["pair=tiny"], return_hydra_config=True)
@@ -144,6 +142,7 @@ def test_two_sweeps_started_in_the_same_second_get_their_own_dirs():
     ].startswith("2026-12-01_10-00-00_")
 
 
+@pytest.mark.subprocess
 def test_sweep_dirs_differ_across_processes_at_the_same_instant():
     import subprocess
     import sys
@@ -165,13 +164,14 @@ def test_sweep_dirs_differ_across_processes_at_the_same_instant():
     assert dirs[0] != dirs[1]
 
 
-def test_concurrent_sweeps_keep_their_own_dirs_and_statuses(sweep_env):
+@pytest.mark.subprocess
+def test_concurrent_sweeps_keep_their_own_dirs_and_statuses(main_env):
     """Two sweeps launched at once (one in-process, one with subprocess jobs): each finds its job's status in its
     own sweep dir, so the job processes resolved the same (cached) dir as their launcher."""
     import subprocess
     from pathlib import Path
 
-    from sweep_helpers import main_cmd
+    from tests.helpers.cli import main_cmd
 
     cmds = [
         main_cmd("method=ar", "decoding.max_new_tokens=4", multirun=True),
@@ -187,7 +187,7 @@ def test_concurrent_sweeps_keep_their_own_dirs_and_statuses(sweep_env):
         subprocess.Popen(
             c,
             cwd=REPO_ROOT,
-            env=sweep_env,
+            env=main_env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -198,7 +198,7 @@ def test_concurrent_sweeps_keep_their_own_dirs_and_statuses(sweep_env):
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, out + err
         assert "1 runs: 1 done, 0 skipped, 0 concurrent, 0 failed, 0 unreported" in err, err
-    sweeps = sorted((Path(sweep_env["DROPMATCH_RESULTS"]) / "hydra" / "multirun").iterdir())
+    sweeps = sorted((Path(main_env["DROPMATCH_RESULTS"]) / "hydra" / "multirun").iterdir())
     assert len(sweeps) == 2
     for d in sweeps:
         assert (d / "multirun.yaml").is_file() and (d / "0" / ".dropmatch_status.json").is_file()

@@ -1,4 +1,4 @@
-"""Run identity and crash safety of ``runners/record.py`` (no models; fast)."""
+"""Run identity and crash safety of ``runners/records/record.py`` (no models; fast)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
 from runners.paths import REPO_ROOT
-from runners.record import RunLockedError, RunRecord, read_samples, run_id_of
+from runners.records.record import RunLockedError, RunRecord, read_samples
+from runners.records.run_id import run_id_of
 
 CFG = {
     "pair": {"name": "tiny", "target": {"local_path": "/a/target"}},
@@ -105,7 +105,7 @@ class TestRunId:
     def test_cli_spellings_of_one_number_are_one_run(self, a, b, monkeypatch):
         from hydra import compose, initialize_config_dir
 
-        from runners.run import resolve_run_config
+        from runners.config.resolve import resolve_run_config
 
         monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
 
@@ -132,7 +132,7 @@ class TestRunId:
         """Raising HumanEval's cap in a profile must not invalidate the finished GSM8K runs of a sweep."""
         from hydra import compose, initialize_config_dir
 
-        from runners.run import resolve_run_config
+        from runners.config.resolve import resolve_run_config
 
         monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
 
@@ -162,7 +162,7 @@ class TestRunId:
         """A composed DictConfig resolves to plain containers (no stringified sub-configs in config.json)."""
         from hydra import compose, initialize_config_dir
 
-        from runners.run import resolve_run_config
+        from runners.config.resolve import resolve_run_config
 
         monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
         with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
@@ -209,11 +209,12 @@ class TestRecord:
         with RunRecord(tmp_path, CFG) as again:
             again.open({})
 
+    @pytest.mark.subprocess
     def test_lock_of_a_killed_process_is_released(self, tmp_path):
         code = textwrap.dedent(f"""
             import sys, time
             sys.path.insert(0, {str(REPO_ROOT)!r})
-            from runners.record import RunRecord
+            from runners.records.record import RunRecord
             r = RunRecord({str(tmp_path)!r}, {CFG!r}); r.open({{}}); print("locked", flush=True); time.sleep(60)
         """)
         p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -249,7 +250,7 @@ class TestRecord:
 WRITER = textwrap.dedent("""
     import sys
     sys.path.insert(0, {root!r})
-    from runners.record import RunRecord
+    from runners.records.record import RunRecord
     r = RunRecord({dir!r}, {cfg!r})
     r.open({{}})
     done = r.done_ids()
@@ -263,6 +264,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.subprocess
 def test_sigkill_during_appends_loses_nothing_reported_and_duplicates_nothing(tmp_path):
     """Kill a writer at random instants many times; every id it reported is on disk exactly once."""
     n, rng = 60, random.Random(0)
@@ -293,11 +295,11 @@ def test_sigkill_during_appends_loses_nothing_reported_and_duplicates_nothing(tm
 
 @pytest.mark.parametrize("mode,lines", [("log", 10), ("quiet", 0)])
 def test_progress_lines_carry_rate_tau_and_eta(mode, lines):
-    from runners.counters import SpecDecodeCounters
-    from runners.run import _Progress
+    from runners.records.counters import SpecDecodeCounters
+    from runners.sweep.progress import RunProgress
 
     out: list[str] = []
-    p = _Progress(20, "sd L=3 gsm8k n=20", mode, out.append)
+    p = RunProgress(20, "sd L=3 gsm8k n=20", mode, out.append)
     c = SpecDecodeCounters(num_speculative_tokens=3)
     c.observe_draft(3, 2)
     for _ in range(20):

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from sweep_helpers import main_cmd, raw_sample_ids, run_dirs, run_main
 
 from runners.paths import REPO_ROOT
+from tests.helpers.cli import main_cmd, raw_sample_ids, run_dirs, run_main
 
 N = 5
 RUN = ["method=dropmatch", "L=2", f"dataset.limit={N}", "decoding.max_new_tokens=32"]
@@ -50,20 +50,21 @@ def _kill_at_random_point(env: dict, rng: random.Random, results: Path, log: Pat
     return where if p.returncode == -signal.SIGKILL else f"finished before the kill ({where})"
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
-def test_sigkill_at_random_points_then_rerun_completes_each_sample_once(sweep_env, tmp_path):
+def test_sigkill_at_random_points_then_rerun_completes_each_sample_once(main_env, tmp_path):
     rng = random.Random(20261130)
-    results = Path(sweep_env["DROPMATCH_RESULTS"])
+    results = Path(main_env["DROPMATCH_RESULTS"])
     log = tmp_path / "runs.log"
     history = []
     for _ in range(6):
-        where = _kill_at_random_point(sweep_env, rng, results, log)
+        where = _kill_at_random_point(main_env, rng, results, log)
         ids = raw_sample_ids(run_dirs(results)[0]) if run_dirs(results) else []
         assert len(ids) == len(set(ids)), f"duplicate sample lines after a kill {where}: {ids}"
         assert not history or len(ids) >= history[-1][1], "a recorded sample disappeared"
         history.append((where, len(ids)))
 
-    final = run_main(sweep_env, *RUN, timeout=600)
+    final = run_main(main_env, *RUN, timeout=600)
     assert final.returncode == 0, final.stdout + final.stderr
     (run_dir,) = run_dirs(results)
     ids = raw_sample_ids(run_dir)
@@ -77,18 +78,19 @@ def test_sigkill_at_random_points_then_rerun_completes_each_sample_once(sweep_en
     print("kills:", history, "sessions started with", done_at_start, "samples done")
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
-def test_rerun_of_a_finished_sweep_skips_every_run(sweep_env):
+def test_rerun_of_a_finished_sweep_skips_every_run(main_env):
     sweep = ["method=sd,dropmatch", "L=2"]
-    first = run_main(sweep_env, *sweep, multirun=True)
+    first = run_main(main_env, *sweep, multirun=True)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "2 runs: 2 done, 0 skipped, 0 concurrent, 0 failed" in first.stderr
     assert first.stderr.count("W&B logging is off; enable it with logger=wandb") == 1
-    results = Path(sweep_env["DROPMATCH_RESULTS"])
+    results = Path(main_env["DROPMATCH_RESULTS"])
     before = {d.name: (d / "meta.json").read_text() for d in run_dirs(results)}
     assert len(before) == 2
 
-    again = run_main(sweep_env, *sweep, multirun=True)
+    again = run_main(main_env, *sweep, multirun=True)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "2 runs: 0 done, 2 skipped, 0 concurrent, 0 failed" in again.stderr
     assert again.stdout.count("finished earlier, skipped") == 2
@@ -104,8 +106,9 @@ def test_run_locked_by_another_process_is_left_to_it(tmp_path, monkeypatch, tiny
     from hydra import compose, initialize_config_dir
 
     import runners.models.loader as loader
-    from runners.record import RunRecord
-    from runners.run import resolve_run_config, run
+    from runners.config.resolve import resolve_run_config
+    from runners.records.record import RunRecord
+    from runners.run import run
 
     monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path))
     monkeypatch.setenv("DROPMATCH_TINY_PAIR", str(tiny_pair_dir))

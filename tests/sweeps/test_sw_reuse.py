@@ -1,4 +1,4 @@
-"""A rerun after a change of the decision code is detected, not silently reused (runners/reuse.py, fingerprint.py)."""
+"""A rerun after a change of the decision code is detected, not silently reused (runners/records/reuse.py, fingerprint.py)."""
 
 from __future__ import annotations
 
@@ -6,31 +6,76 @@ import json
 import shutil
 from pathlib import Path
 
-from sweep_helpers import run_dirs, run_main
+import pytest
 
-from runners.fingerprint import DECISION_SOURCES, fingerprint
 from runners.paths import REPO_ROOT
+from runners.records import fingerprint
+from runners.records.fingerprint import DECISION_ROOTS, fingerprint_of, run_decision_code
+from runners.records.legacy_fingerprints import LEGACY_FILE, current_value
+from tests.helpers.cli import run_dirs, run_main
 
 RUN = ["method=dropmatch", "L=2", "dataset.limit=1", "decoding.max_new_tokens=4"]
 OTHER = "0" * 64
 
 
-def test_fingerprint_counts_code_not_comments_or_docstrings(tmp_path):
-    for entry in DECISION_SOURCES:
-        src, dst = REPO_ROOT / entry, tmp_path / entry
+def _copy_roots(dst_root: Path) -> None:
+    for entry in DECISION_ROOTS:
+        src, dst = REPO_ROOT / entry, dst_root / entry
         if src.is_dir():
             shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(src, dst)
-    base = fingerprint(tmp_path)
-    assert base == fingerprint(REPO_ROOT)
+
+
+def test_fingerprint_counts_code_not_comments_docstrings_or_paths(tmp_path, monkeypatch):
+    _copy_roots(tmp_path)
+    base = fingerprint_of("rejection", "hf", tmp_path)["fingerprint"]
+    assert base == fingerprint_of("rejection", "hf")["fingerprint"]
     rule = tmp_path / "criteria" / "greedy_match.py"
     text = rule.read_text()
     rule.write_text(text.replace('"""', '"""Edited docstring. ', 1) + "\n# a comment\n")
-    assert fingerprint(tmp_path) == base
+    assert fingerprint_of("rejection", "hf", tmp_path)["fingerprint"] == base
+    # a module moved to another package, its importers following it: same code, same fingerprint
+    counters = tmp_path / "runners" / "records" / "counters.py"
+    (tmp_path / "runners" / "metrics").mkdir()
+    counters.rename(tmp_path / "runners" / "metrics" / "counters.py")
+    for f in (tmp_path / "runners").rglob("*.py"):
+        f.write_text(f.read_text().replace("runners.records.counters", "runners.metrics.counters"))
+    monkeypatch.setattr(
+        fingerprint, "DECISION_ROOTS", (*DECISION_ROOTS, "runners/metrics/counters.py")
+    )
+    moved = fingerprint_of("rejection", "hf", tmp_path)
+    assert "runners.metrics.counters" in moved["modules"] and moved["fingerprint"] == base
     rule.write_text(text + "\nTHRESHOLD_FOR_TEST = 1\n")
-    assert fingerprint(tmp_path) != base
+    assert fingerprint_of("rejection", "hf", tmp_path)["fingerprint"] != base
+
+
+def test_fingerprint_covers_the_runs_own_rule_and_backend_only(tmp_path):
+    """A rule a run does not use can change (or be added) without marking its records stale."""
+    _copy_roots(tmp_path)
+    sd, dm = (
+        fingerprint_of("rejection", "hf", tmp_path),
+        fingerprint_of("dropmatch_js", "hf", tmp_path),
+    )
+    assert "criteria.dropmatch_js" in dm["modules"] and "criteria.dropmatch_js" not in sd["modules"]
+    assert "runners.backends.hf_loop" in sd["modules"] and "criteria.verify" in sd["modules"]
+    (tmp_path / "criteria" / "new_rule_for_test.py").write_text("X = 1\n")
+    js = tmp_path / "criteria" / "dropmatch_js.py"
+    js.write_text(js.read_text() + "\nY = 2\n")
+    assert fingerprint_of("rejection", "hf", tmp_path)["fingerprint"] == sd["fingerprint"]
+    assert fingerprint_of("dropmatch_js", "hf", tmp_path)["fingerprint"] != dm["fingerprint"]
+
+
+def test_legacy_fingerprints_map_to_the_current_scheme():
+    """Records made before per-run fingerprints keep their status: at the commit that made them, their code
+    had the scheme-2 fingerprint the map gives (computed by ``python -m runners.records.fingerprint --legacy``)."""
+    legacy = json.loads(LEGACY_FILE.read_text())
+    assert legacy and all(len(k) == 64 for k in legacy)
+    one = next(iter(legacy.values()))
+    assert current_value(next(iter(legacy)), "rejection", "hf") == one["rejection@hf"]
+    assert current_value(OTHER, "rejection", "hf") == OTHER  # an unknown value stays itself (stale)
+    assert current_value(next(iter(legacy)), "no_such_rule", "hf") is None
 
 
 def _tamper(run_dir: Path) -> None:
@@ -42,21 +87,22 @@ def _tamper(run_dir: Path) -> None:
     (run_dir / "meta.json").write_text(json.dumps(meta))
 
 
-def test_stale_record_is_warned_about_or_rerun(sweep_env):
+@pytest.mark.subprocess
+def test_stale_record_is_warned_about_or_rerun(main_env):
     """Before: a finished run was skipped whatever code had made it. Now reuse=warn (default) says so and notes it;
     reuse=strict moves the old record to results/stale/ and runs again."""
-    results = Path(sweep_env["DROPMATCH_RESULTS"])
-    first = run_main(sweep_env, *RUN, multirun=True)
+    results = Path(main_env["DROPMATCH_RESULTS"])
+    first = run_main(main_env, *RUN, multirun=True)
     assert first.returncode == 0, first.stdout + first.stderr
     (run_dir,) = run_dirs(results)
-    now = fingerprint()
+    now = run_decision_code(json.loads((run_dir / "config.json").read_text()))["fingerprint"]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["decision_code"] == now and summary["decision_codes"] == [now]
     assert json.loads((run_dir / "meta.json").read_text())["decision_code"]["fingerprint"] == now
     samples = (run_dir / "samples.jsonl").read_text()
 
     _tamper(run_dir)
-    warn = run_main(sweep_env, *RUN, multirun=True)
+    warn = run_main(main_env, *RUN, multirun=True)
     assert warn.returncode == 0, warn.stdout + warn.stderr
     assert (
         f"WARNING: finished by other decision code ({OTHER[:12]}; this checkout: {now[:12]}); reused as is "
@@ -72,7 +118,7 @@ def test_stale_record_is_warned_about_or_rerun(sweep_env):
     assert reuse["decision_code"] == now and reuse["recorded"] == [OTHER]
     assert (run_dir / "samples.jsonl").read_text() == samples
 
-    strict = run_main(sweep_env, *RUN, "reuse=strict", multirun=True)
+    strict = run_main(main_env, *RUN, "reuse=strict", multirun=True)
     assert strict.returncode == 0, strict.stdout + strict.stderr
     assert "; moved to " in strict.stdout and "run again (reuse=strict)" in strict.stdout
     assert "1 runs: 1 done, 0 skipped" in strict.stderr
@@ -83,7 +129,7 @@ def test_stale_record_is_warned_about_or_rerun(sweep_env):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["complete"] and summary["decision_codes"] == [now]
 
-    again = run_main(sweep_env, *RUN, multirun=True)
+    again = run_main(main_env, *RUN, multirun=True)
     assert (
         "1 runs: 0 done, 1 skipped" in again.stderr and "WARNING" not in again.stdout + again.stderr
     )

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from sweep_helpers import main_cmd, raw_sample_ids, run_dirs, run_main
 
 from runners.paths import REPO_ROOT
+from tests.helpers.cli import main_cmd, raw_sample_ids, run_dirs, run_main
 
 LAUNCHER = [
     "hydra/launcher=slurm",
@@ -52,8 +52,9 @@ def submitit_job_ids(results: Path) -> list[str]:
     return sorted(ids)
 
 
-def test_2x2_sweep_runs_as_a_slurm_array_and_builds_the_table(slurm_cluster, sweep_env):
-    env = {**sweep_env, **slurm_cluster["env"]}
+@pytest.mark.subprocess
+def test_2x2_sweep_runs_as_a_slurm_array_and_builds_the_table(slurm_cluster, main_env):
+    env = {**main_env, **slurm_cluster["env"]}
     results = Path(env["DROPMATCH_RESULTS"])
     t0 = time.time()
     p = run_main(env, "method=sd,dropmatch", "L=2,3", *LAUNCHER, multirun=True, timeout=900)
@@ -103,12 +104,13 @@ def test_2x2_sweep_runs_as_a_slurm_array_and_builds_the_table(slurm_cluster, swe
         assert md.count("| SD+DM ") == 2 and md.count("| SD ") == 2
 
 
-def test_job_cancelled_by_slurm_resumes_on_rerun_without_duplicates(slurm_cluster, sweep_env):
+@pytest.mark.subprocess
+def test_job_cancelled_by_slurm_resumes_on_rerun_without_duplicates(slurm_cluster, main_env):
     if slurm_cluster["accounting"] != "slurmdbd":
         pytest.skip(
             "needs Slurm accounting (sacct) so submitit sees the cancelled job: install slurmdbd mariadb-server"
         )
-    env = {**sweep_env, **slurm_cluster["env"]}
+    env = {**main_env, **slurm_cluster["env"]}
     results = Path(env["DROPMATCH_RESULTS"])
     # far more than fits in Slurm's KillWait (5 s from SIGTERM, which submitit ignores, to SIGKILL): with 24
     # samples of 48 tokens an idle machine finished the job inside KillWait once and the sweep exited 0

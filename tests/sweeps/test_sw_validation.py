@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sweep_helpers import run_main
 
+from runners.config.errors import ConfigError
 from runners.paths import REPO_ROOT
-from runners.validate import ConfigError
+from tests.helpers.cli import run_main
 
 BASE = ["pair=tiny", "profile=smoke", "dataset=gsm8k"]
 
@@ -31,7 +31,7 @@ BAD = [
         ["logger=wandb", "logger.mode=sometimes"],
         r"logger.mode='sometimes' is invalid; allowed: online, offline, disabled",
     ),
-    # every user-settable numeric field: type and range (issue 10 item 11)
+    # every user-settable numeric field: type and range
     (
         ["decoding.max_new_tokens=0"],
         r"^decoding.max_new_tokens=0 is invalid; allowed: an integer >= 1 or null",
@@ -90,12 +90,14 @@ BAD = [
     (
         ["backend=vllm", "method=draft_only"],
         r"method=draft_only is not supported by backend=vllm \(it has no "
-        r"draft_only decoding.*allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf, llamacpp$",
+        r"draft_only decoding.*allowed with backend=vllm: method=ar, bild, block_verify, dropmatch, "
+        r"dropmatch_naive, fly, fsd, prob_threshold, relaxed_topk, sd, static_ensemble, typical; or backend=hf, llamacpp$",
     ),
     (
         ["backend=vllm", "method=dropout_path"],
         r"method=dropout_path is not supported by backend=vllm \(it has no "
-        r"dropout_path decoding.*allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf, llamacpp$",
+        r"dropout_path decoding.*allowed with backend=vllm: method=ar, bild, block_verify, dropmatch, "
+        r"dropmatch_naive, fly, fsd, prob_threshold, relaxed_topk, sd, static_ensemble, typical; or backend=hf, llamacpp$",
     ),
     (
         ["backend=vllm", "backend.native_verify=true", "method=dropmatch_naive"],
@@ -113,14 +115,14 @@ BAD = [
 @pytest.fixture
 def no_model_loads(monkeypatch, tmp_path):
     """Fail the test if anything loads a model or creates a run record; pretend there is no GPU."""
+    import runners.config.validate as validate
     import runners.models.loader as loader
-    import runners.validate as validate
 
     def forbidden(*a, **k):
         raise AssertionError("a model was loaded for an invalid config")
 
     monkeypatch.setattr(loader, "load_pair", forbidden)
-    monkeypatch.setattr(validate, "_gpu_available", lambda: False)
+    monkeypatch.setattr(validate, "gpu_available", lambda: False)
     monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("DROPMATCH_TINY_PAIR", str(tmp_path / "no_pair"))
     return tmp_path / "results"
@@ -144,9 +146,9 @@ def test_invalid_field_fails_before_loading(overrides, message, no_model_loads):
 
 
 def test_vllm_backend_without_vllm_names_the_fix(no_model_loads):
-    from runners.validate import _installed
+    from runners.config.optional_deps import installed
 
-    if _installed("vllm"):
+    if installed("vllm"):
         pytest.skip("vllm is installed in this interpreter")
     from runners.run import run
 
@@ -156,14 +158,16 @@ def test_vllm_backend_without_vllm_names_the_fix(no_model_loads):
         run(compose(["backend=vllm"]), log=lambda *_: None)
 
 
-def test_cli_prints_the_error_and_exits_2_without_loading(sweep_env):
-    p = run_main(sweep_env, "method=sd", "L=0")
+@pytest.mark.subprocess
+def test_cli_prints_the_error_and_exits_2_without_loading(main_env):
+    p = run_main(main_env, "method=sd", "L=0")
     assert p.returncode == 2, p.stdout + p.stderr
     assert "config error: L=0 is invalid; allowed: an integer >= 1" in p.stderr
     assert "Loading weights" not in p.stdout + p.stderr
-    assert not (Path(sweep_env["DROPMATCH_RESULTS"]) / "runs").exists()
+    assert not (Path(main_env["DROPMATCH_RESULTS"]) / "runs").exists()
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     "override,message",
     [
@@ -175,20 +179,20 @@ def test_cli_prints_the_error_and_exits_2_without_loading(sweep_env):
         ("decoding.top_p=0", "decoding.top_p=0 is invalid; allowed: a number in (0, 1]"),
     ],
 )
-def test_cli_bad_number_exits_2_and_writes_nothing(sweep_env, override, message):
+def test_cli_bad_number_exits_2_and_writes_nothing(main_env, override, message):
     """Before: max_new_tokens=0 loaded both models and wrote a record with accuracy 0 (exit 0), limit=-3
     printed a traceback (exit 1). Now: exit 2, the field and its allowed values, no results directory at all
     (not even Hydra's run directory)."""
-    p = run_main(sweep_env, "method=sd", "L=3", override, timeout=120)
+    p = run_main(main_env, "method=sd", "L=3", override, timeout=120)
     assert p.returncode == 2, p.stdout + p.stderr
     assert f"config error: {message}" in p.stderr
     assert "Traceback" not in p.stdout + p.stderr and "Loading weights" not in p.stdout + p.stderr
-    assert not Path(sweep_env["DROPMATCH_RESULTS"]).exists()
+    assert not Path(main_env["DROPMATCH_RESULTS"]).exists()
 
 
 def test_int_fields_accept_integral_floats_and_store_the_declared_type(monkeypatch):
     """``dropmatch.K=5.0`` is the integer 5 and ``decoding.temperature=0`` the float 0.0 in config.json."""
-    from runners.run import resolve_run_config
+    from runners.config.resolve import resolve_run_config
 
     monkeypatch.setenv("DROPMATCH_TINY_PAIR", "/x")
     c = resolve_run_config(
@@ -202,21 +206,23 @@ def test_int_fields_accept_integral_floats_and_store_the_declared_type(monkeypat
     ]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("method", ["draft_only", "dropout_path"])
-def test_cli_refuses_a_method_the_backend_cannot_run(sweep_env, method):
+def test_cli_refuses_a_method_the_backend_cannot_run(main_env, method):
     """Before: vLLM decoded the target and recorded it as draft_only / dropout_path (or, without vLLM, the
     error named only the missing package). Now: exit 2 naming the field and the allowed methods."""
-    p = run_main(sweep_env, "backend=vllm", f"method={method}", timeout=120)
+    p = run_main(main_env, "backend=vllm", f"method={method}", timeout=120)
     assert p.returncode == 2, p.stdout + p.stderr
     assert (
         f"config error: method={method} is not supported by backend=vllm (it has no {method} decoding"
         in p.stderr
     ), p.stderr
     assert (
-        "allowed with backend=vllm: method=ar, dropmatch, dropmatch_naive, sd; or backend=hf, llamacpp"
+        "allowed with backend=vllm: method=ar, bild, block_verify, dropmatch, dropmatch_naive, fly, fsd, "
+        "prob_threshold, relaxed_topk, sd, static_ensemble, typical; or backend=hf, llamacpp"
         in p.stderr
     )
-    assert not (Path(sweep_env["DROPMATCH_RESULTS"]) / "runs").exists()
+    assert not (Path(main_env["DROPMATCH_RESULTS"]) / "runs").exists()
 
 
 def test_every_backend_declares_its_modes():
@@ -228,10 +234,10 @@ def test_every_backend_declares_its_modes():
     assert supported_modes({"name": "hf"}) == set(MODES) - {"nucleus"}
     assert supported_modes({"name": "llamacpp"}) == set(MODES) - {"nucleus", "autojudge"}
     # vLLM: read from VLLMBackend's own declaration (SUPPORTED_RULES, SUPPORTS_*) without importing vllm
-    assert supported_modes({"name": "vllm"}) == {"ar", "sd", "dropmatch", "trace"}
+    assert supported_modes({"name": "vllm"}) == {"ar", "sd", "lossy", "dropmatch", "trace"}
     assert supported_modes({"name": "vllm", "native_verify": True}) == {"ar", "sd"}
     # every method in conf/method/ maps to exactly one decoding mode
-    from runners.validate import _method_files
+    from runners.config.validate import _method_files
 
     got = {
         name: modes_of({"method": spec, "L": 0 if spec.get("autoregressive") else 3, "trace": True})
@@ -246,16 +252,30 @@ def test_every_backend_declares_its_modes():
         "dropmatch_naive": ["dropmatch", "trace"],
         "autojudge": ["autojudge", "trace"],
         "autojudge_dropmatch": ["dropmatch", "autojudge", "trace"],
+        **{
+            m: ["lossy", "trace"]
+            for m in (
+                "fly",
+                "fsd",
+                "typical",
+                "relaxed_topk",
+                "prob_threshold",
+                "static_ensemble",
+                "bild",
+                "block_verify",
+            )
+        },
         "bench": [],
         "latency": [],
         "similarity": [],
     }  # measurements check their own backend
 
 
-def test_sweep_with_an_invalid_point_refuses_before_any_run(sweep_env):
+@pytest.mark.subprocess
+def test_sweep_with_an_invalid_point_refuses_before_any_run(main_env):
     """`L=3,-1`: the bad point is last, but the sweep is refused before the first (valid) point runs."""
     p = run_main(
-        sweep_env,
+        main_env,
         "pair=tiny",
         "profile=smoke",
         "dataset=gsm8k",
@@ -270,9 +290,10 @@ def test_sweep_with_an_invalid_point_refuses_before_any_run(sweep_env):
     )
     assert "refused before launching: 1 invalid sweep point(s); nothing ran" in p.stderr
     assert "Launching" not in p.stdout + p.stderr and "Loading weights" not in p.stdout + p.stderr
-    assert not (Path(sweep_env["DROPMATCH_RESULTS"]) / "runs").exists()
+    assert not (Path(main_env["DROPMATCH_RESULTS"]) / "runs").exists()
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     "group,known",
     [
@@ -283,9 +304,9 @@ def test_sweep_with_an_invalid_point_refuses_before_any_run(sweep_env):
         ("profile", "smoke"),
     ],
 )
-def test_unknown_group_option_lists_the_options(sweep_env, group, known):
+def test_unknown_group_option_lists_the_options(main_env, group, known):
     """Hydra's own error for an unknown option lists the available ones (checked, not rewritten)."""
-    p = run_main(sweep_env, f"{group}=nope", timeout=120)
+    p = run_main(main_env, f"{group}=nope", timeout=120)
     assert p.returncode == 1
     assert f"Could not find '{group}/nope'" in p.stderr
     assert f"Available options in '{group}':" in p.stderr and f"\t{known}\n" in p.stderr

@@ -26,7 +26,7 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from vllm_testlib import L  # noqa: E402
+from tests.helpers.vllm import L  # noqa: E402
 
 OTHER_ENGINE_FIXTURES = {"ar_llm", "ar_ids", "eagle3_llm", "eagle3_aux_llm"}
 

@@ -11,14 +11,13 @@ pytest.importorskip("vllm.entrypoints.llm")  # not "vllm": tests/vllm would sati
 
 
 def test_backend_generates_with_dropmatch(tiny_pair, llm):
+    import criteria.rules  # noqa: F401
     from criteria.dropout_heads import HeadSpec
     from criteria.registry import CRITERIA
     from runners.backends.base import Backend, DecodingConfig
     from runners.backends.vllm_engine import VLLMBackend
-    from runners.counters import SpecDecodeCounters
     from runners.datasets.base import Sample
-
-    import criteria.rules  # noqa: F401
+    from runners.records.counters import SpecDecodeCounters
 
     target, draft = tiny_pair
     backend = VLLMBackend(
@@ -39,7 +38,7 @@ def test_backend_generates_with_dropmatch(tiny_pair, llm):
     for r in res:
         assert 0 < r.num_output_tokens <= 16 and r.num_output_tokens == len(r.output_token_ids)
         assert r.counters.num_drafts == len(r.accepted_per_round) > 0
-        # the counter identity (issue 10 item 1): rounds + accepted == output tokens - 1 + removed EOS
+        # the counter identity: rounds + accepted == output tokens - 1 + removed EOS
         assert (
             r.counters.num_drafts + r.counters.num_accepted_tokens
             == r.num_output_tokens - 1 + r.eos_removed
@@ -54,7 +53,7 @@ def test_backend_generates_with_dropmatch(tiny_pair, llm):
     t0 = time.perf_counter()
     res1 = list(backend.generate(samples, dec, CRITERIA.get("dropmatch_js")(), heads))
     elapsed = time.perf_counter() - t0
-    # issue 10 item 14: wall_s is the generation after the prefill (as HF's), prefill_s the prefill; at batch
+    # wall_s is the generation after the prefill (as HF's), prefill_s the prefill; at batch
     # size 1 they are disjoint parts of each request's time (the old wall_s held the prefill: the sum exceeded)
     assert sum(r.wall_s + r.prefill_s for r in res1) <= elapsed
     assert [r.output_token_ids for r in res1] == [r.output_token_ids for r in res]

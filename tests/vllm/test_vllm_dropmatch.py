@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-
 pytestmark = pytest.mark.vllm
 pytest.importorskip(
     "vllm.entrypoints.llm"
 )  # not "vllm": this folder (tests/vllm) would satisfy that
 
-from vllm_testlib import L, _run  # noqa: E402
+from tests.helpers.vllm import L, _run  # noqa: E402
 
 
 def test_dm_p0_equals_vllm_greedy_sd(llm):
@@ -84,11 +83,10 @@ def test_same_seed_same_decisions(llm):
 def test_hook_decisions_equal_replayed_verify_round(llm, rule):
     """Replay each recorded round (captured hidden states, drafts, generator state) through verify_round with
     the target's LM head read from the worker: same mask and token as the hook decided inside vLLM."""
+    import criteria.rules  # noqa: F401
     from criteria.dropout_heads import HeadSpec, LMHead
     from criteria.registry import CRITERIA
     from criteria.verify import verify_round
-
-    import criteria.rules  # noqa: F401
 
     _, _, rounds, _ = _run(llm, rule, {"K": 5, "p_drop": 0.3}, record_inputs=True)
     weight, bias, V = llm.collective_rpc("dropmatch_lm_head")[0]

@@ -71,7 +71,7 @@ def eagle3_llm(tiny_pair, tmp_path_factory):
 
 
 def test_eagle3_dm_p0_equals_native_and_js_runs(eagle3_llm):
-    from vllm_testlib import _run
+    from tests.helpers.vllm import _run
 
     native_ids, native, _, _ = _run(eagle3_llm, None)
     assert native.num_drafts > 0

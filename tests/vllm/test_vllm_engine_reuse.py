@@ -37,8 +37,8 @@ def test_same_key_reuses_engine_and_resets_prefix_cache(monkeypatch):
     )  # batch size is not engine config
     assert b.engine(10, False) is fake and fake.resets == 1 and b.tokenizer == "tok"
     c = VLLMBackend({"target_dir": "/t", "draft_dir": "/d"}, spec_method="eagle3")
-    with pytest.raises(Exception):
-        c.engine(
-            10, False
-        )  # different spec_method: a new engine is built (and fails: /t is no model)
+    # a different spec_method builds a new engine, which fails (/t is no model; vLLM's error type varies by
+    # version): what matters is that the shared engine was released first
+    with pytest.raises(Exception):  # noqa: B017
+        c.engine(10, False)
     assert vllm_engine._SHARED == {}

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.vllm
 pytest.importorskip("vllm.entrypoints.llm")  # not "vllm": tests/vllm would satisfy it
 import vllm  # noqa: E402
 
-from vllm_testlib import PROMPTS, _run  # noqa: E402
+from tests.helpers.vllm import PROMPTS, _run  # noqa: E402
 
 
 def _greedy(llm, max_tokens=24):

@@ -8,7 +8,6 @@ import pytest
 
 pytestmark = pytest.mark.vllm
 pytest.importorskip("vllm.entrypoints.llm")  # not "vllm": tests/vllm would satisfy it
-import vllm  # noqa: E402
 
 
 def test_version_check_refuses_other_versions():

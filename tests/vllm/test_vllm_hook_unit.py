@@ -120,8 +120,9 @@ def test_sampler_decides_as_verify_round(name, T):
 def test_native_sampler_decides_and_rounds_are_logged():
     """rule None (backend.native_verify): vLLM's own sampler's output is returned untouched and each request's
     round is logged (vLLM returns no per-request metrics for a request a stop string ended)."""
-    from criteria.dropout_heads import HeadSpec
     from vllm.v1.outputs import SamplerOutput
+
+    from criteria.dropout_heads import HeadSpec
 
     meta, rows = _metadata([[3, 7, 7], [], [1, 2]])
     sampled = torch.tensor([[3, 7, 9, -1], [4, -1, -1, -1], [1, 2, 5, -1]], dtype=torch.int32)
@@ -181,7 +182,7 @@ def test_vllm_own_draft_probs_reach_vllm_own_sampler():
 
 
 def test_generator_is_made_on_the_hidden_states_device(monkeypatch):
-    """Issue 10 item 3: a CPU generator with hidden states on another device. The hook asks make_generator for
+    """A CPU generator with hidden states on another device. The hook asks make_generator for
     the hidden states' device (``meta`` here: the spy stops the round there, as no meta generator exists)."""
     import criteria.rules  # noqa: F401
     from criteria.dropout_heads import HeadSpec
@@ -329,7 +330,7 @@ def _backend(**kw):
     ],
 )
 def test_backend_refuses_what_it_cannot_run_before_an_engine(case, match):
-    """Issue 10 item 4: draft_only / dropout_path with backend=vllm used to decode the target and be recorded
+    """draft_only / dropout_path with backend=vllm used to decode the target and be recorded
     as the other method. Each refusal names the field and the allowed values."""
     import criteria.rules  # noqa: F401
     from criteria.dropout_heads import HeadSpec
@@ -372,12 +373,15 @@ def test_backend_declares_its_modes():
     assert (
         VLLMBackend.SUPPORTS_AR_DRAFT_MODEL is False and VLLMBackend.SUPPORTS_DROPOUT_PATH is False
     )
+    from criteria.rules import FIELD_RULES
+
     assert set(VLLMBackend.SUPPORTED_RULES) == {
         "autoregressive",
         "greedy_match",
         "rejection",
         "dropmatch_naive",
         "dropmatch_js",
+        *FIELD_RULES,
     }
     import criteria.rules  # noqa: F401
     from criteria.dropout_heads import HeadSpec
@@ -417,7 +421,7 @@ def _completion(ids, drafted, accepted):
     ],
 )
 def test_output_counters_count_only_output_tokens(raw, steps, cap, stops, kept):
-    """Issue 10 item 1 on the vLLM side: vLLM's per-step counts include drafts past the output's end; the
+    """The counter identity on the vLLM side: vLLM's per-step counts include drafts past the output's end; the
     record counts only tokens in the output: num_drafts + num_accepted == len(ids) - 1 + eos_removed."""
     from runners.backends.output import finalize
     from runners.backends.vllm_counters import output_counters, request_counters

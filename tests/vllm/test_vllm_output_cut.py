@@ -1,4 +1,4 @@
-"""Where a vLLM output ends: stop strings and EOS cut the ids exactly as the HF backend does (issue 10 items 1-2).
+"""Where a vLLM output ends: stop strings and EOS cut the ids exactly as the HF backend does.
 
 Tiny pair, greedy. References: the HF backend's AR decode (L = 0) and its SD decode, both cut by
 ``runners.backends.output.finalize``. Stops and EOS tokens are chosen so that the cut falls INSIDE a round of
@@ -12,7 +12,7 @@ import pytest
 pytestmark = pytest.mark.vllm
 pytest.importorskip("vllm.entrypoints.llm")  # not "vllm": tests/vllm would satisfy it
 
-from vllm_testlib import L  # noqa: E402
+from tests.helpers.vllm import L  # noqa: E402
 
 PROMPTS = [
     "def add(a, b):",
@@ -82,7 +82,7 @@ def _inner_stops(tokenizer, r) -> list[str]:
 
 
 def test_stop_strings_cut_sd_ids_as_ar_ids(backends):
-    """Issue 10 item 2. Stops taken from the greedy text: vLLM SD ids == HF AR ids == HF SD ids (and text, stop
+    """Stops taken from the greedy text: vLLM SD ids == HF AR ids == HF SD ids (and text, stop
     reason), through the hook's rule and through vLLM's own sampler; the ids end at the token that completes the
     stop, the counters count only what is in the output (vLLM returns no per-request metrics for these requests)."""
     from runners.backends.base import DecodingConfig

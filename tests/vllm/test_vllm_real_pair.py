@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.own_engine]
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.embedded, pytest.mark.own_engine]
 pytest.importorskip("vllm.entrypoints.llm")  # not "vllm": tests/vllm would satisfy it
 import vllm  # noqa: E402
 
@@ -40,7 +40,7 @@ def _model_dir(name: str) -> str:
 
 def test_real_pair_dropmatch_in_vllm():
     from runners.backends.vllm_counters import metrics_delta, read_spec_metrics
-    from runners.counters import acceptance_rate, mean_acceptance_length
+    from runners.records.counters import acceptance_rate, mean_acceptance_length
 
     target, draft = (
         _model_dir("Qwen2.5-Coder-1.5B-Instruct"),
@@ -95,7 +95,7 @@ def test_real_pair_dropmatch_in_vllm():
         llm.collective_rpc("dropmatch_take_rounds")
     assert results["dm_naive_p0"][0] == results["native"][0]
     assert results["dm_naive_p0"][1].to_dict() == results["native"][1].to_dict()
-    for label, (_, c) in results.items():
+    for _, c in results.values():
         assert sum(c.num_accepted_tokens_per_pos) == c.num_accepted_tokens
         assert c.num_accepted_tokens <= c.num_draft_tokens <= L * c.num_drafts
     # lossy rule: a per-draft-token acceptance rate at least greedy match's (a fixed token budget means

@@ -48,7 +48,7 @@ def test_run_records_dropmatch_through_vllm(tiny_pair, tmp_path, monkeypatch):
         and r["spec"]["num_drafts"] == len(r["accepted_per_round"])
         for r in rows
     )
-    for r in rows:  # issue 10 item 1: every record counts only the tokens in its output
+    for r in rows:  # every record counts only the tokens in its output
         assert (
             r["spec"]["num_drafts"] + r["spec"]["num_accepted_tokens"]
             == len(r["output_token_ids"]) - 1 + r["eos_removed"]

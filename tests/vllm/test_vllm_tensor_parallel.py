@@ -36,6 +36,7 @@ def _generate(pair_dir: Path, tp: int, tmp_path: Path) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(
     (os.cpu_count() or 1) < 2, reason="TP = 2 on the CPU build binds one core per rank"
 )

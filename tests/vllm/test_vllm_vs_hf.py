@@ -44,7 +44,7 @@ def _record(r):
 @pytest.mark.parametrize("rule", ["greedy_match", "dropmatch_naive", "dropmatch_js"])
 def test_vllm_records_equal_hf_records(backends, rule):
     """Same seeds, same rule, same HeadSpec -> the same record from both backends: ids, text, per-round accepted
-    counts, counters, stop reason and traces (issue 10: one verify round; item 1: both cut the last round at
+    counts, counters, stop reason and traces (one verify round; both cut the last round at
     max_new_tokens the same way; 17 and 22 tokens end inside a round)."""
     import criteria.rules  # noqa: F401
     from criteria.dropout_heads import HeadSpec

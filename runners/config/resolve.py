@@ -1,0 +1,120 @@
+"""Resolve a composed Hydra config into the plain dict a run is: what the run id hashes and ``config.json`` stores."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from runners.autojudge.artefact import attach_judge
+from runners.backends.select import resolve_backend
+from runners.config.errors import ConfigError
+from runners.config.numeric_fields import canonical
+from runners.config.validate import validate
+from runners.models.identity import model_identity
+
+_logger = logging.getLogger(__name__)
+
+
+def resolve_run_config(
+    cfg: Any, identify_models: bool = True, check: Callable[[dict], None] | None = None
+) -> dict:
+    """Validate, then normalise to the plain dict the run id hashes and ``config.json`` stores.
+
+    Normalisation: numeric fields take their declared type (:func:`runners.config.numeric_fields.canonical`); the
+    profile's per-dataset ``limit`` / ``max_new_tokens`` fill unset fields;
+    autoregressive methods get ``L = 0``; ``backend: auto`` becomes the chosen backend's config
+    (:mod:`runners.backends.select`); DropMatch fields a method does not use are fixed (so a sweep
+    over ``dropmatch.p_drop`` runs SD once, not once per value), and ``dropmatch.audit_share`` is dropped where
+    nothing is audited (an exact run, or a share of 0); ``model_identity`` records the weights
+    each model will be loaded from (:func:`runners.models.identity.model_identity`; skipped with
+    ``identify_models=False``, for validation only). ``method.threshold`` is dropped from methods without a judge (a sweep
+    ``++method.threshold=...`` runs SD once); Auto-Judge methods get ``method.judge.key``
+    (:func:`runners.autojudge.artefact.attach_judge`). ``check`` (a measurement's own field checks,
+    :func:`runners.measure.base.check`) sees the validated, canonical config before the profile fills it.
+
+    Raises:
+        runners.config.validate.ConfigError: an invalid field, or a missing judge artefact (nothing has been loaded yet).
+    """
+    if OmegaConf.is_config(cfg):  # a DictConfig is a Mapping too: resolve it into plain containers
+        cfg = OmegaConf.to_container(cfg, resolve=True)
+    c = {k: v for k, v in dict(cfg).items() if k != "hydra"}
+    c["dataset"], c["decoding"], c["method"] = (
+        dict(c["dataset"]),
+        dict(c["decoding"]),
+        dict(c["method"]),
+    )
+    c["dropmatch"] = dict(c.get("dropmatch") or {})
+    method = c["method"]
+    if method.get("autoregressive"):
+        c["L"] = 0
+    c["backend"] = _resolve_backend(c)  # backend=auto -> the engine this machine runs fastest
+    validate(c)
+    canonical(
+        c
+    )  # each numeric field as its declared type (temperature=0 -> 0.0), as config.json has it
+    if check is not None:
+        check(c)
+    if isinstance(method.get("judge"), Mapping):
+        _check_judge_method(c)
+    else:
+        method.pop("threshold", None)
+    spec_method = (c.get("pair") or {}).get("spec_method")  # what the pair's draft is (eagle3 head)
+    if spec_method and dict(c["backend"]).get("name") == "vllm":
+        c["backend"] = {**dict(c["backend"]), "spec_method": str(spec_method)}
+    profile = c.get("profile") or {}
+    name = c["dataset"]["name"]
+    if c["dataset"].get("limit") is None and (profile.get("limit") or {}).get(name) is not None:
+        c["dataset"]["limit"] = int(profile["limit"][name])
+    cap = (profile.get("max_new_tokens") or {}).get(name)
+    if c["decoding"].get("max_new_tokens") is None:
+        c["decoding"]["max_new_tokens"] = (
+            int(cap) if cap is not None else c["dataset"].get("max_new_tokens")
+        )
+    if c.get("repeats") is None:
+        c["repeats"] = int(profile.get("repeats") or 1)
+    dm = c["dropmatch"]
+    if dm.get("sparse_top_n") is None or not dm.get("audit_share"):
+        dm.pop(
+            "audit_share", None
+        )  # nothing audited: the config (and run id) of a run without the field
+    if method.get("uses_dropmatch") or method.get("measure"):
+        dm["path"] = 0
+    elif method.get("ar_dropout_path"):  # one path: K = 1; the rule's settings do not apply
+        c["dropmatch"] = {"K": 1, "p_drop": dm["p_drop"], "path": dm.get("path", 0)}
+    else:
+        c["dropmatch"] = {"unused": True}
+    if isinstance(method.get("judge"), Mapping):
+        attach_judge(c)
+    if identify_models:
+        c["model_identity"] = model_identity(c["pair"], c["backend"])
+    return c
+
+
+def _resolve_backend(c: Mapping[str, Any]) -> dict:
+    """``backend: auto`` resolved (:func:`runners.backends.select.resolve_backend`); any other backend as is.
+
+    Raises:
+        runners.config.errors.ConfigError: a setting given to ``auto`` that the chosen backend lacks.
+    """
+    try:
+        return resolve_backend(c, log=_logger.info)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _check_judge_method(c: Mapping[str, Any]) -> None:
+    """An Auto-Judge method's own fields (its backend is checked by validation: ``autojudge`` mode)."""
+    thr = c["method"].get("threshold")
+    if isinstance(thr, bool) or not isinstance(thr, (int, float)) or not 0.0 <= float(thr) <= 1.0:
+        raise ConfigError(
+            f"method.threshold={thr!r} is invalid; allowed: a number in [0, 1] (accept a mismatch iff "
+            f"the judge's p_important < threshold)"
+        )
+    if float(c["decoding"]["temperature"]) != 0.0:
+        raise ConfigError(
+            f"decoding.temperature={c['decoding']['temperature']} with method={c['method']['name']}; "
+            f"allowed: 0 (Auto-Judge is greedy)"
+        )

@@ -1,0 +1,266 @@
+"""Check a resolved run config before any model or data loads.
+
+Every error names the field and the allowed values, e.g.
+``L=-1 is invalid; allowed: an integer >= 1 (0 only with method=ar)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+import criteria.rules  # noqa: F401  (fills CRITERIA)
+import runners.backends  # noqa: F401
+import runners.datasets  # noqa: F401
+from runners.backends.modes import BACKEND_MODES, modes_of, supported_modes
+from runners.config.decode_spec import build_rule
+from runners.config.errors import ConfigError
+from runners.config.numeric_fields import FieldError, canonical
+from runners.config.optional_deps import gpu_available, installed
+from runners.datasets.base import FIXED_CHAT_KWARGS
+from runners.models.dtype import resolve_dtype
+from runners.paths import REPO_ROOT
+from runners.registry import BACKENDS, CRITERIA, DATASETS
+
+# Backends whose engine is an optional package (imported only when generating): checked up front.
+BACKEND_PACKAGES = {"vllm": "vllm", "llamacpp": "llama_cpp"}
+# How to get a backend's package (the error when it is missing says so).
+BACKEND_INSTALL = {
+    "vllm": "run with the venv from runners/backends/install_vllm.sh (.venv-vllm/bin/python -m runners.main ...)",
+    "llamacpp": "build llama-cpp-python into this venv: ./reproduce.sh setup (README 'Set-up')",
+}
+# Backends whose loop runs the exactness audit of the sparse variant (criteria.audit.audited_verify_round).
+AUDIT_BACKENDS = ("hf", "llamacpp")
+LOGGERS = {"none": (), "wandb": ("online", "offline", "disabled")}
+
+
+def _validate_logger(logger: Mapping[str, Any]) -> None:
+    name = logger.get("name", "none")
+    if name not in LOGGERS:
+        raise ConfigError(f"logger={name!r} is unknown; allowed: {', '.join(LOGGERS)}")
+    modes = LOGGERS[name]
+    if modes and logger.get("mode", modes[0]) not in modes:
+        raise ConfigError(
+            f"logger.mode={logger.get('mode')!r} is invalid; allowed: {', '.join(modes)}"
+        )
+    if name == "wandb" and logger.get("mode") != "disabled" and not installed("wandb"):
+        raise ConfigError(
+            "logger=wandb needs the 'wandb' package (pip install wandb); allowed here: logger=none"
+        )
+
+
+def _method_files() -> dict[str, dict]:
+    """``{name: conf/method/<name>.yaml}`` (for the allowed values of ``method``)."""
+    out = {}
+    for path in sorted((REPO_ROOT / "conf" / "method").glob("*.yaml")):
+        with open(path, encoding="utf-8") as f:
+            out[path.stem] = yaml.safe_load(f) or {}
+    return out
+
+
+def _validate_modes(cfg: Mapping[str, Any]) -> None:
+    """Refuse a method (or ``trace``) the backend cannot run (:mod:`runners.backends.modes`)."""
+
+    backend = cfg["backend"]
+    name = backend["name"]
+    try:
+        have = supported_modes(backend)
+    except KeyError:
+        raise ConfigError(
+            f"backend={name!r} declares no supported modes (runners/backends/modes.py); "
+            f"allowed: {', '.join(BACKEND_MODES)}"
+        ) from None
+    missing = [m for m in modes_of(cfg) if m not in have]
+    if not missing:
+        return
+    where = f"backend={name}" + (
+        " with backend.native_verify=true"
+        if name == "vllm" and backend.get("native_verify")
+        else ""
+    )
+    others = [
+        b for b in BACKEND_MODES if b != name and set(missing) <= supported_modes({"name": b})
+    ]
+    alt = f"; or backend={', '.join(others)}" if others else ""
+    if "nucleus" in missing:
+        raise ConfigError(
+            f"decoding.top_p={cfg['decoding'].get('top_p')} is not supported by {where} (the project's "
+            f"rules do not apply nucleus sampling); allowed: 1.0"
+        )
+    if missing == ["trace"]:
+        raise ConfigError(
+            f"trace=true is not supported by {where} (no per-round criterion traces); "
+            f"allowed: trace=false{alt}"
+        )
+    L = int(cfg.get("L") or 0) or 1
+    ok = [
+        m
+        for m, spec in _method_files().items()
+        if not spec.get("measure")
+        and set(
+            modes_of(
+                {**cfg, "method": spec, "L": 0 if spec.get("autoregressive") else L, "trace": False}
+            )
+        )
+        <= have
+    ]
+    raise ConfigError(
+        f"method={cfg['method'].get('name')} is not supported by {where} (it has no "
+        f"{'/'.join(missing)} decoding; it would record a different computation under this "
+        f"method); allowed with {where}: method={', '.join(ok)}{alt}"
+    )
+
+
+def _validate_rule(cfg: Mapping[str, Any]) -> None:
+    """Build the rule from its settings (``method.kwargs``) and let it check the run's L and temperature
+    (``check_round``), so a knob out of range or a setting the rule does not define fails here, before loading.
+    Auto-Judge rules are built later (their judge artefact is attached after validation)."""
+    name = cfg["method"]["criterion"]
+    try:
+        rule = build_rule(cfg)
+    except TypeError:  # a method.kwargs key the rule does not take
+        params = [
+            p.name
+            for p in inspect.signature(CRITERIA.get(name).__init__).parameters.values()
+            if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        ]
+        unknown = sorted(set(cfg["method"].get("kwargs") or {}) - set(params))
+        raise ConfigError(
+            f"method.kwargs.{', method.kwargs.'.join(unknown) or '?'} is not a setting of method.criterion="
+            f"{name!r}; allowed: {', '.join(f'method.kwargs.{p}' for p in params) or 'none'}"
+        ) from None
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    check = getattr(rule, "check_round", None)
+    if check is not None:
+        try:
+            check(L=int(cfg.get("L") or 0), temperature=float(cfg["decoding"]["temperature"]))
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+
+
+PROGRESS = ("auto", "bar", "log", "quiet")
+
+
+def _validate_fields(cfg: Mapping[str, Any]) -> None:
+    """Every numeric field of :data:`runners.config.numeric_fields.NUMERIC` (type and range), ``trace``, ``reuse``, ``progress``."""
+    try:
+        canonical(copy.deepcopy(dict(cfg)))
+    except FieldError as e:
+        raise ConfigError(str(e)) from None
+    if not isinstance(cfg.get("trace", False), bool):
+        raise ConfigError(f"trace={cfg.get('trace')!r} is invalid; allowed: true, false")
+    dm = cfg.get("dropmatch") or {}
+    if dm.get("sparse_check_top_n") is not None:
+        if not cfg.get("trace"):
+            raise ConfigError(
+                f"dropmatch.sparse_check_top_n={dm['sparse_check_top_n']} records the sparse variant's "
+                "verdicts in the round traces; allowed: trace=true with it, or sparse_check_top_n=null"
+            )
+        if dm.get("sparse_top_n") is not None:
+            raise ConfigError(
+                f"dropmatch.sparse_check_top_n={dm['sparse_check_top_n']} compares the sparse variant "
+                f"with the exact rule, but dropmatch.sparse_top_n={dm['sparse_top_n']} makes the run "
+                "sparse; allowed: sparse_top_n=null with the check, or sparse_check_top_n=null"
+            )
+    backend = str((cfg.get("backend") or {}).get("name"))
+    if (
+        dm.get("audit_share")
+        and dm.get("sparse_top_n") is not None
+        and backend not in AUDIT_BACKENDS
+    ):
+        raise ConfigError(
+            f"dropmatch.audit_share={dm['audit_share']} audits the sparse variant in the HF or llama.cpp "
+            f"loop, but backend={backend}; allowed: backend={' or '.join(AUDIT_BACKENDS)} with the audit, or "
+            "audit_share=0 (or sparse_top_n=null)"
+        )
+    if cfg.get("reuse", "warn") not in ("warn", "strict"):
+        raise ConfigError(f"reuse={cfg.get('reuse')!r} is invalid; allowed: warn, strict")
+    if cfg.get("progress", "auto") not in PROGRESS:
+        raise ConfigError(
+            f"progress={cfg.get('progress')!r} is invalid; allowed: {', '.join(PROGRESS)}"
+        )
+
+
+def validate(cfg: Mapping[str, Any]) -> None:
+    """Raise :class:`ConfigError` for the first invalid field.
+
+    Checks: L, every numeric field of :data:`runners.config.numeric_fields.NUMERIC` (dropmatch.p_drop / K / path,
+    decoding.temperature / top_p / seed / max_new_tokens, dataset.limit / offset / max_new_tokens, repeats,
+    the profile's caps, the backend's sizes: type and range), trace, progress, method/criterion, backend and
+    dataset names against their registries, that the backend supports the run's modes
+    (:mod:`runners.backends.modes`: e.g. ``method=draft_only`` with ``backend=vllm`` is refused), that an
+    optional backend package is installed, the logger and its mode, and that a GPU-only
+    pair/profile/backend has a GPU.
+    """
+
+    method = cfg["method"]
+    L = cfg.get("L")
+    if method.get("autoregressive"):
+        if L != 0:
+            raise ConfigError(
+                f"L={L} with method={method['name']}; autoregressive methods have no drafts (L is set to 0)"
+            )
+    elif (
+        not isinstance(L, (int, float)) or isinstance(L, bool) or not float(L).is_integer() or L < 1
+    ):
+        raise ConfigError(
+            f"L={L!r} is invalid; allowed: an integer >= 1 (draft tokens per round; "
+            f"method=ar for the autoregressive baseline)"
+        )
+    _validate_fields(cfg)
+    if method.get("criterion") is not None and method["criterion"] not in CRITERIA:
+        raise ConfigError(
+            f"method.criterion={method['criterion']!r} is unknown; allowed: {', '.join(CRITERIA.names())}"
+        )
+    if method.get("criterion") is not None and not isinstance(method.get("judge"), Mapping):
+        _validate_rule(cfg)
+    if cfg["backend"]["name"] not in BACKENDS:
+        raise ConfigError(
+            f"backend={cfg['backend']['name']!r} is unknown; allowed: {', '.join(BACKENDS.names())}"
+        )
+    if cfg["dataset"]["name"] not in DATASETS:
+        raise ConfigError(
+            f"dataset={cfg['dataset']['name']!r} is unknown; allowed: {', '.join(DATASETS.names())}"
+        )
+
+    ctk = (cfg.get("pair") or {}).get("chat_template_kwargs")
+    if ctk is not None and (
+        not isinstance(ctk, Mapping)
+        or not all(isinstance(k, str) for k in ctk)
+        or set(FIXED_CHAT_KWARGS) & set(ctk)
+    ):
+        raise ConfigError(
+            f"pair.chat_template_kwargs={ctk!r} is invalid; allowed: a mapping of chat-template "
+            f"variables, e.g. {{enable_thinking: false}} ({{}}: the template's defaults; not "
+            f"{' / '.join(FIXED_CHAT_KWARGS)})"
+        )
+    _validate_modes(cfg)
+    needs_gpu = [
+        f"{k}={cfg[k]['name']}"
+        for k in ("pair", "profile", "backend")
+        if (cfg.get(k) or {}).get("requires_gpu")
+    ]
+    if needs_gpu and not gpu_available():
+        raise ConfigError(
+            f"{', '.join(needs_gpu)} needs a CUDA GPU and none is visible; allowed here: profile=default with "
+            f"pair=qwen25coder_0.5b_1.5b (the embedded CPU pair)"
+        )
+    package = BACKEND_PACKAGES.get(cfg["backend"]["name"])
+    if package and not installed(package):
+        raise ConfigError(
+            f"backend={cfg['backend']['name']} needs the {package!r} package, which this interpreter "
+            f"({sys.executable}) lacks; allowed here: backend=hf, or "
+            f"{BACKEND_INSTALL[cfg['backend']['name']]}"
+        )
+    _validate_logger(cfg.get("logger") or {})
+
+    try:
+        resolve_dtype(cfg.get("pair") or {})
+    except ValueError as e:
+        raise ConfigError(str(e)) from None

@@ -1,0 +1,311 @@
+"""Hydra callbacks (``conf/run.yaml`` ``hydra.callbacks``): sweep validation, job status and the sweep's lines.
+
+:class:`SweepSummary` reports a multirun at the sweep level, whichever launcher runs the jobs:
+
+- each job writes ``<job output dir>/.dropmatch_status.json`` when it ends, in its own process:
+  ``done`` (ran, the record is complete), ``skipped`` (finished earlier; nothing loaded; ``"stale": true``
+  when that record was made by other decision code and reused under ``reuse=warn``), ``concurrent``
+  (another live process holds the record, e.g. the AR point at L=5 and at L=10 of one parallel sweep,
+  which are one run; that process completes it) or ``failed`` (the run raised);
+- in-process launchers also log (:func:`sweep_logger`), after each job,
+  ``[sweep] 3/12 runs ended (2 done, 1 skipped, 0 concurrent, 0 failed), elapsed 0:02:05, ETA 0:04:10``;
+- a single run (no ``-m``) is validated before Hydra creates its output directory (:func:`refuse_invalid_run`):
+  a bad value exits 2 and writes nothing;
+- before launching, every sweep point is composed and validated (:func:`invalid_sweep_points`); any invalid
+  point refuses the whole sweep (exit 2, each error printed), so nothing runs;
+- the launching process prints one line when the sweep ends (also when it stops on a failure or
+  Ctrl-C, from an ``atexit`` hook), read back from those status files, e.g.
+  ``[sweep] ended after 0:10:02: 12 runs: 9 done, 3 skipped, 0 concurrent, 0 failed, 0 unreported (...)``.
+  ``unreported`` counts jobs that started but never ended (killed, e.g. ``scancel``); rerun the sweep
+  to resume them.
+
+Hydra imports this module (to build the callbacks) before it builds the launcher, and jobs unpickle it before
+they run, so it registers the ``dm.*`` resolvers (:mod:`runners.sweep.resolvers`) the launcher configs use.
+"""
+
+from __future__ import annotations
+
+import atexit
+import copy
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra import compose
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.utils import JobStatus
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+from runners.config.errors import ConfigError
+from runners.loggers import hint_wandb
+from runners.main import describe, job_of
+from runners.paths import results_dir
+from runners.records.record import RunRecord
+from runners.records.reuse import stale_codes, will_reuse
+from runners.sweep.console import terminal
+from runners.sweep.progress import hms
+from runners.sweep.resolvers import register_resolvers
+
+register_resolvers()  # the launcher configs resolve ${dm.gpus:...} in this process and in the jobs
+
+
+def sweep_logger(stream: str = "stderr") -> logging.Logger:
+    """``runners.sweep.callbacks.<stream>``: the sweep-level lines, on the terminal only (:func:`runners.sweep.console.terminal`):
+    they describe the whole sweep, not one run, so they stay out of the jobs' log files."""
+    return terminal(f"{__name__}.{stream}", stream)
+
+
+STATUS_FILE = ".dropmatch_status.json"
+
+
+def count_jobs(config: DictConfig) -> int | None:
+    """Number of jobs the basic sweeper makes of this multirun (None if it cannot tell)."""
+    jobs = sweep_job_overrides(config)
+    return None if jobs is None else len(jobs)
+
+
+def sweep_job_overrides(config: DictConfig) -> list[list[str]] | None:
+    """The override list of every job the basic sweeper makes of this multirun (None if it cannot tell)."""
+    try:
+        params = [
+            f"{k}={v}" for k, v in (OmegaConf.select(config, "hydra.sweeper.params") or {}).items()
+        ]
+        params += list(OmegaConf.to_container(config.hydra.overrides.task, resolve=False))
+        overrides = OverridesParser.create().parse_overrides(params)
+        return [
+            list(job) for batch in BasicSweeper.split_arguments(overrides, None) for job in batch
+        ]
+    except Exception:  # glob(), custom sweepers ...
+        return None
+
+
+def invalid_sweep_points(config: DictConfig) -> list[str]:
+    """``"<overrides>: <error>"`` for every sweep point whose config :func:`runners.config.validate.validate` refuses.
+
+    Composes each point as the launcher will (``hydra.compose`` inside the running app) and validates it
+    before any job starts, so a bad value late in a sweep does not stop it after hours of earlier runs.
+    Points that cannot be composed here (e.g. interpolations of Hydra's runtime config) are left to the job.
+    """
+    jobs = sweep_job_overrides(config)
+    if not jobs:
+        return []
+    bad, seen = [], set()
+    for job in jobs:
+        try:
+            point = compose(config_name=str(config.hydra.job.config_name), overrides=job)
+            job_of(point).resolve(point, identify_models=False)
+        except ConfigError as e:
+            if str(e) not in seen:
+                seen.add(str(e))
+                bad.append(f"{' '.join(job)}: {e}")
+        except Exception:  # noqa: BLE001  (left to the job, which reports it in full)
+            continue
+    return bad
+
+
+def read_statuses(sweep_dir: Path) -> dict[str, int]:
+    """Counts of ``done`` / ``skipped`` / ``concurrent`` / ``failed`` / ``unreported`` jobs of a sweep."""
+    counts = {"done": 0, "skipped": 0, "concurrent": 0, "failed": 0, "unreported": 0}
+    if not sweep_dir.is_dir():
+        return counts
+    for job_dir in sorted(
+        p for p in sweep_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
+    ):
+        if not (job_dir / ".hydra").exists() and not (job_dir / STATUS_FILE).exists():
+            continue  # not a job directory
+        try:
+            status = json.loads((job_dir / STATUS_FILE).read_text())["status"]
+        except (OSError, ValueError, KeyError):
+            status = "unreported"
+        counts[status if status in counts else "failed"] += 1
+    return counts
+
+
+def count_stale(sweep_dir: Path) -> int:
+    """Jobs of a sweep that reused a record made by other decision code (``"stale": true`` in their status)."""
+    n = 0
+    for f in sweep_dir.glob(f"*/{STATUS_FILE}") if sweep_dir.is_dir() else []:
+        try:
+            n += bool(json.loads(f.read_text()).get("stale"))
+        except (OSError, ValueError):
+            pass
+    return n
+
+
+def _finished_run(config: DictConfig) -> tuple[Any, bool]:
+    """``(RunRecord, finished)`` of the run a job config describes, without loading anything heavy."""
+    try:
+        task = copy.deepcopy(
+            config
+        )  # what the task function gets (as hydra.core.utils.run_job makes it)
+        with read_write(task), open_dict(task):
+            del task["hydra"]
+        c = job_of(task).resolve(task)
+        record = RunRecord(results_dir() / "runs", c)
+        return record, will_reuse(record, str(c.get("reuse") or "warn"))
+    except Exception:  # an invalid config fails in the job itself, with its message
+        return None, False
+
+
+def refuse_invalid_run(config: DictConfig) -> None:
+    """Exit 2 with the config error if a single run's config is invalid (before Hydra creates its output dir).
+
+    Prints what ``runners.main`` prints for a :class:`~runners.config.validate.ConfigError` (what the run would do,
+    then ``config error: <field>=<value> is invalid; allowed: ...``). Other errors are left to the run.
+    """
+    task = copy.deepcopy(config)
+    with read_write(task), open_dict(task):
+        del task["hydra"]
+    try:
+        job_of(task).resolve(task, identify_models=False)
+    except ConfigError as e:
+        try:
+            sweep_logger().error(describe(task))
+        except Exception:  # noqa: BLE001  (a config too broken to describe still gets its error line)
+            pass
+        sweep_logger().error(f"config error: {e}")
+        sys.exit(2)
+    except Exception:  # noqa: BLE001  (left to the run, which reports it in full)
+        return
+
+
+def _multirun(config: DictConfig) -> bool:
+    return str(OmegaConf.select(config, "hydra.mode")).endswith("MULTIRUN")
+
+
+class SweepSummary(Callback):
+    """Counts the runs of a multirun as done / skipped / failed and prints progress and a final line.
+
+    Args:
+        stream: ``stderr`` (default) or ``stdout``.
+    """
+
+    def __init__(self, stream: str = "stderr") -> None:
+        self.stream = stream
+        self.sweep_dir: str | None = None
+        self.total: int | None = None
+        self.t0 = 0.0
+        self.ended = 0
+        self.counts = {"done": 0, "skipped": 0, "concurrent": 0, "failed": 0}
+        self._pending: tuple[Any, bool] = (None, False)
+        self._reported = False
+        self._pid = os.getpid()
+
+    def _print(self, msg: str) -> None:
+        sweep_logger(self.stream).info(msg)
+
+    # -- launching process --------------------------------------------------------------------
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """A single run: an invalid config exits 2 before Hydra writes anything (:func:`refuse_invalid_run`)."""
+        refuse_invalid_run(config)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        bad = invalid_sweep_points(config)
+        if bad:
+            for line in bad:
+                self._print(f"[sweep] config error: {line}")
+            self._print(
+                f"[sweep] refused before launching: {len(bad)} invalid sweep point(s); nothing ran"
+            )
+            sys.exit(2)
+        self.sweep_dir = str(config.hydra.sweep.dir)
+        self.total = count_jobs(config)
+        self.t0 = time.time()
+        self._pid = os.getpid()
+        launcher = str(OmegaConf.select(config, "hydra.launcher._target_") or "")
+        self._print(
+            f"[sweep] {self.total if self.total is not None else '?'} runs, launcher "
+            f"{launcher.rsplit('.', 1)[-1] or '?'}, sweep dir {self.sweep_dir}"
+        )
+        if str(OmegaConf.select(config, "logger.name") or "none") == "none":
+            hint_wandb()
+        atexit.register(self._report_at_exit)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        self._report("ended")
+
+    def _report_at_exit(self) -> None:
+        if os.getpid() == self._pid:  # not in forked children
+            self._report("stopped")
+
+    def _report(self, how: str) -> None:
+        if self._reported or self.sweep_dir is None:
+            return
+        self._reported = True
+        c = read_statuses(Path(self.sweep_dir))
+        n = sum(c.values())
+        total = f" of {self.total}" if self.total is not None and self.total != n else ""
+        self._print(
+            f"[sweep] {how} after {hms(time.time() - self.t0)}: {n}{total} runs: {c['done']} done, "
+            f"{c['skipped']} skipped, {c['concurrent']} concurrent, {c['failed']} failed, "
+            f"{c['unreported']} unreported ({self.sweep_dir})"
+        )
+        stale = count_stale(Path(self.sweep_dir))
+        if stale:
+            self._print(
+                f"[sweep] WARNING: {stale} of the skipped runs were made by other decision code and reused "
+                f"(reuse=warn); rerun with reuse=strict to recompute them"
+            )
+        if how == "stopped" or c["failed"] or c["unreported"]:
+            self._print(
+                "[sweep] rerun the same command to resume: finished runs are skipped, unfinished ones "
+                "continue at the first sample without a record"
+            )
+
+    # -- job process (the same one for in-process launchers) ----------------------------------
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if _multirun(config):
+            self._pending = _finished_run(config)
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        if not _multirun(config):
+            return
+        record, finished_before = self._pending
+        run_id = record.run_id if record is not None else None
+        if job_return.status == JobStatus.COMPLETED:
+            stale = False
+            if finished_before:
+                status, stale = "skipped", bool(stale_codes(record))
+            elif record is not None and record.existing_summary() is None:
+                status = "concurrent"  # run() left it to the process holding its lock
+            else:
+                status = "done"
+            error = None
+        else:
+            status, error, stale = "failed", repr(job_return._return_value)[:2000], False
+        out_dir = Path(str(config.hydra.runtime.output_dir))
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / STATUS_FILE).write_text(
+                json.dumps(
+                    {
+                        "status": status,
+                        "run_id": run_id,
+                        "job_num": OmegaConf.select(config, "hydra.job.num"),
+                        "overrides": list(config.hydra.overrides.task),
+                        "error": error,
+                        "stale": stale,
+                    }
+                )
+            )
+        except OSError as e:
+            self._print(f"[sweep] could not write job status to {out_dir}: {e}")
+        if self.sweep_dir is None or os.getpid() != self._pid:
+            return  # a job in another process (its own log gets nothing extra)
+        self.ended += 1
+        self.counts[status] += 1
+        elapsed = time.time() - self.t0
+        eta = ""
+        if self.total:
+            eta = f", ETA {hms(elapsed / self.ended * (self.total - self.ended))}"
+        self._print(
+            f"[sweep] {self.ended}/{self.total or '?'} runs ended ({self.counts['done']} done, "
+            f"{self.counts['skipped']} skipped, {self.counts['concurrent']} concurrent, "
+            f"{self.counts['failed']} failed), elapsed {hms(elapsed)}{eta}"
+        )

@@ -1,0 +1,1 @@
+"""The test suite (``tests.helpers``: what the tests import; fixtures: the conftest files)."""

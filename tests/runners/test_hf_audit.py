@@ -1,0 +1,122 @@
+"""The exactness audit in the HF loop (criteria/audit.py), on the tiny pair at float32: the audit moves nothing
+the run computes, a sample is audited on the same rounds alone and in a batch, and the counts reach the
+record, the run's summary and the footers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import criteria.rules  # noqa: F401
+from criteria.dropout_heads import HeadSpec
+from criteria.registry import CRITERIA
+from runners.backends.base import DecodingConfig
+from runners.backends.hf_loop import HFLoopBackend
+from runners.datasets.base import Sample
+from runners.models.loader import load_pair
+from tests.helpers.cli import run_main
+
+PROMPTS = [
+    "Janet has 3 apples and buys 5 more. How many apples?",
+    "def add(a, b):",
+    "Question: what is 12 times 7? Answer step by step, then give the final answer.",
+    "A B C D",
+    "Write a short answer.",
+    "The final answer is",
+]
+SAMPLES = [Sample(f"a/{i}", [{"role": "user", "content": p}]) for i, p in enumerate(PROMPTS)]
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_pair_dir):
+    spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
+    return load_pair(
+        {"name": "tiny", "dtype": "float32", "target": spec("target"), "draft": spec("draft")}
+    )
+
+
+def run(pair, heads, B=1, T=0.0, rule="dropmatch_js", n=40):
+    be = HFLoopBackend(pair, batch_size=B)
+    dec = DecodingConfig(num_speculative_tokens=4, max_new_tokens=n, temperature=T, seed=5)
+    return {r.sample_id: r for r in be.generate(SAMPLES, dec, CRITERIA.get(rule)(), heads)}
+
+
+def _decoded(res):
+    return {
+        k: (r.output_token_ids, r.accepted_per_round, r.counters.to_dict(), r.stop_reason)
+        for k, r in res.items()
+    }
+
+
+@pytest.mark.parametrize("T", [0.0, 1.0])
+def test_audit_leaves_the_outputs_unchanged(pair, T):
+    """audit_share 0 vs 0.5 (sparse both): the same tokens, rounds and counters at T = 0 and T = 1 (at T > 0 any
+    draw taken from a sample's generator would change its samples), and about half the rounds audited."""
+    plain = run(pair, HeadSpec(5, 0.3, top_n=8), B=3, T=T)
+    audited = run(pair, HeadSpec(5, 0.3, top_n=8, audit_share=0.5), B=3, T=T)
+    assert _decoded(plain) == _decoded(audited)
+    assert all(r.audit is None for r in plain.values())
+    n_audited = sum(r.audit["rounds"] for r in audited.values())
+    n_rounds = sum(len(r.accepted_per_round) for r in audited.values())
+    assert n_rounds > 30 and 0.25 < n_audited / n_rounds < 0.75
+
+
+def test_same_audited_rounds_alone_and_in_a_batch(pair):
+    """B = 1 and B = 4 (rows leave and are refilled): each sample's audit record (audited rounds, counts) is
+    the same."""
+    heads = HeadSpec(5, 0.3, top_n=8, audit_share=0.3)
+    one, four = run(pair, heads, B=1), run(pair, heads, B=4)
+    assert _decoded(one) == _decoded(four)
+    assert {k: r.audit for k, r in one.items()} == {k: r.audit for k, r in four.items()}
+    assert sum(len(r.audit["audited"]) for r in one.values()) > 5
+
+
+def test_covering_the_vocabulary_the_audit_agrees_everywhere(pair):
+    """With 2N >= V every audited round and position agrees (T = 0); the counts are those of the kept rounds."""
+    V = pair.target.get_output_embeddings().weight.shape[0]
+    res = run(pair, HeadSpec(5, 0.3, top_n=V, audit_share=1.0), B=2, rule="dropmatch_naive")
+    for r in res.values():
+        a = r.audit
+        assert a["audited"] == list(range(len(r.accepted_per_round)))
+        assert a["rounds"] == a["rounds_equal"] == len(r.accepted_per_round)
+        assert a["positions"] == a["positions_equal"] >= a["rounds"]
+        assert a["differ"] == []
+
+
+@pytest.mark.subprocess
+def test_audit_reaches_the_record_the_summary_and_the_footer(main_env, runs_root):
+    """A run with the audit (tiny pair, sparse top-4 so that verdicts can differ): samples.jsonl carries each
+    sample's counts, summary.json their sums, and the table footer the pooled agreement and its bound."""
+    from analysis.footer import audit_lines, provenance_lines
+    from analysis.load import load_runs
+    from analysis.stats import clopper_pearson_lower
+
+    p = run_main(
+        main_env,
+        "method=dropmatch",
+        "L=4",
+        "dataset=gsm8k",
+        "dataset.limit=2",
+        "decoding.max_new_tokens=24",
+        "dropmatch.sparse_top_n=4",
+        "dropmatch.audit_share=0.5",
+        multirun=False,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    (run_dir,) = list(runs_root.iterdir())
+    cfg = json.loads((run_dir / "config.json").read_text())
+    assert (cfg["dropmatch"]["sparse_top_n"], cfg["dropmatch"]["audit_share"]) == (4, 0.5)
+    samples = [json.loads(x) for x in (run_dir / "samples.jsonl").read_text().splitlines()]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert all(set(s["audit"]) >= {"rounds", "positions_equal", "audited"} for s in samples)
+    for k in ("rounds", "rounds_equal", "positions", "positions_equal"):
+        assert summary[f"audit/{k}"] == sum(s["audit"][k] for s in samples)
+    assert summary["audit/rounds_total"] == sum(len(s["accepted_per_round"]) for s in samples)
+    assert 0 < summary["audit/rounds"] < summary["audit/rounds_total"]
+    runs = load_runs(runs_root)
+    (line,) = audit_lines(runs)
+    k, n = summary["audit/positions_equal"], summary["audit/positions"]
+    assert f"{k}/{n} positions" in line
+    assert f"lower bound {100 * clopper_pearson_lower(k, n):.2f}%" in line
+    assert line in provenance_lines(runs)

@@ -7,7 +7,8 @@ tokens, L = ``--L``:
      (llama.cpp: logits + final hidden states; transformers: hidden states + the plain LM head);
      llama.cpp's verify over [B, L+1] for B in ``--batch``;
   2. decoding through the backends: llama.cpp AR, SD (greedy_match) and SD+DM (dropmatch_js, K=5, p_drop=0.3) at
-     B = 1, AR at each B of ``--batch`` (aggregate tokens / share seconds), transformers float32 AR (and ``--hf-sd``)
+     B = 1 (DM: the default profile's sparse top-64 with a 5% exact audit; ``--dm-exact`` also the exact rule),
+     AR at each B of ``--batch`` (aggregate tokens / share seconds), transformers float32 AR (and ``--hf-sd``)
      at B = 1; tokens/s = tokens / generation seconds (prefill excluded), per item and in total;
   3. greedy SD vs AR on llama.cpp token for token; at a first divergence, the engine's top-2 logit gap there
      (a fresh single-sequence decode of prompt + common prefix).
@@ -82,8 +83,9 @@ def costs(prompt: list[int], args, hf_pair) -> None:
         eng = "llama.cpp" + (" repack" if repack else "")
         for B in sorted(set([1, *args.batch])):
             ctx = SeqContext(model, n_seq=B, n_ctx=len(prompt) + 64, hidden=True)
-            for s in range(B):
-                ctx.decode([Feed(s, p, t, False) for p, t in enumerate(prompt)], hidden=False)
+            ctx.decode([Feed(0, p, t, False) for p, t in enumerate(prompt)], hidden=False)
+            for s in range(1, B):  # the same context in every sequence (a KV copy, not B prefills)
+                ctx.copy(0, s, len(prompt))
             n0 = len(prompt)
             for n in (1, L + 1) if B == 1 else (L + 1,):
 
@@ -159,6 +161,9 @@ def main() -> None:
     ap.add_argument("--hf-sd", action="store_true", help="also transformers float32 SD at B = 1")
     ap.add_argument("--skip-costs", action="store_true")
     ap.add_argument(
+        "--dm-exact", action="store_true", help="also DropMatch's exact rule on llama.cpp"
+    )
+    ap.add_argument(
         "--repack", default="0", help="llama.cpp weight repacking in the costs: 0, 1 or 0,1"
     )
     ap.add_argument(
@@ -191,6 +196,8 @@ def main() -> None:
 
     AR, SD = CRITERIA.get("autoregressive")(), CRITERIA.get("greedy_match")()
     DM, heads = CRITERIA.get("dropmatch_js")(), HeadSpec(5, 0.3)
+    # the default profile's decision: the sparse variant (top-64), 5% of rounds audited by the exact rule
+    sparse = HeadSpec(5, 0.3, top_n=64, audit_share=0.05)
 
     def dec(L: int) -> DecodingConfig:
         return DecodingConfig(num_speculative_tokens=L, max_new_tokens=args.max_new, stop=stop)
@@ -217,7 +224,14 @@ def main() -> None:
     print(f"== decoding, {args.n} items, {args.max_new} new tokens max, L={args.L}")
     lc_ar = go(be, "llama.cpp AR", 0, AR)
     lc_sd = go(be, "llama.cpp SD", args.L, SD)
-    go(be, "llama.cpp SD+DM", args.L, DM, heads)
+    dm = go(be, "llama.cpp SD+DM sparse-64 + 5% audit", args.L, DM, sparse)
+    audit = [r.audit for r in dm.values() if r.audit]
+    print(
+        f"  audit: {sum(a['rounds'] for a in audit)} rounds audited, same verdict at "
+        f"{sum(a['positions_equal'] for a in audit)}/{sum(a['positions'] for a in audit)} positions"
+    )
+    if args.dm_exact:
+        go(be, "llama.cpp SD+DM exact", args.L, DM, heads)
     if args.repack_decode:
         rp = LlamaCppBackend(lc_pair, repack=True)
         go(rp, "warm-up llama.cpp repack", 0, AR, items=samples[:1])

@@ -16,7 +16,8 @@ usage: ./reproduce.sh <artefact|all|test|setup|rescore|judge> [hydra overrides |
   artefacts: $ARTEFACTS
   all        every artefact that has a config (conf/experiment/<name>.yaml)
   test       the test suite (CI): ./reproduce.sh test ; quick loop: ./reproduce.sh test -m "not slow"
-  setup      create .venv and install (done automatically on first use)
+  setup      create .venv and install (done automatically on first use; builds the llama.cpp engine where it is
+             the default: DROPMATCH_LLAMACPP=1 always, =0 never)
   rescore    rescore stored outputs with the installed scorers: ./reproduce.sh rescore <run_id|run dir|artefact> ...
   judge      judge stored open-ended answers again (MT-Bench, Alpaca, KoMT-Bench), no decoding:
              ./reproduce.sh judge <artefact|run_id|run dir> ... [--profile P] [judge=api|local] [judge.*=...]
@@ -46,7 +47,48 @@ setup() {
   "$PY" -m pip install --quiet ${DROPMATCH_TORCH_INDEX:+--index-url "$DROPMATCH_TORCH_INDEX"} torch==2.13.0 >&2
   # extras the tests and artefacts use (vLLM has its own venv: setup_vllm)
   "$PY" -m pip install --quiet -e ".[test,slurm,wandb,fig3]" >&2
+  setup_llamacpp
   echo "$want" > "$stamp"
+}
+
+# llama.cpp engine (backend=llamacpp; backend=auto's choice on CPUs without native bf16): llama-cpp-python has no
+# binary wheel for Linux x86 on PyPI, so pip compiles llama.cpp (measured ~6.5 min on 2 cores with these flags).
+# Only the library is built (no tests, examples, tools, server, multimodal), for this CPU (GGML_NATIVE). Built
+# where the CPU lacks native bf16 (there it is the default engine) or when DROPMATCH_LLAMACPP=1; skipped with
+# DROPMATCH_LLAMACPP=0. A failed build is not fatal: backend=auto then uses transformers and says why.
+LLAMACPP_PIN=$(grep -o '"llama-cpp-python==[^"]*"' pyproject.toml | tr -d '"')
+LLAMACPP_CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON"
+
+setup_llamacpp() {
+  local want=${DROPMATCH_LLAMACPP:-auto} missing=() t0=$SECONDS
+  if "$PY" -c "import llama_cpp" >/dev/null 2>&1; then return 0; fi
+  if [ "$want" = 0 ]; then
+    echo "[setup] llama.cpp engine not built (DROPMATCH_LLAMACPP=0): backend=auto uses transformers" >&2; return 0
+  fi
+  if [ "$want" = auto ] && "$PY" -c 'import sys; from runners.models.dtype import cpu_has_fast_bf16; sys.exit(0 if cpu_has_fast_bf16() else 1)'; then
+    echo "[setup] llama.cpp engine not built: this CPU has native bf16, where transformers in bfloat16 is the default engine (DROPMATCH_LLAMACPP=1 builds it anyway)" >&2
+    return 0
+  fi
+  local tool
+  for tool in gcc g++ cmake; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
+  if [ ${#missing[@]} -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[setup] installing a compiler for llama.cpp (missing: ${missing[*]}): apt-get install build-essential cmake" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential cmake >/dev/null) >&2 || true
+    missing=()
+    for tool in gcc g++; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
+  fi
+  if [ ${#missing[@]} -gt 0 ]; then  # (cmake itself pip can supply to the build; a C/C++ compiler it cannot)
+    echo "[setup] llama.cpp engine not built: no ${missing[*]} (install a C/C++ compiler, e.g. apt-get install build-essential cmake, then ./reproduce.sh setup); backend=auto uses transformers" >&2
+    return 0
+  fi
+  echo "[setup] building $LLAMACPP_PIN (compiles llama.cpp for this CPU; ~6-7 min on 2 cores)" >&2
+  # --no-cache-dir: pip would otherwise cache the wheel it built for THIS CPU (GGML_NATIVE) and reuse it elsewhere
+  if CMAKE_ARGS="$LLAMACPP_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+      "$PY" -m pip install --quiet --no-cache-dir "$LLAMACPP_PIN" >&2; then
+    echo "[setup] llama.cpp engine built in $((SECONDS - t0)) s" >&2
+  else
+    echo "[setup] $LLAMACPP_PIN failed to build (output above); backend=auto uses transformers" >&2
+  fi
 }
 
 strip_multirun() {  # the artefact is always a multirun; drop a user's -m/--multirun
@@ -180,7 +222,7 @@ cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
   -h|--help|"") usage; [ -n "$cmd" ] && exit 0; exit 2 ;;
-  setup) setup ;;
+  setup) setup; setup_llamacpp ;;   # an explicit setup also retries an engine build that was skipped or failed
   rescore) setup; "$PY" -m runners.rescore "$@" ;;
   judge) setup; "$PY" -m runners.judging "$@" ;;
   test)

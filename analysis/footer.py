@@ -3,12 +3,14 @@
 Every footer names: pair, backend, profile; device; the date span and run count; the git commits that wrote
 the runs (each with its run count; a table from several commits says so); uncommitted changes; the model
 identity per pair (weights' sha256 or hub revision, dtype); the decision-code fingerprint of the acceptance
-rule when the records carry one (several in one table: said so, with counts); and, for DropMatch runs decided by
-the sparse variant, its audited agreement with the exact rule (:func:`audit_lines`).
+rule when the records carry one (several in one table: said so, with counts); for DropMatch runs decided by
+the sparse variant, its audited agreement with the exact rule (:func:`audit_lines`). Where a GGUF engine
+(llama.cpp) made any of the runs, a line names the engine and precision of every run (:func:`engine_lines`).
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 
@@ -64,6 +66,25 @@ def identity_lines(runs: pd.DataFrame) -> list[str]:
                 f"MIXED model identity ({pair}): {_counted(g['model_identity'].astype(str))}"
             )
     return out
+
+
+# backend -> the engine that computes its forwards (backend=auto is resolved before a run records its config)
+ENGINES = {"hf": "transformers", "llamacpp": "llama.cpp", "vllm": "vLLM"}
+GGUF_BACKENDS = ("llamacpp",)
+
+
+def engine_lines(runs: pd.DataFrame) -> list[str]:
+    """The engine and precision the forwards ran in, with run counts (``backend`` and the identities' dtypes:
+    e.g. ``transformers bfloat16`` or ``llama.cpp gguf:Q4_K_M``); several in one table are said so. Only where a
+    GGUF engine made a run (the other footers name the engine in ``backend`` and the dtype in the identity)."""
+    if "backend" not in runs or not runs["backend"].isin(GGUF_BACKENDS).any():
+        return []
+    kinds = []
+    for backend, ident in zip(runs["backend"], runs.get("model_identity", [""] * len(runs))):
+        dtypes = sorted(set(re.findall(r"dtype ([^,]+)", str(ident))))
+        kinds.append(" ".join([ENGINES.get(str(backend), str(backend)), "/".join(dtypes)]).strip())
+    line = f"engine: {_counted(kinds)}"
+    return [line + (" -- MIXED engines in one table" if len(set(kinds)) > 1 else "")]
 
 
 def decision_lines(runs: pd.DataFrame) -> list[str]:
@@ -168,6 +189,7 @@ def provenance_lines(runs: pd.DataFrame) -> list[str]:
     return [
         f"pair: {', '.join(sorted(runs['pair'].unique()))}; backend: {', '.join(sorted(runs['backend'].unique()))}; "
         f"profile: {', '.join(sorted(str(p) for p in runs['profile'].unique()))}",
+        *engine_lines(runs),
         f"device: {', '.join(sorted(str(d) for d in runs['device'].dropna().unique()))}",
         f"date (UTC): {span}; runs: {len(runs)}",
         *commit_lines(runs),

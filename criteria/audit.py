@@ -53,8 +53,8 @@ def is_audited(share: float, seed: int, sample_id: str, round_index: int) -> boo
 
 
 def audited_verify_round(
-    hidden: torch.Tensor,
-    lm_head: LMHead,
+    hidden: torch.Tensor | None,
+    lm_head: LMHead | None,
     draft_token_ids: torch.Tensor,
     rule: Any,
     heads: HeadSpec,
@@ -65,13 +65,15 @@ def audited_verify_round(
     draft_probs: torch.Tensor | None = None,
     draft_hidden: torch.Tensor | None = None,
     trace: bool = False,
+    target_logits: torch.Tensor | None = None,
 ) -> tuple[AcceptResult, torch.Tensor | None]:
     """:func:`criteria.verify.verify_round` (the run's decision, unchanged), plus the exact rule's verdicts of the
     rows ``audit_rows`` on the same dropout masks.
 
     Args:
-        hidden, lm_head, draft_token_ids, rule, heads, temperature, generators, draft_probs, draft_hidden, trace:
-            as :func:`criteria.verify.verify_round` (``heads`` the run's sparse :class:`HeadSpec`).
+        hidden, lm_head, draft_token_ids, rule, heads, temperature, generators, draft_probs, draft_hidden, trace,
+            target_logits: as :func:`criteria.verify.verify_round` (``heads`` the run's sparse
+            :class:`HeadSpec`; ``target_logits`` the engine's plain logits, used by both decisions).
         audit_rows: indices of the rows (``0 <= i < B``, distinct) to decide again exactly; empty: no audit.
 
     Returns:
@@ -84,7 +86,7 @@ def audited_verify_round(
             sparse (``heads.top_n`` None: nothing to audit); and whatever ``verify_round`` raises.
     """
     rows = [int(i) for i in audit_rows]
-    B = hidden.shape[0]
+    B = draft_token_ids.shape[0]
     if len(set(rows)) != len(rows) or any(not 0 <= i < B for i in rows):
         raise ValueError(f"audit_rows must be distinct row indices in [0, {B}); got {rows}")
     if rows and heads.top_n is None:
@@ -104,6 +106,7 @@ def audited_verify_round(
         draft_probs=draft_probs,
         draft_hidden=draft_hidden,
         trace=trace,
+        target_logits=target_logits,
     )
     if not rows:
         return res, None
@@ -111,7 +114,7 @@ def audited_verify_round(
         None if s is None else torch.Generator(device=generators[i].device).set_state(s)
         for i, s in zip(rows, states)
     ]
-    idx = torch.tensor(rows, dtype=torch.long, device=hidden.device)
+    idx = torch.tensor(rows, dtype=torch.long, device=draft_token_ids.device)
 
     def pick(t: torch.Tensor | None) -> torch.Tensor | None:
         return None if t is None else t.index_select(0, idx.to(t.device))
@@ -126,6 +129,7 @@ def audited_verify_round(
         generators=copies,
         draft_probs=pick(draft_probs),
         draft_hidden=pick(draft_hidden),
+        target_logits=pick(target_logits),
     )
     return res, exact.accept_mask
 

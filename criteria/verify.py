@@ -33,13 +33,14 @@ from criteria.dropout_heads import (
 
 
 def head_logits(
-    hidden: torch.Tensor,
-    lm_head: LMHead,
+    hidden: torch.Tensor | None,
+    lm_head: LMHead | None,
     heads: HeadSpec,
     generators: Sequence[torch.Generator | None],
     *,
     positions: int | None = None,
     draft_probs: torch.Tensor | None = None,
+    target_logits: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Plain and dropout-head logits of B rows (Eq. 1-3), the plain rows and the head rows in one matmul.
 
@@ -55,6 +56,10 @@ def head_logits(
         positions: P, the leading positions whose dropout heads are computed (default: all N). The DropMatch
             rules read the heads at the L drafted positions only, so the verify round skips the bonus position.
         draft_probs: ``[B, L, V]`` (the sparse variant's candidates use the draft's top-N).
+        target_logits: ``[B, N, V]`` or None: the plain head's logits as an engine computed them itself
+            (llama.cpp, in the GGUF's own precision). They are returned as the plain logits and the matmul has
+            only the dropout-head rows (same masks, same head rows); without heads nothing is multiplied, and
+            ``hidden`` / ``lm_head`` may be None.
 
     Returns:
         ``target_logits`` ``[B, N, V]`` float32; ``head_logits`` ``[B, P, K, V]`` in the matmul's dtype (exact) or
@@ -62,6 +67,13 @@ def head_logits(
         (sparse), None when K = 0; ``candidates`` ``[B, P, C + 1]`` int64 token ids of the sparse heads' last dim
         (``-1`` for the rest entry), else None.
     """
+    given = target_logits is not None
+    if given and not heads.active:
+        return target_logits.float(), None, None
+    if hidden is None or lm_head is None:
+        raise ValueError(
+            "head_logits needs hidden and lm_head unless target_logits is given without heads"
+        )
     B, N, d = hidden.shape
     P = N if positions is None else positions
     W, b = lm_head.rows()
@@ -74,7 +86,11 @@ def head_logits(
         )
     K, p = heads.K, heads.p_drop
     if p == 0:  # every head is the plain head: copy it so the rows are bitwise identical
-        plain = lm_head.full(torch.nn.functional.linear(flat, W, b)).view(B, N, 1, -1)
+        plain = (
+            target_logits.float()[:, :, None]
+            if given
+            else lm_head.full(torch.nn.functional.linear(flat, W, b)).view(B, N, 1, -1)
+        )
         return (
             plain[:, :, 0].float(),
             plain[:, :P].expand(B, P, K, plain.shape[-1]).contiguous(),
@@ -87,19 +103,24 @@ def head_logits(
     dropped = dropped_hidden(hidden[:, :P].reshape(B * P, d), keep, p)  # [B*P, K, d], Eq. (1)-(2)
     if heads.top_n is None:
         rows = torch.cat(
-            [flat, dropped.reshape(B * P * K, d)]
-        )  # plain rows first, then the head rows
+            [flat[: 0 if given else B * N], dropped.reshape(B * P * K, d)]
+        )  # plain rows first (unless given), then the head rows
         logits = lm_head.full(
             torch.nn.functional.linear(rows, W, b)
         )  # [B*N + B*P*K, V], Eq. (3), one matmul
         V = logits.shape[-1]
-        return logits[: B * N].float().view(B, N, V), logits[B * N :].view(B, P, K, V), None
+        plain = target_logits.float() if given else logits[: B * N].float().view(B, N, V)
+        return plain, logits[logits.shape[0] - B * P * K :].view(B, P, K, V), None
     if lm_head.gather is not None:
         raise ValueError(
             "dropmatch.sparse_top_n needs the whole LM head; under tensor parallelism use the exact rule "
             "(dropmatch.sparse_top_n=null)"
         )
-    target = torch.nn.functional.linear(flat, W, b).float().view(B, N, -1)  # [B, N, V]
+    target = (
+        target_logits.float()
+        if given
+        else torch.nn.functional.linear(flat, W, b).float().view(B, N, -1)
+    )  # [B, N, V]
     ids, dup = candidate_tokens(target[:, :P], draft_probs, heads.top_n)  # [B, P, C]
     C = ids.shape[-1]
     sparse = heads_on_candidates(
@@ -115,8 +136,8 @@ def head_logits(
 
 
 def verify_round(
-    hidden: torch.Tensor,
-    lm_head: LMHead,
+    hidden: torch.Tensor | None,
+    lm_head: LMHead | None,
     draft_token_ids: torch.Tensor,
     rule: Any,
     heads: HeadSpec,
@@ -126,6 +147,7 @@ def verify_round(
     draft_probs: torch.Tensor | None = None,
     draft_hidden: torch.Tensor | None = None,
     trace: bool = False,
+    target_logits: torch.Tensor | None = None,
 ) -> AcceptResult:
     """Decide one round of B sequences with ``rule``.
 
@@ -144,6 +166,9 @@ def verify_round(
         draft_probs: ``[B, L, V]`` float or None (required when the rule needs them).
         draft_hidden: ``[B, L, d_draft]`` or None, passed to rules with ``needs_hidden``.
         trace: ask the rule for its per-position trace.
+        target_logits: ``[B, L+1, V]`` float32 or None: the target's plain logits when the engine computed them
+            itself (llama.cpp); the LM head then computes only the dropout-head rows (:func:`head_logits`), and
+            without heads ``hidden`` and ``lm_head`` may be None (no matmul at all).
 
     Returns:
         :class:`AcceptResult` with ``accept_mask`` ``[B, L]``, ``num_accepted`` ``[B]``, ``next_token_ids`` ``[B]``.
@@ -153,9 +178,12 @@ def verify_round(
             cut to the shared tokenizer's vocabulary), a generator count other than B, a rule that needs heads
             with a HeadSpec of ``K = 0`` (names ``dropmatch.K``), or the rule's own input errors.
     """
-    if hidden.ndim != 3:
-        raise ValueError(f"hidden must be [B, L+1, d]; got shape {tuple(hidden.shape)}")
-    B, N, _ = hidden.shape
+    shaped = hidden if hidden is not None else target_logits
+    if shaped is None or shaped.ndim != 3:
+        raise ValueError(
+            f"hidden must be [B, L+1, d]; got {None if shaped is None else tuple(shaped.shape)}"
+        )
+    B, N, _ = shaped.shape
     if draft_token_ids.shape != (B, N - 1):
         raise ValueError(
             f"draft_token_ids must be [B, L] = [{B}, {N - 1}]; got {tuple(draft_token_ids.shape)}"
@@ -166,23 +194,21 @@ def verify_round(
         raise ValueError(
             f"rule {rule.name!r} needs MC-dropout heads; dropmatch.K={heads.K} (allowed: >= 1)"
         )
-    # V: the real vocabulary (a shard's rows are not all of it under tensor parallelism)
-    V = lm_head.vocab_size if lm_head.gather is not None else lm_head.rows()[0].shape[0]
-    if draft_probs is not None and V is not None and draft_probs.shape[-1] != V:
-        if draft_probs.shape[-1] < V:
-            raise ValueError(
-                f"draft_probs cover {draft_probs.shape[-1]} vocabulary rows but the target's LM head {V}: "
-                "cut both to the shared tokenizer's vocabulary (LMHead.vocab_size, the draft's logits "
-                "[..., :vocab_size])"
-            )
-        draft_probs = draft_probs[..., :V]  # the draft's padded vocabulary rows
+    draft_probs = _cut_draft_probs(draft_probs, lm_head, target_logits)
     positions = (
         N - 1 if getattr(rule, "heads_at_drafts_only", False) else N
     )  # DropMatch: no heads at the bonus
     check = trace and heads.check_top_n is not None and heads.active
+    given = target_logits  # the engine's plain logits (None: computed from hidden here)
     states = [None if g is None else g.get_state() for g in generators] if check else None
     target_logits, head_l, cand = head_logits(
-        hidden, lm_head, heads, generators, positions=positions, draft_probs=draft_probs
+        hidden,
+        lm_head,
+        heads,
+        generators,
+        positions=positions,
+        draft_probs=draft_probs,
+        target_logits=target_logits,
     )  # [B, N, V], [B, P, K, V or C], [B, P, C]
     needs_hidden = bool(getattr(rule, "needs_hidden", False))
     inputs = VerifyInputs(
@@ -200,9 +226,43 @@ def verify_round(
     res = dataclasses.replace(res, target_argmax=target_logits[:, : N - 1].argmax(dim=-1))
     if check:
         res = _sparse_check(
-            res, inputs, hidden, lm_head, rule, heads, generators, states, positions, draft_probs
+            res,
+            inputs,
+            hidden,
+            lm_head,
+            rule,
+            heads,
+            generators,
+            states,
+            positions,
+            draft_probs,
+            given,
         )
     return res
+
+
+def _cut_draft_probs(
+    draft_probs: torch.Tensor | None, lm_head: LMHead | None, target_logits: torch.Tensor | None
+) -> torch.Tensor | None:
+    """``draft_probs`` cut to the target's vocabulary V (the draft's padded rows dropped).
+
+    Raises:
+        ValueError: the draft covers fewer rows than V.
+    """
+    # V: the real vocabulary (a shard's rows are not all of it under tensor parallelism)
+    if target_logits is not None:
+        V = target_logits.shape[-1]
+    else:
+        V = lm_head.vocab_size if lm_head.gather is not None else lm_head.rows()[0].shape[0]
+    if draft_probs is None or V is None or draft_probs.shape[-1] == V:
+        return draft_probs
+    if draft_probs.shape[-1] < V:
+        raise ValueError(
+            f"draft_probs cover {draft_probs.shape[-1]} vocabulary rows but the target's LM head {V}: "
+            "cut both to the shared tokenizer's vocabulary (LMHead.vocab_size, the draft's logits "
+            "[..., :vocab_size])"
+        )
+    return draft_probs[..., :V]  # the draft's padded vocabulary rows
 
 
 def _decide(
@@ -227,18 +287,26 @@ def _sparse_check(
     states: list,
     positions: int,
     draft_probs: torch.Tensor | None,
+    given: torch.Tensor | None = None,
 ) -> AcceptResult:
     """The same round decided again with the sparse variant (``heads.check_top_n``) on the same dropout masks
     (each row's generator replayed from its state before the round, on a copy: the run's streams move on as
     without the check); both prefix-closed verdicts ``[B, L]`` go into the trace as ``exact_accept`` and
-    ``sparse_accept``. The run's decision stays the exact one."""
+    ``sparse_accept``. The run's decision stays the exact one. ``given``: the engine's plain logits when it
+    computed them (both decisions then read the same plain head)."""
     gens = [
         None if s is None else torch.Generator(device=g.device).set_state(s)
         for g, s in zip(generators, states)
     ]
     spec = HeadSpec(heads.K, heads.p_drop, top_n=heads.check_top_n)
     _, sparse, cand = head_logits(
-        hidden, lm_head, spec, gens, positions=positions, draft_probs=draft_probs
+        hidden,
+        lm_head,
+        spec,
+        gens,
+        positions=positions,
+        draft_probs=draft_probs,
+        target_logits=given,
     )
     shadow = _decide(
         rule, dataclasses.replace(inputs, head_logits=sparse, head_candidates=cand), gens, False

@@ -10,16 +10,21 @@ import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import hydra
-from omegaconf import DictConfig
+# torch and llama.cpp (backend=llamacpp) share one GNU OpenMP runtime in a run's process; with its default
+# active waiting, the idle threads of one spin while the other computes (a llama.cpp decode step ran 16x slower
+# right after a torch matmul, measured). Passive waiting must be chosen before torch loads the runtime.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from runners.config.errors import ConfigError
-from runners.config.resolve import resolve_run_config
-from runners.measure import resolve_measurement, run_measurement
-from runners.models.sources import ModelUnavailableError
-from runners.records.schema import RecordError
-from runners.run import run
-from runners.sweep.resolvers import register_resolvers
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from runners.config.errors import ConfigError  # noqa: E402
+from runners.config.resolve import resolve_run_config  # noqa: E402
+from runners.measure import resolve_measurement, run_measurement  # noqa: E402
+from runners.models.sources import ModelUnavailableError  # noqa: E402
+from runners.records.schema import RecordError  # noqa: E402
+from runners.run import run  # noqa: E402
+from runners.sweep.resolvers import register_resolvers  # noqa: E402
 
 logger = logging.getLogger(__name__)
 

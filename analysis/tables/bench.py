@@ -33,9 +33,19 @@ ARM_LABELS = {
     "sd": "our SD",
     "hf_assisted": "transformers assisted generation",
     "sd_dm": "our SD + DropMatch",
+    "lc_ar": "llama.cpp AR (L=0)",
+    "lc_sd": "llama.cpp SD",
+    "lc_sd_dm": "llama.cpp SD + DropMatch",
 }
-REFS = ("ar", "hf_ar", "hf_assisted")
-REF_NAMES = {"ar": "× our AR", "hf_ar": "× HF AR", "hf_assisted": "× HF assisted"}
+REFS = ("ar", "hf_ar", "hf_assisted", "lc_ar")
+REF_NAMES = {
+    "ar": "× our AR",
+    "hf_ar": "× HF AR",
+    "hf_assisted": "× HF assisted",
+    "lc_ar": "× llama.cpp AR",
+}
+OPTIONAL_REFS = ("lc_ar",)  # columns only in runs that have the arm
+GGUF_ARMS = ("lc_ar", "lc_sd", "lc_sd_dm")
 
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
@@ -84,7 +94,9 @@ def arm_rows(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> pd.DataFra
         g = {k.split("/", 2)[2]: v for k, v in summary.items() if k.startswith(f"bench/{arm}/")}
         mism = g.get("first_mismatches") or []
         row = {
-            "dtype": summary["model/dtype"],
+            "dtype": summary.get("model/gguf_precision", "gguf")
+            if arm in GGUF_ARMS
+            else summary["model/dtype"],  # llama.cpp computes in the GGUF's own types
             "L": summary["bench/L"],
             "arm": arm,
             "label": ARM_LABELS.get(arm, arm),
@@ -102,6 +114,8 @@ def arm_rows(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> pd.DataFra
             + (f" (+{len(mism) - 3})" if len(mism) > 3 else ""),
         }
         for ref in REFS:
+            if ref in OPTIONAL_REFS and ref not in arms:
+                continue
             if ref == arm:
                 row.update({f"x_{ref}": 1.0, f"x_{ref}_lo": 1.0, f"x_{ref}_hi": 1.0})
             elif ref in arms:
@@ -136,6 +150,18 @@ def cost_note(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> str:
         f"{dm} of the verify pass (timed: K extra head rows + JS) / {pct('bench/in_situ/dm_overhead_share')} "
         f"(in the loop: SD+DM vs SD verify+criterion per pass); torch threads {summary.get('model/threads')}; "
         f"max 1-min load average {f('bench/loadavg_1min_max', '.1f')}"
+        + (
+            f"; CPU ISA: {' '.join(summary['model/isa']) or 'none of avx2/avx512/amx/asimd'}"
+            if "model/isa" in summary
+            else ""
+        )
+        + (
+            f"; llama.cpp ({summary.get('model/gguf_precision')}): verify(L+1)/decode "
+            f"{f('bench/in_situ/lc_verify_over_decode')} (in the loop), DM decision overhead "
+            f"{pct('bench/in_situ/lc_dm_overhead_share')} of its verify pass (in the loop)"
+            if "bench/in_situ/lc_verify_over_decode" in summary
+            else ""
+        )
     )
 
 
@@ -151,7 +177,7 @@ def format_table(t: pd.DataFrame) -> pd.DataFrame:
         f"{a:.2f} ± {b:.2f}" for a, b in zip(t["tok_per_s"], t["tok_per_s_repeat_std"])
     ]
     for ref, name in REF_NAMES.items():
-        if t[f"x_{ref}"].notna().any():
+        if f"x_{ref}" in t and t[f"x_{ref}"].notna().any():
             f[f"{name} [95% CI]"] = [
                 fmt(Estimate(v, lo, hi, 1))
                 for v, lo, hi in zip(t[f"x_{ref}"], t[f"x_{ref}_lo"], t[f"x_{ref}_hi"])
@@ -195,7 +221,12 @@ def build(selected: pd.DataFrame) -> Artefact:
         + CI_NOTE,
         "τ = 1 + accepted / rounds (ours: rounds up to where the output ends; transformers: committed tokens per "
         "target forward, its first forward = prefill + first verify); greedy, EOS or the cap ends every arm, "
-        "no stop strings; = AR tokens: lines whose output ids equal our AR's (SD+DM is lossy by design)",
+        "no stop strings; = AR tokens: lines whose output ids equal our AR's (SD+DM is lossy by design)"
+        + (
+            "; llama.cpp's SD arms: equal to llama.cpp's AR; llama.cpp's AR: equal to our AR"
+            if t["arm"].isin(["lc_ar"]).any()
+            else ""
+        ),
         *provenance_lines(runs),
     ]
     art.tables.append(

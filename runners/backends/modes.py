@@ -29,7 +29,7 @@ Why in code, not a ``modes:`` list in ``conf/backend/*.yaml``: support is a fact
 setting. A YAML list could be overridden on the command line (claiming a mode the code does not have) and
 would enter the run id. vLLM's entry is read from ``VLLMBackend``'s class attributes (its own declaration,
 which its ``check`` enforces again at generation) without importing vLLM; the HF loop runs every mode but
-``nucleus``. A test checks the table names exactly the registered backends.
+``nucleus``, the llama.cpp loop also not ``autojudge``. A test checks the table names exactly the registered backends.
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ LOSSY_RULES = FIELD_RULES  # the "lossy" mode's rules
 
 # The HF loop runs every decoding mode; no backend applies nucleus sampling in the project's rules.
 HF_MODES = frozenset(MODES) - {"nucleus"}
+# llama.cpp's loop: every mode but Auto-Judge (its judge reads the draft's hidden state at each draft token, which
+# the draft context does not extract).
+LLAMACPP_MODES = HF_MODES - {"autojudge"}
 
 
 def _vllm_modes(native_verify: bool) -> frozenset[str]:
@@ -84,6 +87,7 @@ def _vllm_modes(native_verify: bool) -> frozenset[str]:
 # Backend name -> modes it supports (``native_verify`` variants where a backend has them).
 BACKEND_MODES: dict[str, Any] = {
     "hf": lambda backend: HF_MODES,
+    "llamacpp": lambda backend: LLAMACPP_MODES,
     "vllm": lambda backend: _vllm_modes(bool(backend.get("native_verify"))),
 }
 

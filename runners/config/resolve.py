@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from omegaconf import OmegaConf
 
 from runners.autojudge.artefact import attach_judge
+from runners.backends.select import resolve_backend
 from runners.config.errors import ConfigError
 from runners.config.numeric_fields import canonical
 from runners.config.validate import validate
 from runners.models.identity import label_own_weights, model_identity
+
+_logger = logging.getLogger(__name__)
 
 
 def resolve_run_config(
@@ -21,7 +25,8 @@ def resolve_run_config(
 
     Normalisation: numeric fields take their declared type (:func:`runners.config.numeric_fields.canonical`); the
     profile's per-dataset ``limit`` / ``max_new_tokens`` fill unset fields;
-    autoregressive methods get ``L = 0``; DropMatch fields a method does not use are fixed (so a sweep
+    autoregressive methods get ``L = 0``; ``backend: auto`` becomes the chosen backend's config
+    (:mod:`runners.backends.select`); DropMatch fields a method does not use are fixed (so a sweep
     over ``dropmatch.p_drop`` runs SD once, not once per value), and ``dropmatch.audit_share`` is dropped where
     nothing is audited (an exact run, or a share of 0); ``model_identity`` records the weights
     each model will be loaded from (:func:`runners.models.identity.model_identity`; skipped with
@@ -47,6 +52,7 @@ def resolve_run_config(
     method = c["method"]
     if method.get("autoregressive"):
         c["L"] = 0
+    c["backend"] = _resolve_backend(c)  # backend=auto -> the engine this machine runs fastest
     validate(c)
     canonical(
         c
@@ -86,8 +92,20 @@ def resolve_run_config(
     if isinstance(method.get("judge"), Mapping):
         attach_judge(c)
     if identify_models:
-        c["model_identity"] = model_identity(c["pair"])
+        c["model_identity"] = model_identity(c["pair"], c["backend"])
     return c
+
+
+def _resolve_backend(c: Mapping[str, Any]) -> dict:
+    """``backend: auto`` resolved (:func:`runners.backends.select.resolve_backend`); any other backend as is.
+
+    Raises:
+        runners.config.errors.ConfigError: a setting given to ``auto`` that the chosen backend lacks.
+    """
+    try:
+        return resolve_backend(c, log=_logger.info)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _check_judge_method(c: Mapping[str, Any]) -> None:

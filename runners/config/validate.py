@@ -29,7 +29,14 @@ from runners.paths import REPO_ROOT, directory_env_errors
 from runners.registry import BACKENDS, CRITERIA, DATASETS
 
 # Backends whose engine is an optional package (imported only when generating): checked up front.
-BACKEND_PACKAGES = {"vllm": "vllm"}
+BACKEND_PACKAGES = {"vllm": "vllm", "llamacpp": "llama_cpp"}
+# How to get a backend's package (the error when it is missing says so).
+BACKEND_INSTALL = {
+    "vllm": "run with the venv from runners/backends/install_vllm.sh (.venv-vllm/bin/python -m runners.main ...)",
+    "llamacpp": "build llama-cpp-python into this venv: ./reproduce.sh setup (README 'Set-up')",
+}
+# Backends whose loop runs the exactness audit of the sparse variant (criteria.audit.audited_verify_round).
+AUDIT_BACKENDS = ("hf", "llamacpp")
 LOGGERS = {"none": (), "wandb": ("online", "offline", "disabled")}
 
 
@@ -163,10 +170,15 @@ def _validate_fields(cfg: Mapping[str, Any]) -> None:
                 "sparse; allowed: sparse_top_n=null with the check, or sparse_check_top_n=null"
             )
     backend = str((cfg.get("backend") or {}).get("name"))
-    if dm.get("audit_share") and dm.get("sparse_top_n") is not None and backend != "hf":
+    if (
+        dm.get("audit_share")
+        and dm.get("sparse_top_n") is not None
+        and backend not in AUDIT_BACKENDS
+    ):
         raise ConfigError(
-            f"dropmatch.audit_share={dm['audit_share']} audits the sparse variant in the HF loop, but "
-            f"backend={backend}; allowed: backend=hf with the audit, or audit_share=0 (or sparse_top_n=null)"
+            f"dropmatch.audit_share={dm['audit_share']} audits the sparse variant in the HF or llama.cpp "
+            f"loop, but backend={backend}; allowed: backend={' or '.join(AUDIT_BACKENDS)} with the audit, or "
+            "audit_share=0 (or sparse_top_n=null)"
         )
     if cfg.get("reuse", "warn") not in ("warn", "strict"):
         raise ConfigError(f"reuse={cfg.get('reuse')!r} is invalid; allowed: warn, strict")
@@ -252,8 +264,8 @@ def validate(cfg: Mapping[str, Any]) -> None:
     if package and not installed(package):
         raise ConfigError(
             f"backend={cfg['backend']['name']} needs the {package!r} package, which this interpreter "
-            f"({sys.executable}) lacks; allowed here: backend=hf, or run with the venv from "
-            f"runners/backends/install_vllm.sh (.venv-vllm/bin/python -m runners.main ...)"
+            f"({sys.executable}) lacks; allowed here: backend=hf, or "
+            f"{BACKEND_INSTALL[cfg['backend']['name']]}"
         )
     _validate_logger(cfg.get("logger") or {})
     bad_dirs = directory_env_errors()

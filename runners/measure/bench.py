@@ -3,8 +3,9 @@
 Arms (``method.arms``): ``ar`` (our loop, L = 0), ``hf_ar`` (transformers ``generate``, greedy), ``sd`` (our
 loop, ``method.criterion``: greedy exact match), ``hf_assisted`` (transformers assisted generation, the draft
 as assistant, L candidates per round), ``sd_dm`` (our loop, ``method.dm_criterion`` = DropMatch with
-``dropmatch.K`` / ``p_drop``). All greedy, to ``decoding.max_new_tokens`` or EOS, no stop strings, no prefix
-caching (every arm prefills the whole prompt; see :mod:`runners.measure.bench_arms` for what is timed).
+``dropmatch.K`` / ``p_drop``); ``lc_ar`` / ``lc_sd`` / ``lc_sd_dm``: the same three through the llama.cpp loop
+(``backend=llamacpp``: the pair's GGUF files at their own precision, same prompts, same process). All greedy, to
+``decoding.max_new_tokens`` or EOS, no stop strings, no prefix caching (every arm prefills the whole prompt; see :mod:`runners.measure.bench_arms` for what is timed).
 
 Units: ``<sample_id>#<repeat>`` -- every arm on that prompt, back to back, in an order rotated per prompt and
 repeat (machine noise spreads over the arms), then ``latency/<k>`` -- :class:`runners.measure.latency.VerifyTimer`
@@ -26,6 +27,7 @@ import torch
 import runners.backends  # noqa: F401  (registration)
 import runners.datasets  # noqa: F401
 from runners.backends.output import end_of_sequence_ids
+from runners.backends.select import backend_defaults
 from runners.config.decode_spec import build_rule, head_spec
 from runners.config.errors import ConfigError
 from runners.datasets.base import prompt_token_ids
@@ -33,10 +35,13 @@ from runners.measure.base import MEASUREMENTS, positive_int
 from runners.measure.bench_arms import hf_generate, our_generate
 from runners.measure.bench_summary import SPEC_ARMS, summarize_bench
 from runners.measure.latency import VerifyTimer, check_common
+from runners.models.dtype import cpu_flags
+from runners.models.identity import gguf_precision
 from runners.models.loader import load_pair
 from runners.registry import BACKENDS, DATASETS, build
 
-ARMS = ("ar", "hf_ar", "sd", "hf_assisted", "sd_dm")
+ARMS = ("ar", "hf_ar", "sd", "hf_assisted", "sd_dm", "lc_ar", "lc_sd", "lc_sd_dm")
+GGUF_ARMS = ("lc_ar", "lc_sd", "lc_sd_dm")  # the llama.cpp loop: lc_<our arm>
 
 
 @MEASUREMENTS.register("bench")
@@ -139,8 +144,9 @@ class _Arms:
     """The loaded pair and every arm's decoder for one benchmark session.
 
     ``run(arm, sample, tokens)`` decodes ``sample`` with one arm (:mod:`runners.measure.bench_arms`): ``hf_*``
-    arms through transformers ``generate`` on the chat-template prompt ids, the others through our backend
-    with the arm's rule (``ar``: L = 0).
+    arms through transformers ``generate`` on the chat-template prompt ids, ``lc_*`` arms through the llama.cpp
+    loop on the same pair's GGUF files (without prefix reuse, as the other arms), the others through our
+    backend with the arm's rule (``ar``: L = 0).
     """
 
     def __init__(self, c: Mapping[str, Any], need_draft: bool, log: Callable[[str], None]) -> None:
@@ -148,6 +154,10 @@ class _Arms:
         self.L, self.seed = int(c["L"]), int(c["decoding"]["seed"])
         self.pair = load_pair(c["pair"], need_draft=need_draft, log=log)
         self.backend = build(BACKENDS, c["backend"], pair=self.pair)
+        self.gguf = None
+        if any(a in GGUF_ARMS for a in m["arms"]):
+            lc_cfg = {**backend_defaults("llamacpp"), "prefix_caching": False, "batch_size": 1}
+            self.gguf = build(BACKENDS, lc_cfg, pair=self.pair)
         dm = c["dropmatch"]
         specs = {
             "ar": {"method": {"criterion": "autoregressive"}, "dropmatch": dm},
@@ -165,10 +175,17 @@ class _Arms:
             )
         )
         self.pad = tok.pad_token_id if tok.pad_token_id is not None else self.eos[0]
+        isa = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "asimd", "sve")
         self.model = {
             "dtype": str(self.pair.target.dtype).removeprefix("torch."),
             "threads": torch.get_num_threads(),
+            "isa": [f for f in isa if f in cpu_flags()],  # the physics a ratio was measured in
         }
+        if self.gguf is not None:
+            self.model["gguf"] = {
+                "precision": gguf_precision(c["pair"]["target"]),
+                "threads": self.gguf.n_threads,
+            }
 
     def prompt_ids(self, sample: Any) -> list[int]:
         # the ids every backend sends (a pre-filled answer start is continued, the pair's template options)
@@ -187,11 +204,12 @@ class _Arms:
                 draft=self.pair.draft if arm == "hf_assisted" else None,
                 L=self.L,
             )
+        ours = arm.removeprefix("lc_")
         return our_generate(
-            self.backend,
+            self.gguf if arm in GGUF_ARMS else self.backend,
             sample,
-            L=0 if arm == "ar" else self.L,
-            rule=self.rules[arm],
+            L=0 if ours == "ar" else self.L,
+            rule=self.rules[ours],
             max_new_tokens=tokens,
             seed=self.seed,
         )

@@ -8,12 +8,12 @@ Keys (``bench/`` namespace; units in the suffix):
     ``hf_assisted``); ``x_<ref>_repeat_std``: std over repeats of the per-repeat (paired) ratio;
     ``x_<ref>_median``: median over lines (prompt x repeat) of the per-line rate ratio (robust to bursts of load);
   - ``bench/<arm>/tau``: 1 + accepted / rounds (speculative arms);
-  - ``bench/<arm>/identical_to_ar``: lines whose output token ids equal ``ar``'s on the same prompt and repeat,
-    of ``bench/num_lines``; ``.../first_mismatches``: ``{prompt_id, repeat, position, ar_token, arm_token}``
+  - ``bench/<arm>/identical_to_ar``: lines whose output token ids equal ``ar``'s on the same prompt and repeat
+    (llama.cpp's SD arms: ``lc_ar``'s, the AR of their own engine), of ``bench/num_lines``; ``.../first_mismatches``: ``{prompt_id, repeat, position, ar_token, arm_token}``
     (position = index of the first differing output token; a token of -1 = the output ended there);
   - ``bench/in_situ/verify_over_decode``: our SD's mean verify seconds per pass / our AR's per step, inside
     the loop; ``bench/in_situ/dm_overhead_share``: SD+DM's extra verify + criterion seconds per pass over SD's,
-    as a share of SD's verify pass;
+    as a share of SD's verify pass; ``bench/in_situ/lc_*``: the same for the llama.cpp arms;
   - ``bench/latency/*``: :func:`runners.measure.latency.summarize_timings` of the ``latency/<k>`` lines.
 """
 
@@ -25,8 +25,9 @@ from typing import Any
 
 from runners.measure.latency import summarize_timings
 
-REFS = ("ar", "hf_ar", "hf_assisted")
-SPEC_ARMS = ("sd", "hf_assisted", "sd_dm")
+REFS = ("ar", "hf_ar", "hf_assisted", "lc_ar")
+SPEC_ARMS = ("sd", "hf_assisted", "sd_dm", "lc_sd", "lc_sd_dm")
+GGUF_SPEC_ARMS = ("lc_sd", "lc_sd_dm")
 
 
 def first_mismatch(a: Sequence[int], b: Sequence[int]) -> tuple[int, int, int] | None:
@@ -64,6 +65,10 @@ def summarize_bench(
     if prompts:
         out["model/dtype"] = prompts[-1]["model"]["dtype"]
         out["model/threads"] = sorted({p["model"]["threads"] for p in prompts})
+        if prompts[-1]["model"].get("isa") is not None:
+            out["model/isa"] = prompts[-1]["model"]["isa"]
+        if prompts[-1]["model"].get("gguf"):
+            out["model/gguf_precision"] = prompts[-1]["model"]["gguf"]["precision"]
         out["bench/prompt_tokens_mean"] = statistics.fmean(p["prompt_tokens"] for p in prompts)
         out["bench/loadavg_1min_max"] = max(p.get("loadavg_1min") or 0.0 for p in prompts)
     arm_results = _Results(prompts)
@@ -73,8 +78,10 @@ def summarize_bench(
         for ref in REFS:
             if ref in arms and ref != arm:
                 out.update(_speedups(arm, ref, arm_results, reps, rate))
-        if arm != "ar":
-            out.update(_identical_to_ar(arm, prompts))
+        # speculative arms against their own engine's AR; llama.cpp's AR against ours (do the engines agree?)
+        ref_ar = "lc_ar" if arm in GGUF_SPEC_ARMS and "lc_ar" in arms else "ar"
+        if arm != ref_ar:
+            out.update(_identical_to_ar(arm, prompts, ref_ar))
     ar_runs = {}
     for p in prompts:  # greedy AR must repeat itself exactly
         ar_runs.setdefault(p["prompt_id"], set()).add(tuple(p["arms"]["ar"]["output_token_ids"]))
@@ -150,13 +157,15 @@ def _speedups(
     }
 
 
-def _identical_to_ar(arm: str, prompts: Sequence[Mapping[str, Any]]) -> dict:
-    """How many of the arm's outputs equal AR's, and where the others first differ."""
+def _identical_to_ar(arm: str, prompts: Sequence[Mapping[str, Any]], ref_ar: str = "ar") -> dict:
+    """How many of the arm's outputs equal the AR arm ``ref_ar``'s, and where the others first differ."""
     same, mism = 0, []
     for p in prompts:
-        if arm not in p["arms"]:
+        if arm not in p["arms"] or ref_ar not in p["arms"]:
             continue
-        d = first_mismatch(p["arms"]["ar"]["output_token_ids"], p["arms"][arm]["output_token_ids"])
+        d = first_mismatch(
+            p["arms"][ref_ar]["output_token_ids"], p["arms"][arm]["output_token_ids"]
+        )
         if d is None:
             same += 1
         else:
@@ -181,12 +190,15 @@ def _in_situ(arms: Sequence[str], results: _Results) -> dict:
         return sum(r[p] for r in res for p in parts) / n if n else float("nan")
 
     out = {}
-    if "sd" in arms:
-        sd_verify = per_pass("sd", "verify_s")
-        out["bench/in_situ/verify_over_decode"] = sd_verify / per_pass("ar", "verify_s")
-        if "sd_dm" in arms:
-            extra = per_pass("sd_dm", "verify_s", "criterion_s") - per_pass(
-                "sd", "verify_s", "criterion_s"
+    for pre in ("", "lc_"):
+        if f"{pre}sd" in arms and f"{pre}ar" in arms:
+            sd_verify = per_pass(f"{pre}sd", "verify_s")
+            out[f"bench/in_situ/{pre}verify_over_decode"] = sd_verify / per_pass(
+                f"{pre}ar", "verify_s"
             )
-            out["bench/in_situ/dm_overhead_share"] = extra / sd_verify
+            if f"{pre}sd_dm" in arms:
+                extra = per_pass(f"{pre}sd_dm", "verify_s", "criterion_s") - per_pass(
+                    f"{pre}sd", "verify_s", "criterion_s"
+                )
+                out[f"bench/in_situ/{pre}dm_overhead_share"] = extra / sd_verify
     return out

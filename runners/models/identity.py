@@ -18,7 +18,10 @@ source :func:`runners.models.sources.pick_source` says will be used, the same fu
 - no usable source: ``{"source": "unavailable", "reason": ...}`` (the run fails before writing a record).
 
 Every entry also holds ``dtype``: :func:`runners.models.dtype.resolve_dtype`'s value (``auto``: bf16 where the
-hardware has fast bf16), the dtype the weights are loaded in.
+hardware has fast bf16), the dtype the weights are loaded in. A backend that runs the GGUF file itself
+(:data:`GGUF_ENGINES`: llama.cpp) computes in the file's own types instead: its entries name the ``engine`` and hold
+``dtype: gguf:<file type>`` (e.g. ``gguf:Q4_K_M``: the pinned source's declared ``file_type``, which the engine
+checks against the file's header when it loads it; a local ``*.gguf``'s header), and the sha256 is the GGUF's.
 The run id hashes the part of this identity that the config does not already fix
 (:func:`runners.records.run_id.identity_of`), and the record keeps all of it (``config.json``, ``meta.json``).
 """
@@ -45,15 +48,70 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _MEMO: dict[Any, dict] = {}
 
 
-def model_identity(pair_cfg: Mapping[str, Any]) -> dict:
-    """``{"target": {...}, "draft": {...}}``: each model's source identity plus ``dtype`` (module docstring)."""
-    dtype = resolve_dtype(pair_cfg)
+# Backends that run GGUF files at their own precision -> the engine name their identities record.
+GGUF_ENGINES = {"llamacpp": "llama.cpp"}
+
+
+def model_identity(
+    pair_cfg: Mapping[str, Any], backend_cfg: Mapping[str, Any] | None = None
+) -> dict:
+    """``{"target": {...}, "draft": {...}}``: each model's source identity plus ``dtype`` (module docstring).
+
+    Args:
+        pair_cfg: the ``pair`` config.
+        backend_cfg: the resolved ``backend`` config; a GGUF engine's runs record ``engine`` and the GGUF's
+            precision instead of a torch dtype.
+    """
+    engine = GGUF_ENGINES.get(str((backend_cfg or {}).get("name")))
+    dtype = None if engine else resolve_dtype(pair_cfg)
     out = {}
     for role in ("target", "draft"):
         spec = pair_cfg.get(role)
         if isinstance(spec, Mapping):
-            out[role] = {**source_identity(spec), "dtype": dtype}
+            ident = source_identity(spec)
+            if engine:
+                out[role] = {**ident, "engine": engine, "dtype": gguf_precision(spec)}
+            else:
+                out[role] = {**ident, "dtype": dtype}
     return out
+
+
+def gguf_precision(spec: Mapping[str, Any]) -> str:
+    """``gguf:<file type>`` of a model's GGUF, read without preparing anything: the pinned source's declared
+    ``file_type`` (``gguf`` alone when it declares none), or the header of the one ``*.gguf`` in ``local_path``."""
+    try:
+        source, where = pick_source(spec)
+    except ModelUnavailableError:
+        return "gguf"
+    if source == "pinned":
+        declared = (spec.get("pinned") or {}).get("file_type")
+        return f"gguf:{declared}" if declared else "gguf"
+    found = sorted(Path(str(where)).glob("*.gguf")) if source == "local" else []
+    if len(found) != 1:
+        return "gguf"
+    return f"gguf:{gguf_file_type(found[0])}"
+
+
+def gguf_file_type(path: Path) -> str:
+    """The ``general.file_type`` of a GGUF file's header as llama.cpp names it (``Q4_K_M``, ``F32``, ...)."""
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    field = reader.get_field("general.file_type")
+    if field is None:
+        return "unknown"
+    return file_type_name(int(field.contents()))
+
+
+def file_type_name(ftype: int) -> str:
+    """``general.file_type`` as a short name: ``15`` -> ``Q4_K_M`` (``gguf.LlamaFileType`` without ``MOSTLY_``)."""
+    import gguf
+
+    try:
+        name = gguf.LlamaFileType(ftype).name
+    except ValueError:
+        return f"ftype{ftype}"
+    return name.removeprefix("MOSTLY_").removeprefix("ALL_")
 
 
 def source_identity(spec: Mapping[str, Any]) -> dict:

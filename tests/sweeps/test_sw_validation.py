@@ -120,23 +120,23 @@ BAD = [
         ["backend=vllm", "method=draft_only"],
         r"method=draft_only is not supported by backend=vllm \(it has no "
         r"draft_only decoding.*allowed with backend=vllm: method=ar, bild, block_verify, dropmatch, "
-        r"dropmatch_naive, fly, fsd, prob_threshold, relaxed_topk, sd, static_ensemble, typical; or backend=hf$",
+        r"dropmatch_naive, fly, fsd, prob_threshold, relaxed_topk, sd, static_ensemble, typical; or backend=hf, llamacpp$",
     ),
     (
         ["backend=vllm", "method=dropout_path"],
         r"method=dropout_path is not supported by backend=vllm \(it has no "
         r"dropout_path decoding.*allowed with backend=vllm: method=ar, bild, block_verify, dropmatch, "
-        r"dropmatch_naive, fly, fsd, prob_threshold, relaxed_topk, sd, static_ensemble, typical; or backend=hf$",
+        r"dropmatch_naive, fly, fsd, prob_threshold, relaxed_topk, sd, static_ensemble, typical; or backend=hf, llamacpp$",
     ),
     (
         ["backend=vllm", "backend.native_verify=true", "method=dropmatch_naive"],
         r"method=dropmatch_naive is not supported by backend=vllm with backend.native_verify=true \(it has no "
-        r"dropmatch decoding.*allowed with backend=vllm with backend.native_verify=true: method=ar, sd; or backend=hf$",
+        r"dropmatch decoding.*allowed with backend=vllm with backend.native_verify=true: method=ar, sd; or backend=hf, llamacpp$",
     ),
     (
         ["backend=vllm", "backend.native_verify=true", "method=sd", "trace=true"],
         r"trace=true is not supported by backend=vllm with backend.native_verify=true .*allowed: trace=false; "
-        r"or backend=hf$",
+        r"or backend=hf, llamacpp$",
     ),
 ]
 
@@ -253,7 +253,8 @@ def test_cli_refuses_a_method_the_backend_cannot_run(main_env, method):
     ), p.stderr
     assert (
         "allowed with backend=vllm: method=ar, bild, block_verify, dropmatch, dropmatch_naive, fly, fsd, "
-        "prob_threshold, relaxed_topk, sd, static_ensemble, typical; or backend=hf" in p.stderr
+        "prob_threshold, relaxed_topk, sd, static_ensemble, typical; or backend=hf, llamacpp"
+        in p.stderr
     )
     assert not (Path(main_env["DROPMATCH_RESULTS"]) / "runs").exists()
 
@@ -265,6 +266,7 @@ def test_every_backend_declares_its_modes():
 
     assert set(BACKEND_MODES) == set(BACKENDS.names())
     assert supported_modes({"name": "hf"}) == set(MODES) - {"nucleus"}
+    assert supported_modes({"name": "llamacpp"}) == set(MODES) - {"nucleus", "autojudge"}
     # vLLM: read from VLLMBackend's own declaration (SUPPORTED_RULES, SUPPORTS_*) without importing vllm
     assert supported_modes({"name": "vllm"}) == {"ar", "sd", "lossy", "dropmatch", "trace"}
     assert supported_modes({"name": "vllm", "native_verify": True}) == {"ar", "sd"}

@@ -1,0 +1,110 @@
+"""Sequence slots of one llama.cpp context: one per row of the batch, plus a few that keep whole prompts.
+
+A prompt that shares a long token prefix with a kept prompt (the 8-shot GSM8K block, ~1,000 tokens, is the same
+for every question) starts from that prefix: the kept sequence's KV entries are copied to the row
+(:meth:`runners.backends.llamacpp_context.SeqContext.copy`) and only the rest of the prompt is computed. This is the HF loop's
+``PrefixCache`` (same ``min_shared``, same rule for what is kept) on llama.cpp's sequences. Kept prompts stay in
+the context across runs of one process, as the HF loop's prefix caches do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from runners.backends.llamacpp_context import Feed, SeqContext
+
+
+def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the common leading run of ``a`` and ``b``."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class SeqPool:
+    """Row sequences ``0..n_rows-1`` and kept-prompt sequences ``n_rows..n_rows+n_kept-1`` of ``ctx``.
+
+    Args:
+        ctx: a :class:`SeqContext` with at least ``n_rows + n_kept`` sequences.
+        n_rows: B, rows decoded together.
+        n_kept: prompts kept for prefix reuse (0 = no reuse).
+        min_shared: shortest shared prefix worth reusing, tokens.
+    """
+
+    def __init__(self, ctx: SeqContext, n_rows: int, n_kept: int = 2, min_shared: int = 16) -> None:
+        if ctx.n_seq < n_rows + n_kept:
+            raise ValueError(
+                f"context has {ctx.n_seq} sequences; need {n_rows} rows + {n_kept} kept"
+            )
+        self.ctx, self.n_rows, self.min_shared = ctx, n_rows, min_shared
+        self.kept: dict[int, tuple[int, ...]] = {n_rows + i: () for i in range(n_kept)}
+        self._next = n_rows  # the kept slot to overwrite next (round robin)
+        self.free = list(range(n_rows))
+
+    def reset_rows(self) -> None:
+        """Every row sequence cleared and free (kept prompts stay)."""
+        for s in range(self.n_rows):
+            self.ctx.clear(s)
+        self.free = list(range(self.n_rows))
+
+    def acquire(self) -> int:
+        """A free row sequence id.
+
+        Raises:
+            RuntimeError: all ``n_rows`` are in use.
+        """
+        if not self.free:
+            raise RuntimeError(f"all {self.n_rows} row sequences are in use")
+        return self.free.pop(0)
+
+    def release(self, seq: int) -> None:
+        """Clear row ``seq`` and make it free."""
+        self.ctx.clear(seq)
+        self.free.append(seq)
+
+    def prefill(self, seq: int, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray | None]:
+        """Fill row ``seq`` with the prompt ``ids`` (from a kept prefix where one is shared).
+
+        At least the last prompt token is always computed (its output predicts the first token); the prompt
+        before it is fed without outputs, and the last token alone (so that only its hidden state is extracted).
+
+        Returns:
+            ``(logits [V], hidden [d] or None)`` of the last prompt position.
+        """
+        slot, n = None, 0
+        for s, kept in self.kept.items():
+            m = shared_prefix(kept, ids)
+            if m > n:
+                slot, n = s, m
+        n = min(n, len(ids) - 1)
+        if slot is not None and n >= self.min_shared:
+            self.ctx.copy(slot, seq, n)
+        else:
+            self.ctx.clear(seq)
+            n = 0
+        last = len(ids) - 1
+        if n < last:
+            self.ctx.decode(
+                [Feed(seq, p, int(ids[p]), False) for p in range(n, last)], hidden=False
+            )
+        logits, hidden = self.ctx.decode([Feed(seq, last, int(ids[last]), True)])
+        self._keep(seq, ids)
+        return logits[-1], None if hidden is None else hidden[-1]
+
+    def _keep(self, seq: int, ids: Sequence[int]) -> None:
+        """Keep the prompt now in row ``seq`` unless a kept prompt already shares most of it."""
+        if not self.kept:
+            return
+        if any(
+            shared_prefix(k, ids) >= max(self.min_shared, len(ids) // 2) for k in self.kept.values()
+        ):
+            return
+        slot = self._next
+        self._next = self.n_rows + (slot - self.n_rows + 1) % len(self.kept)
+        self.ctx.copy(seq, slot, len(ids))
+        self.kept[slot] = tuple(int(t) for t in ids)

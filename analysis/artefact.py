@@ -97,8 +97,9 @@ class Profile:
 
     Attributes:
         name: ``conf/profile/<name>.yaml``; None = runs of any profile.
-        backend: the backend the profile overrides (``override /backend: vllm`` in its defaults), else None
-            (the artefact's or the run config's default).
+        backend: the backend the profile overrides (``override /backend: vllm`` or
+            ``override /backend@_global_.backend: auto`` in its defaults), else None (the artefact's or the run
+            config's default). ``auto``: the engine was chosen per machine when each run was made.
     """
 
     name: str | None
@@ -116,7 +117,8 @@ class Profile:
             for d in cfg.get("defaults") or []:
                 if isinstance(d, dict):
                     for k, v in d.items():
-                        if str(k).strip() in ("override /backend", "/backend", "backend"):
+                        key = str(k).strip().split("@", 1)[0]
+                        if key in ("override /backend", "/backend", "backend"):
                             backend = str(v)
         return cls(name, backend)
 
@@ -128,15 +130,29 @@ def of_profile(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     return runs[runs["profile"] == profile.name]
 
 
-def pick_backend(runs: pd.DataFrame, profile: Profile, default: str | None = None) -> pd.DataFrame:
+def pick_backend(
+    runs: pd.DataFrame, profile: Profile, default: str | None = None, artefact: str | None = None
+) -> pd.DataFrame:
     """Runs of one backend, taken from the profile or the records.
 
-    The profile's backend when it has runs; else ``default`` (the artefact's own, e.g. ``hf``) when it
-    has runs; else the backend with the most runs (ties: alphabetical). Tables never mix backends (their
-    throughputs are not comparable).
+    The profile's backend when it has runs. For a profile whose backend is ``auto`` (the engine is chosen per
+    machine: transformers bf16 on one, llama.cpp on another) the backend of the newest run made for
+    ``artefact`` (its config's ``artefact``), so a table decoded again on another engine shows those runs and
+    not the older records of the first engine, while an artefact that only shares a run with another (Table
+    1's AR run is also Table 6's) keeps its own engine; without such runs, the backend with the most runs (ties:
+    the newest). Else ``default`` (the artefact's own, e.g. ``hf``) when it has runs; else the backend with the
+    most runs (ties: alphabetical). Tables never mix backends (their throughputs are not comparable).
     """
     if runs.empty:
         return runs
+    if profile.backend == "auto":
+        mine = runs[runs["artefact"] == artefact] if "artefact" in runs else runs.iloc[0:0]
+        if not mine.empty:
+            best = mine.sort_values(["date_utc", "run_id"]).iloc[-1]["backend"]
+        else:
+            per = runs.groupby("backend")["date_utc"].agg(["size", "max"])
+            best = per.sort_values(["size", "max"], ascending=False).index[0]
+        return runs[runs["backend"] == best]
     have = runs["backend"].value_counts()
     for b in (profile.backend, default):
         if b is not None and b in have.index:

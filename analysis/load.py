@@ -167,6 +167,7 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "wall_s": summary.get("speed/wall_s"),
         "device": summary.get("device"),
         "date_utc": summary.get("date_utc"),
+        "artefact": cfg.get("artefact"),
         "git_sha": summary.get("git_sha"),
         "git_shas": shas,
         "git_dirty": any(bool(x.get("git_dirty")) for x in sessions),

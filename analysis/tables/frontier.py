@@ -78,7 +78,7 @@ def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
         & r["complete"].astype(bool)
         & ~r["trace"].astype(bool)
     ]
-    return pick_backend(r, profile, default="hf")
+    return pick_backend(r, profile, default="hf", artefact="frontier")
 
 
 def frontier_runs(selected: pd.DataFrame) -> pd.DataFrame:

@@ -67,7 +67,7 @@ def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
         & r["complete"].astype(bool)
         & ~r["trace"].astype(bool)
     ]
-    r = pick_backend(r, profile, default="hf")
+    r = pick_backend(r, profile, default="hf", artefact="table6")
     dm_lengths = set(r.loc[r["method"] == "dropmatch", "L"])
     return r[(r["method"] != "sd") | r["L"].isin(dm_lengths)]
 

@@ -204,6 +204,35 @@ def validate(cfg: Mapping[str, Any]) -> None:
     unknown = unknown_keys(cfg)
     if unknown:
         raise ConfigError(unknown_key_message(*unknown[0]))
+    _validate_L(cfg)
+    _validate_fields(cfg)
+    _validate_names(cfg)
+    ctk = (cfg.get("pair") or {}).get("chat_template_kwargs")
+    if ctk is not None and (
+        not isinstance(ctk, Mapping)
+        or not all(isinstance(k, str) for k in ctk)
+        or set(FIXED_CHAT_KWARGS) & set(ctk)
+    ):
+        raise ConfigError(
+            f"pair.chat_template_kwargs={ctk!r} is invalid; allowed: a mapping of chat-template "
+            f"variables, e.g. {{enable_thinking: false}} ({{}}: the template's defaults; not "
+            f"{' / '.join(FIXED_CHAT_KWARGS)})"
+        )
+    _validate_modes(cfg)
+    _validate_environment(cfg)
+    _validate_logger(cfg.get("logger") or {})
+    bad_dirs = directory_env_errors()
+    if bad_dirs:
+        raise ConfigError(bad_dirs[0])
+
+    try:
+        resolve_dtype(cfg.get("pair") or {})
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _validate_L(cfg: Mapping[str, Any]) -> None:
+    """L: 0 for autoregressive methods, else an integer in 1 .. MAX_L (draft tokens per round)."""
     method = cfg["method"]
     L = cfg.get("L")
     if method.get("autoregressive"):
@@ -222,7 +251,11 @@ def validate(cfg: Mapping[str, Any]) -> None:
             f"L={L!r} is invalid; allowed: an integer >= 1 and <= {MAX_L} (draft tokens per round; "
             f"method=ar for the autoregressive baseline){f'; {MAX_L_REASON}' if too_long else ''}"
         )
-    _validate_fields(cfg)
+
+
+def _validate_names(cfg: Mapping[str, Any]) -> None:
+    """method.criterion (and its knobs), backend and dataset names against their registries."""
+    method = cfg["method"]
     if method.get("criterion") is not None and method["criterion"] not in CRITERIA:
         raise ConfigError(
             f"method.criterion={method['criterion']!r} is unknown; allowed: {', '.join(CRITERIA.names())}"
@@ -238,18 +271,9 @@ def validate(cfg: Mapping[str, Any]) -> None:
             f"dataset={cfg['dataset']['name']!r} is unknown; allowed: {', '.join(DATASETS.names())}"
         )
 
-    ctk = (cfg.get("pair") or {}).get("chat_template_kwargs")
-    if ctk is not None and (
-        not isinstance(ctk, Mapping)
-        or not all(isinstance(k, str) for k in ctk)
-        or set(FIXED_CHAT_KWARGS) & set(ctk)
-    ):
-        raise ConfigError(
-            f"pair.chat_template_kwargs={ctk!r} is invalid; allowed: a mapping of chat-template "
-            f"variables, e.g. {{enable_thinking: false}} ({{}}: the template's defaults; not "
-            f"{' / '.join(FIXED_CHAT_KWARGS)})"
-        )
-    _validate_modes(cfg)
+
+def _validate_environment(cfg: Mapping[str, Any]) -> None:
+    """A GPU for GPU-only pairs / profiles / backends, and the optional package of the backend."""
     needs_gpu = [
         f"{k}={cfg[k]['name']}"
         for k in ("pair", "profile", "backend")
@@ -267,12 +291,3 @@ def validate(cfg: Mapping[str, Any]) -> None:
             f"({sys.executable}) lacks; allowed here: backend=hf, or "
             f"{BACKEND_INSTALL[cfg['backend']['name']]}"
         )
-    _validate_logger(cfg.get("logger") or {})
-    bad_dirs = directory_env_errors()
-    if bad_dirs:
-        raise ConfigError(bad_dirs[0])
-
-    try:
-        resolve_dtype(cfg.get("pair") or {})
-    except ValueError as e:
-        raise ConfigError(str(e)) from None

@@ -13,7 +13,7 @@ from criteria.registry import CRITERIA
 from runners.backends.base import DecodingConfig
 from runners.backends.hf_loop import HFLoopBackend
 from runners.datasets.base import Sample
-from runners.models.loader import load_pair
+from tests.helpers.tiny import load_tiny_pair
 
 PROMPTS = [
     "Janet has 3 apples and buys 5 more. How many apples?",
@@ -39,10 +39,7 @@ class FeatureTrace(AutoJudge):
 
 @pytest.fixture(scope="module")
 def pair(tiny_pair_dir):
-    spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
-    return load_pair(
-        {"name": "tiny", "dtype": "float32", "target": spec("target"), "draft": spec("draft")}
-    )
+    return load_tiny_pair(tiny_pair_dir)
 
 
 @pytest.fixture(scope="module")

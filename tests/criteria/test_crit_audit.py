@@ -17,21 +17,7 @@ from criteria.audit import (
 from criteria.dropout_heads import HeadSpec, LMHead
 from criteria.registry import CRITERIA
 from criteria.verify import verify_round
-
-
-def _round_inputs(seed: int, B: int, V: int, match: float, L: int = 5, d: int = 24):
-    """Hidden states ``[B, L+1, d]``, LM head ``[V, d]``, drafts ``[B, L]`` (each the target's argmax with
-    probability ``match``) and draft probabilities ``[B, L, V]`` near the target's."""
-    g = torch.Generator().manual_seed(seed)
-    hidden, W = torch.randn(B, L + 1, d, generator=g), 3 * torch.randn(V, d, generator=g)
-    target = (hidden @ W.T).argmax(-1)
-    drafts = torch.where(
-        torch.rand(B, L, generator=g) < match,
-        target[:, :L],
-        torch.randint(0, V, (B, L), generator=g),
-    )
-    q = torch.softmax((hidden[:, :L] @ W.T) + torch.randn(B, L, V, generator=g), -1)
-    return hidden, W, drafts, q
+from tests.helpers.verify_inputs import hidden_round
 
 
 def _gens(B: int, base: int = 300) -> list[torch.Generator]:
@@ -81,7 +67,7 @@ def test_audit_leaves_the_run_decision_and_streams_untouched(rule, T):
     """The run's result and its generators' states after the round are bit for bit those of ``verify_round``
     without the audit, whatever rows are audited."""
     B = 12
-    hidden, W, drafts, q = _round_inputs(21, B, 300, 0.7)
+    hidden, W, drafts, q = hidden_round(21, B, 300, 0.7)
     r, spec = CRITERIA.get(rule)(), HeadSpec(5, 0.3, top_n=16, audit_share=0.5)
 
     def run(rows):
@@ -119,7 +105,7 @@ def test_audit_is_the_exact_rule_on_the_same_masks(T):
     those rows (same masks, same uniforms at T > 0), and on these rounds they differ from the sparse verdict
     somewhere (so the comparison is not vacuous)."""
     B, rows = 16, [2, 9, 4]
-    hidden, W, drafts, q = _round_inputs(33, B, 400, 0.8)
+    hidden, W, drafts, q = hidden_round(33, B, 400, 0.8)
     r = CRITERIA.get("dropmatch_js")()
     exact_all = verify_round(
         hidden,
@@ -163,7 +149,7 @@ def test_sparse_covering_the_vocabulary_agrees_everywhere(rule):
     """With 2N >= V the candidates are the whole vocabulary: at T = 0 the audited exact verdict equals the
     run's at every position of every row, and the tally counts every round and position as agreeing."""
     B, L, V = 32, 5, 64
-    hidden, W, drafts, q = _round_inputs(12, B, V, 0.6, d=16)
+    hidden, W, drafts, q = hidden_round(12, B, V, 0.6, d=16)
     res, exact = audited_verify_round(
         hidden,
         LMHead(W),
@@ -232,7 +218,7 @@ def test_tally_record_keeps_the_kept_rounds_and_pool_sums_a_run():
 
 
 def test_bad_audit_inputs_are_refused():
-    hidden, W, drafts, q = _round_inputs(1, 4, 50, 0.5)
+    hidden, W, drafts, q = hidden_round(1, 4, 50, 0.5)
     r = CRITERIA.get("dropmatch_js")()
     kw = dict(temperature=0.0, draft_probs=q)
     with pytest.raises(ValueError, match="audit_rows"):

@@ -11,6 +11,7 @@ from criteria.dropmatch_js import DropMatchJS
 from criteria.dropmatch_naive import DropMatchNaive
 from criteria.dropout_heads import HeadSpec, LMHead, candidate_tokens, dropout_head_logits
 from criteria.verify import head_logits, verify_round
+from tests.helpers.verify_inputs import hidden_round
 
 
 def lm_round(
@@ -139,21 +140,6 @@ def test_candidate_tokens_bonus_position_takes_the_targets_top_2n():
     assert ids[0, 2].tolist() == [19, 18, 17, 16, 15, 14]
 
 
-def _round_inputs(seed: int, B: int, V: int, match: float, L: int = 5, d: int = 24):
-    """Hidden states ``[B, L+1, d]``, LM head ``[V, d]``, drafts ``[B, L]`` (each equal to the target's argmax with
-    probability ``match``) and draft probabilities ``[B, L, V]`` near the target's."""
-    g = torch.Generator().manual_seed(seed)
-    hidden, W = torch.randn(B, L + 1, d, generator=g), 3 * torch.randn(V, d, generator=g)
-    target = (hidden @ W.T).argmax(-1)
-    drafts = torch.where(
-        torch.rand(B, L, generator=g) < match,
-        target[:, :L],
-        torch.randint(0, V, (B, L), generator=g),
-    )
-    q = torch.softmax((hidden[:, :L] @ W.T) + torch.randn(B, L, V, generator=g), -1)
-    return hidden, W, drafts, q
-
-
 @pytest.mark.parametrize("rule", ["dropmatch_js", "dropmatch_naive"])
 def test_sparse_variant_agrees_with_the_exact_rule_on_most_rounds(rule):
     """With N covering most of the heads' mass, the sparse decision equals the exact one on >= 90 % of rows (a
@@ -162,7 +148,7 @@ def test_sparse_variant_agrees_with_the_exact_rule_on_most_rounds(rule):
     from criteria.registry import CRITERIA
 
     B = 64
-    hidden, W, drafts, q = _round_inputs(7, B, 400, 0.8)
+    hidden, W, drafts, q = hidden_round(7, B, 400, 0.8)
     gens = lambda: [torch.Generator().manual_seed(100 + i) for i in range(B)]  # noqa: E731
     r = CRITERIA.get(rule)()
     exact = verify_round(
@@ -207,7 +193,7 @@ def test_sparse_check_traces_both_verdicts_and_leaves_the_run_exact(T):
     from criteria.registry import CRITERIA
 
     B = 16
-    hidden, W, drafts, q = _round_inputs(11, B, 300, 0.7)
+    hidden, W, drafts, q = hidden_round(11, B, 300, 0.7)
     r = CRITERIA.get("dropmatch_js")()
 
     def run(spec, trace=True):
@@ -247,7 +233,7 @@ def test_sparse_check_covering_the_vocabulary_agrees_everywhere():
     from criteria.registry import CRITERIA
 
     B, L, V = 32, 5, 64
-    hidden, W, drafts, q = _round_inputs(12, B, V, 0.6, d=16)
+    hidden, W, drafts, q = hidden_round(12, B, V, 0.6, d=16)
     res = verify_round(
         hidden,
         LMHead(W),

@@ -115,3 +115,18 @@ def chi2_two_sample(a: torch.Tensor, b: torch.Tensor) -> float:
     a, b = a.double(), b.double()
     keep = (a + b) > 0
     return float(((a[keep] - b[keep]) ** 2 / (a[keep] + b[keep])).sum())
+
+
+def hidden_round(seed: int, B: int, V: int, match: float, L: int = 5, d: int = 24):
+    """Hidden states ``[B, L+1, d]``, LM head ``[V, d]``, drafts ``[B, L]`` (each the target's argmax with
+    probability ``match``) and draft probabilities ``[B, L, V]`` near the target's, from ``seed``."""
+    g = torch.Generator().manual_seed(seed)
+    hidden, W = torch.randn(B, L + 1, d, generator=g), 3 * torch.randn(V, d, generator=g)
+    target = (hidden @ W.T).argmax(-1)
+    drafts = torch.where(
+        torch.rand(B, L, generator=g) < match,
+        target[:, :L],
+        torch.randint(0, V, (B, L), generator=g),
+    )
+    q = torch.softmax((hidden[:, :L] @ W.T) + torch.randn(B, L, V, generator=g), -1)
+    return hidden, W, drafts, q

@@ -22,8 +22,8 @@ from runners.backends import hf_loop
 from runners.backends.base import DecodingConfig
 from runners.backends.hf_loop import HFLoopBackend
 from runners.datasets.base import Sample
-from runners.models.loader import load_pair
 from runners.paths import REPO_ROOT
+from tests.helpers.tiny import load_tiny_pair
 
 FACTORIES = {
     torch.rand,
@@ -65,10 +65,7 @@ class FactoryCalls(TorchFunctionMode):
 
 @pytest.fixture(scope="module")
 def pair(tiny_pair_dir):
-    spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
-    return load_pair(
-        {"name": "tiny", "dtype": "float32", "target": spec("target"), "draft": spec("draft")}
-    )
+    return load_tiny_pair(tiny_pair_dir)
 
 
 SAMPLES = [

@@ -14,8 +14,8 @@ from criteria.registry import CRITERIA
 from runners.backends.base import DecodingConfig
 from runners.backends.hf_loop import HFLoopBackend
 from runners.datasets.base import Sample
-from runners.models.loader import load_pair
 from tests.helpers.cli import run_main
+from tests.helpers.tiny import load_tiny_pair
 
 PROMPTS = [
     "Janet has 3 apples and buys 5 more. How many apples?",
@@ -30,10 +30,7 @@ SAMPLES = [Sample(f"a/{i}", [{"role": "user", "content": p}]) for i, p in enumer
 
 @pytest.fixture(scope="module")
 def pair(tiny_pair_dir):
-    spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
-    return load_pair(
-        {"name": "tiny", "dtype": "float32", "target": spec("target"), "draft": spec("draft")}
-    )
+    return load_tiny_pair(tiny_pair_dir)
 
 
 def run(pair, heads, B=1, T=0.0, rule="dropmatch_js", n=40):

@@ -13,7 +13,7 @@ from runners.backends.batch_kv import BatchKV
 from runners.backends.hf_loop import HFLoopBackend
 from runners.backends.kv_state import KVState
 from runners.datasets.base import Sample
-from runners.models.loader import load_pair
+from tests.helpers.tiny import load_tiny_pair
 
 PROMPTS = [
     "Janet has 3 apples and buys 5 more. How many apples?",
@@ -29,10 +29,7 @@ SAMPLES = [Sample(f"b/{i}", [{"role": "user", "content": p}]) for i, p in enumer
 
 @pytest.fixture(scope="module")
 def pair(tiny_pair_dir):
-    spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
-    return load_pair(
-        {"name": "tiny", "dtype": "float32", "target": spec("target"), "draft": spec("draft")}
-    )
+    return load_tiny_pair(tiny_pair_dir)
 
 
 def run(pair, B, L, crit, heads=HeadSpec(), n=40, **kw):

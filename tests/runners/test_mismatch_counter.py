@@ -13,8 +13,8 @@ from runners.backends.base import DecodingConfig
 from runners.backends.hf_loop import HFLoopBackend
 from runners.backends.output import count_mismatched
 from runners.datasets.base import Sample
-from runners.models.loader import load_pair
 from runners.records.counters import SpecDecodeCounters, acceptance_histogram
+from tests.helpers.tiny import load_tiny_pair
 
 PROMPTS = [
     "Janet has 3 apples and buys 5 more.",
@@ -27,10 +27,7 @@ SAMPLES = [Sample(f"m/{i}", [{"role": "user", "content": p}]) for i, p in enumer
 
 @pytest.fixture(scope="module")
 def pair(tiny_pair_dir):
-    spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
-    return load_pair(
-        {"name": "tiny", "dtype": "float32", "target": spec("target"), "draft": spec("draft")}
-    )
+    return load_tiny_pair(tiny_pair_dir)
 
 
 def _run(pair, rule, trace=False):

@@ -62,6 +62,9 @@ LLAMACPP_CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXA
 setup_llamacpp() {
   local want=${DROPMATCH_LLAMACPP:-auto} missing=() t0=$SECONDS
   if "$PY" -c "import llama_cpp" >/dev/null 2>&1; then return 0; fi
+  # one attempt per command: `./reproduce.sh setup` on a fresh venv reaches here twice (setup, then this retry)
+  if [ -n "${LLAMACPP_TRIED:-}" ]; then return 0; fi
+  LLAMACPP_TRIED=1
   if [ "$want" = 0 ]; then
     echo "[setup] llama.cpp engine not built (DROPMATCH_LLAMACPP=0): backend=auto uses transformers" >&2; return 0
   fi

@@ -108,6 +108,24 @@ class Judged:
     complete: bool
 
 
+def one_protocol(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset, the judging runs of one protocol and baseline: the pair judging most decode runs (ties: the
+    newest), so a column never mixes e.g. 1-10 ratings with win rates, or win rates against different baselines."""
+    if rows.empty or "dataset" not in rows:
+        return rows
+    combo = rows["protocol"].astype(str) + "|" + rows["baseline"].astype(str)
+    keep = []
+    for _, g in rows.assign(_combo=combo).groupby("dataset", dropna=False, sort=False):
+        best = (
+            g.groupby("_combo")
+            .agg(cells=("source_run_id", "nunique"), date=("date_utc", "max"))
+            .sort_values(["cells", "date"], ascending=False)
+            .index[0]
+        )
+        keep.append(g[g["_combo"] == best])
+    return pd.concat(keep).drop(columns="_combo")
+
+
 class Judgments:
     """The judgments of one judge over an artefact's decode runs (module docstring)."""
 
@@ -127,7 +145,7 @@ class Judgments:
                 .sort_values(["weak", "cells", "date"], ascending=[True, False, False])
             )
             key = score.iloc[0]["judge_key"]
-            chosen = self.rows[self.rows["judge_key"] == key]
+            chosen = one_protocol(self.rows[self.rows["judge_key"] == key])
             # one judging run per decode run: the complete, then the newest
             self.chosen = chosen.sort_values(
                 ["complete", "date_utc"], ascending=[False, False]

@@ -8,10 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-import yaml
+# Before torch loads OpenMP: the llama.cpp tests share it with torch, and active waiting makes one spin while the
+# other computes (runners/main.py sets the same for runs).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from runners.paths import REPO_ROOT
+import pytest  # noqa: E402
+import yaml  # noqa: E402
+
+from runners.paths import REPO_ROOT  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):

@@ -60,8 +60,9 @@ LOSSY_RULES = FIELD_RULES  # the "lossy" mode's rules
 # The HF loop runs every decoding mode; no backend applies nucleus sampling in the project's rules.
 HF_MODES = frozenset(MODES) - {"nucleus"}
 # llama.cpp's loop: every mode but Auto-Judge (its judge reads the draft's hidden state at each draft token, which
-# the draft context does not extract).
-LLAMACPP_MODES = HF_MODES - {"autojudge"}
+# the draft context does not extract) and the draft decoding alone (the loop's first token is decided from the
+# target context's hidden states, which only the target context extracts); backend=auto runs those on hf.
+LLAMACPP_MODES = HF_MODES - {"autojudge", "draft_only"}
 
 
 def _vllm_modes(native_verify: bool) -> frozenset[str]:

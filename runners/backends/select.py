@@ -79,8 +79,12 @@ def choose(cfg: Mapping[str, Any]) -> tuple[str, str]:
             "hf",
             f"{why}, but llama-cpp-python is not installed (./reproduce.sh setup builds it)",
         )
-    L = int(cfg.get("L") or 0)
-    roles = ["target"] + (["draft"] if L > 0 or method.get("ar_model") == "draft" else [])
+    L = cfg.get(
+        "L"
+    )  # validated after the choice: any value other than 0 / None means a draft model runs
+    roles = ["target"] + (
+        ["draft"] if L not in (0, None) or method.get("ar_model") == "draft" else []
+    )
     lacking = [r for r in roles if not has_gguf(pair.get(r) or {})]
     if lacking:
         return "hf", f"{why}, but pair.{lacking[0]} has no GGUF source for llama.cpp"

@@ -12,7 +12,7 @@ from runners.autojudge.artefact import attach_judge
 from runners.backends.select import resolve_backend
 from runners.config.errors import ConfigError
 from runners.config.numeric_fields import canonical
-from runners.config.validate import validate
+from runners.config.validate import validate, validate_L
 from runners.models.identity import label_own_weights, model_identity
 
 _logger = logging.getLogger(__name__)
@@ -52,6 +52,7 @@ def resolve_run_config(
     method = c["method"]
     if method.get("autoregressive"):
         c["L"] = 0
+    validate_L(c)  # before backend=auto reads L to know whether a draft model runs
     c["backend"] = _resolve_backend(c)  # backend=auto -> the engine this machine runs fastest
     validate(c)
     canonical(

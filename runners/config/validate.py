@@ -18,6 +18,7 @@ import criteria.rules  # noqa: F401  (fills CRITERIA)
 import runners.backends  # noqa: F401
 import runners.datasets  # noqa: F401
 from runners.backends.modes import BACKEND_MODES, modes_of, supported_modes
+from runners.backends.select import backend_defaults
 from runners.config.decode_spec import build_rule
 from runners.config.errors import ConfigError
 from runners.config.known_keys import unknown_key_message, unknown_keys
@@ -204,7 +205,7 @@ def validate(cfg: Mapping[str, Any]) -> None:
     unknown = unknown_keys(cfg)
     if unknown:
         raise ConfigError(unknown_key_message(*unknown[0]))
-    _validate_L(cfg)
+    validate_L(cfg)
     _validate_fields(cfg)
     _validate_names(cfg)
     ctk = (cfg.get("pair") or {}).get("chat_template_kwargs")
@@ -231,7 +232,7 @@ def validate(cfg: Mapping[str, Any]) -> None:
         raise ConfigError(str(e)) from None
 
 
-def _validate_L(cfg: Mapping[str, Any]) -> None:
+def validate_L(cfg: Mapping[str, Any]) -> None:
     """L: 0 for autoregressive methods, else an integer in 1 .. MAX_L (draft tokens per round)."""
     method = cfg["method"]
     L = cfg.get("L")
@@ -266,6 +267,7 @@ def _validate_names(cfg: Mapping[str, Any]) -> None:
         raise ConfigError(
             f"backend={cfg['backend']['name']!r} is unknown; allowed: {', '.join(BACKENDS.names())}"
         )
+    _validate_backend_keys(cfg["backend"])
     if cfg["dataset"]["name"] not in DATASETS:
         raise ConfigError(
             f"dataset={cfg['dataset']['name']!r} is unknown; allowed: {', '.join(DATASETS.names())}"
@@ -290,4 +292,17 @@ def _validate_environment(cfg: Mapping[str, Any]) -> None:
             f"backend={cfg['backend']['name']} needs the {package!r} package, which this interpreter "
             f"({sys.executable}) lacks; allowed here: backend=hf, or "
             f"{BACKEND_INSTALL[cfg['backend']['name']]}"
+        )
+
+
+def _validate_backend_keys(backend: Mapping[str, Any]) -> None:
+    """Every ``backend.*`` key is a setting of the chosen backend (``conf/backend/<name>.yaml``): a setting of another
+    backend (``backend=hf +backend.n_ctx=4096``) would be ignored by the engine yet change the run id."""
+    name = backend["name"]
+    own = backend_defaults(name)
+    extra = [k for k in backend if k not in own]
+    if extra:
+        raise ConfigError(
+            f"backend.{extra[0]} is not a setting of backend={name}; allowed: "
+            f"{', '.join(k for k in own if k not in ('name', 'version'))}"
         )

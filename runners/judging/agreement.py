@@ -27,14 +27,13 @@ def _outcome(v: float) -> int:
 
 
 def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
-    """Cohen's kappa of two label sequences (NaN when the expected agreement is 1)."""
-    n = len(a)
-    if n == 0:
+    """Cohen's kappa of two label sequences (``sklearn.metrics.cohen_kappa_score``); NaN when there is nothing to
+    compare or the expected agreement is 1 (both judges always give the same single label)."""
+    if len(a) == 0 or (len(set(a) | set(b)) == 1):
         return math.nan
-    labels = set(a) | set(b)
-    po = sum(x == y for x, y in zip(a, b)) / n
-    pe = sum((list(a).count(k) / n) * (list(b).count(k) / n) for k in labels)
-    return math.nan if pe >= 1.0 else (po - pe) / (1.0 - pe)
+    from sklearn.metrics import cohen_kappa_score
+
+    return float(cohen_kappa_score(list(a), list(b)))
 
 
 def agreement(

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -26,7 +25,8 @@ RATING_BACKUP = re.compile(r"\[(\d+\.?\d*)\]")
 def parse_rating(reply: str) -> float | None:
     """The judge's rating (a number; FastChat's scale is 1-10 and it is not clipped), or None if none is found."""
     m = RATING.search(reply) or RATING_BACKUP.search(reply)
-    return float(ast.literal_eval(m.group(1))) if m else None
+    # float(), not FastChat's ast.literal_eval: the same value for every match, and '[[07]]' is a 7, not an error
+    return float(m.group(1)) if m else None
 
 
 def parse_verdict(reply: str) -> str | None:

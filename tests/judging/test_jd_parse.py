@@ -17,6 +17,8 @@ from runners.judging.parse import alpaca_preference, combine_games, parse_rating
         ("First [7] as a draft, final: [[9]]", 9.0),  # [[x]] wins over an earlier [x]
         ("Only the backup form: [6]", 6.0),
         ("Rating: [[10]]", 10.0),
+        ("Rating: [[07]]", 7.0),  # a leading zero is a number, not a parse error
+        ("Rating: [[7.]]", 7.0),
         ("Rating: [[ 5 ]]", None),  # FastChat's patterns allow no spaces
         ("I would rate this 7 out of 10.", None),
         ("", None),

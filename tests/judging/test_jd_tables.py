@@ -143,3 +143,28 @@ def test_table10_quality_column_only_when_judged(results, api_env):
     assert list(t.data["quality_score"]) == [9.0, 4.0, 9.0, 4.0]
     md = (results / "table10" / "table10.md").read_text()
     assert "KoMT-Bench Q: mean FastChat single-answer rating" in md
+
+
+def test_one_protocol_per_dataset_never_mixes_scales_or_baselines():
+    """Per dataset the (protocol, baseline) judging the most decode runs is kept, the newest on a tie; another
+    dataset keeps its own protocol."""
+    import pandas as pd
+
+    from analysis.judged import one_protocol
+
+    rows = pd.DataFrame(
+        [
+            ("mt_bench", "single", "null", "r1", "2026-01-01"),
+            ("mt_bench", "single", "null", "r2", "2026-01-01"),
+            ("mt_bench", "pairwise", '{"method": "sd"}', "r1", "2026-02-01"),  # newer, fewer runs
+            ("alpaca", "alpaca_eval", '{"method": "sd"}', "r3", "2026-01-01"),
+            ("alpaca", "alpaca_eval", '{"method": "ar"}', "r3", "2026-03-01"),  # a tie: the newest
+        ],
+        columns=["dataset", "protocol", "baseline", "source_run_id", "date_utc"],
+    )
+    kept = one_protocol(rows)
+    assert sorted(map(tuple, kept[["dataset", "protocol", "baseline"]].values)) == [
+        ("alpaca", "alpaca_eval", '{"method": "ar"}'),
+        ("mt_bench", "single", "null"),
+        ("mt_bench", "single", "null"),
+    ]

@@ -67,6 +67,7 @@ def test_without_native_bf16_the_gguf_engine(machine):
         ((), "llama-cpp-python is not installed"),
         (("method=autojudge", "method.threshold=0.3"), "no autojudge mode"),
         (("pair.dtype=float32",), "pair.dtype=float32 asks for transformers"),
+        (("method=ar", "method.ar_model=draft"), "no draft_only mode"),
     ],
 )
 def test_falls_back_to_hf_with_the_reason(machine, overrides, reason):
@@ -115,3 +116,25 @@ def test_gguf_runs_record_engine_and_precision(machine):
     assert ident["target"]["sha256"] == pinned["sha256"]
     assert ident["target"]["dtype"] == f"gguf:{pinned['file_type']}"
     assert "engine" not in model_identity(c["pair"], {"name": "hf"})["target"]
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            ("backend=hf", "+backend.n_ctx=4096"),
+            "backend.n_ctx is not a setting of backend=hf; allowed:",
+        ),
+        (
+            ("backend=llamacpp", "+backend.gpu_memory_utilization=0.5"),
+            "backend.gpu_memory_utilization is not a setting of backend=llamacpp",
+        ),
+        (("L=abc",), "L='abc' is invalid; allowed: an integer >= 1"),
+    ],
+)
+def test_bad_backend_settings_and_L_name_the_field_under_any_backend(machine, overrides, message):
+    """A setting of another engine given to an explicit backend is refused (it would be ignored by the engine yet
+    change the run id), and a non-integer L is named as L even where backend=auto reads L to choose."""
+    machine(bf16=False)
+    with pytest.raises(ConfigError, match=message):
+        resolved(*overrides)

@@ -199,14 +199,16 @@ def one_setting(
     cell: tuple[str, ...],
     group: tuple[str, ...] = ("pair", "dataset"),
     extra: tuple[str, ...] = (),
+    artefact: str | None = None,
 ) -> pd.DataFrame:
     """Keep, per ``group``, the runs of one *setting* (same items and ``max_new_tokens``), one run per cell.
 
     Cells of a table that are compared with each other (speedups, lines of a plot) must come from the same
     items and output cap. When runs of several settings exist (a profile cap was changed, another artefact ran
-    the benchmark at other sizes), the setting with the most filled ``cell`` s wins, then the larger n, then the
-    most recent; within a cell the most recent run. Trace runs (criterion trace recorded, which costs time) are
-    dropped first.
+    the benchmark at other sizes), the setting holding runs made for ``artefact`` (config ``artefact``) wins, so
+    a table is not taken over by another artefact's larger sweep on the same benchmark; then the most filled
+    ``cell`` s, then the larger n, then the most recent; within a cell the most recent run. Trace runs
+    (criterion trace recorded, which costs time) are dropped first.
 
     Args:
         runs: :func:`load_runs` rows.
@@ -222,12 +224,16 @@ def one_setting(
     r = r.sort_values("date_utc", ascending=False).drop_duplicates(setting + list(cell))
     if r.empty:
         return r
+    own = (r["artefact"] == artefact) if artefact and "artefact" in r else False
     score = (
-        r.groupby(setting)
-        .agg(cells=("run_id", "size"), n=("n", "max"), date=("date_utc", "max"))
+        r.assign(own=own)
+        .groupby(setting)
+        .agg(own=("own", "max"), cells=("run_id", "size"), n=("n", "max"), date=("date_utc", "max"))
         .reset_index()
     )
-    best = score.sort_values(["cells", "n", "date"], ascending=False).drop_duplicates(list(group))
+    best = score.sort_values(["own", "cells", "n", "date"], ascending=False).drop_duplicates(
+        list(group)
+    )
     return r.merge(best[setting], on=setting)
 
 

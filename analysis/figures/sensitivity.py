@@ -143,7 +143,12 @@ def build(selected: pd.DataFrame) -> Artefact:
     )
     for dataset, L in settings:
         r = selected[(selected["dataset"] == dataset) & (selected["L"] == L)]
-        dm = one_setting(r[r["method"] == "dropmatch"], cell=CELL, extra=("batch_size", "majority"))
+        dm = one_setting(
+            r[r["method"] == "dropmatch"],
+            cell=CELL,
+            extra=("batch_size", "majority"),
+            artefact=NAME,
+        )
         if len(dm) < 2:  # one (K, p_drop) point is not a sensitivity sweep (Table 6 shows it)
             art.notes.append(f"{dataset} L={L}: one DropMatch setting only, no sensitivity plot")
             continue

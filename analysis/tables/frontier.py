@@ -84,7 +84,7 @@ def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
 def frontier_runs(selected: pd.DataFrame) -> pd.DataFrame:
     """Per (pair, benchmark) the runs of one setting (items, cap, batch size, weights), the one with the most
     rule cells; within it the draft length L with the most rule runs (AR has none)."""
-    runs = one_setting(selected, cell=CELL, extra=("batch_size", "model_identity"))
+    runs = one_setting(selected, cell=CELL, extra=("batch_size", "model_identity"), artefact=NAME)
     keep = []
     for _, g in runs.groupby(["pair", "dataset"]):
         spec = g[g["method"] != "ar"]

@@ -128,7 +128,7 @@ def build(selected: pd.DataFrame) -> Artefact:
         for p, K in dm_settings(atL, ("dropmatch",)) or [PAPER_SETTING]:
             dm = atL["method"] == "dropmatch"
             runs = atL[~dm | ((atL["p_drop"].astype(float) == p) & (atL["K"].astype(float) == K))]
-            runs = one_setting(runs, cell=("method", "batch_size"))
+            runs = one_setting(runs, cell=("method", "batch_size"), artefact=NAME)
             if runs.empty:
                 continue
             data, display, notes = rows(runs, cache)

@@ -81,7 +81,9 @@ def setting_runs(selected: pd.DataFrame, p_drop: float, K: int) -> pd.DataFrame:
         & (selected["K"].astype(float) == K)
         & ~selected["include_target"].astype(bool)
     )  # the paper's rule (sensitivity also runs true)
-    return one_setting(selected[keep], cell=("method", "L"), extra=("batch_size",))
+    return one_setting(
+        selected[keep], cell=("method", "L"), extra=("batch_size",), artefact="table6"
+    )
 
 
 def _setting_keys(runs: pd.DataFrame) -> list[tuple]:

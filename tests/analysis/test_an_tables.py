@@ -205,6 +205,34 @@ def test_table6_cells_of_one_benchmark_share_one_setting(results):
     assert sorted(sel["run_id"]) == ["ar-200", "dropmatch-200", "sd-200"]
 
 
+def test_table6_keeps_its_own_setting_beside_a_larger_sweep_of_another_artefact(results):
+    """The frontier's sweep on the same benchmark (more items, another cap, as many cells and newer) does not take
+    Table 6's cells: the setting holding runs made for Table 6 wins."""
+    from analysis.artefact import Profile
+    from analysis.load import load_runs
+    from analysis.tables.table6 import select, setting_runs
+
+    def cfg(method, L, max_new, artefact):
+        c = run_cfg(method, "gsm8k", p_drop=0.3 if method == "dropmatch" else None, L=L)
+        c["decoding"]["max_new_tokens"], c["artefact"] = max_new, artefact
+        return c
+
+    old, new = "2026-11-29T00:00:00", "2026-12-01T00:00:00"
+    for m, L in [("ar", 0), ("sd", 5), ("dropmatch", 5)]:
+        write_run(
+            results, f"{m}-t6", cfg(m, L, 768, "table6"), {**summary(1.0, n=1), "date_utc": old}, []
+        )
+        write_run(
+            results,
+            f"{m}-fr",
+            cfg(m, L, 192, "frontier"),
+            {**summary(0.0, n=2), "date_utc": new},
+            [],
+        )
+    sel = setting_runs(select(load_runs(), Profile("default")), 0.3, 5)
+    assert sorted(sel["run_id"]) == ["ar-t6", "dropmatch-t6", "sd-t6"]
+
+
 def _sd_dm_runs(results, dm_settings, **cfg_kw):
     """SD (tau 4.0, 2 tok/s) and DM runs at each (p_drop, K, accepted per round, wall s) on one GSM8K item."""
     item_run(

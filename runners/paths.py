@@ -36,6 +36,11 @@ def directory_env_errors() -> list[str]:
     ``NotADirectoryError`` from deep inside a run.
     """
     out = []
+    threads = os.environ.get("DROPMATCH_THREADS")
+    if threads is not None and not (threads.isdigit() and int(threads) >= 1):
+        out.append(
+            f"DROPMATCH_THREADS={threads} is invalid; allowed: an integer >= 1 (CPU threads)"
+        )
     for var, path in (("DROPMATCH_RESULTS", results_dir()), ("DROPMATCH_CACHE", cache_dir())):
         why = _not_a_directory(path, writable=var == "DROPMATCH_RESULTS")
         if why:

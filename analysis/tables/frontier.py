@@ -67,7 +67,8 @@ CELL = ("method", "knobs", "L")
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     """Greedy, complete runs of AR and every rule of :data:`RULE_LABEL` on the frontier's benchmarks, no trace
-    runs, one backend (the profile's, else ``hf``, else the one with most runs)."""
+    runs, one backend (the profile's, else ``hf``, else the one with most runs); only the runs made for the
+    frontier (config ``artefact``) when there are any."""
     r = of_profile(runs, profile)
     if r.empty:
         return r
@@ -78,7 +79,11 @@ def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
         & r["complete"].astype(bool)
         & ~r["trace"].astype(bool)
     ]
-    return pick_backend(r, profile, default="hf", artefact="frontier")
+    r = pick_backend(r, profile, default="hf", artefact="frontier")
+    # a frontier is its own sweep: other artefacts' runs of AR / SD / DropMatch (Table 6's, at other n and caps)
+    # would fill benchmarks the sweep has not run with points no rule is compared against
+    own = r["artefact"] == NAME if "artefact" in r else None
+    return r[own] if own is not None and own.any() else r
 
 
 def frontier_runs(selected: pd.DataFrame) -> pd.DataFrame:

@@ -79,12 +79,17 @@ def _package(path: Path) -> str:
     return PACKAGE.get(group, group)
 
 
+# Configs that never compose into a run: Hydra's own, and the judging step's (conf/judging.yaml and its judge
+# group compose `python -m runners.judging`, a separate config; in a decode run their keys would be read by nothing).
+NOT_RUN_CONFIGS = ("hydra", "judging.yaml", "judge")
+
+
 @functools.cache
 def known_paths() -> frozenset[str]:
     """Every key path a run config may hold (module docstring)."""
     out: set[str] = set(OPTIONAL) | set(RESOLVED)
     for f in sorted(CONF.rglob("*.yaml")):
-        if f.relative_to(CONF).parts[0] == "hydra":
+        if f.relative_to(CONF).parts[0] in NOT_RUN_CONFIGS:
             continue
         pkg = "" if f.parent == CONF else _package(f)
         parts = pkg.split(".") if pkg else []

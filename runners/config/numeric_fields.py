@@ -157,6 +157,16 @@ NUMERIC: tuple[Field, ...] = (
     Field("backend.max_model_len", int, low=1, note="tokens"),
     Field("backend.kvcache_space_gib", int, low=1),
     Field("backend.gpu_memory_utilization", float, low=0, high=1, low_open=True),
+    Field("backend.n_ctx", int, low=1, note="KV cells per llama.cpp sequence"),
+    Field("backend.n_batch", int, low=1, note="tokens per llama_decode call"),
+    Field(
+        "backend.n_threads",
+        int,
+        low=1,
+        nullable=True,
+        note="null = DROPMATCH_THREADS, else every core",
+    ),
+    Field("backend.kept_prompts", int, low=0, note="prompts kept per llama.cpp context for reuse"),
 )
 FLOAT_PATHS = frozenset(f.path for f in NUMERIC if f.kind is float)
 

@@ -268,6 +268,15 @@ def _validate_names(cfg: Mapping[str, Any]) -> None:
             f"backend={cfg['backend']['name']!r} is unknown; allowed: {', '.join(BACKENDS.names())}"
         )
     _validate_backend_keys(cfg["backend"])
+    profile = cfg.get("profile") or {}
+    for table in ("limit", "max_new_tokens"):
+        unknown = [k for k in profile.get(table) or {} if k not in DATASETS]
+        if (
+            unknown
+        ):  # a typo'd benchmark would be read by nothing: the run would use the default n / cap
+            raise ConfigError(
+                f"profile.{table}.{unknown[0]} names no dataset; allowed: {', '.join(DATASETS.names())}"
+            )
     if cfg["dataset"]["name"] not in DATASETS:
         raise ConfigError(
             f"dataset={cfg['dataset']['name']!r} is unknown; allowed: {', '.join(DATASETS.names())}"
@@ -295,6 +304,9 @@ def _validate_environment(cfg: Mapping[str, Any]) -> None:
         )
 
 
+FLASH_ATTN = ("auto", "on", "off")  # llama.cpp's flash-attention switch
+
+
 def _validate_backend_keys(backend: Mapping[str, Any]) -> None:
     """Every ``backend.*`` key is a setting of the chosen backend (``conf/backend/<name>.yaml``): a setting of another
     backend (``backend=hf +backend.n_ctx=4096``) would be ignored by the engine yet change the run id."""
@@ -305,4 +317,11 @@ def _validate_backend_keys(backend: Mapping[str, Any]) -> None:
         raise ConfigError(
             f"backend.{extra[0]} is not a setting of backend={name}; allowed: "
             f"{', '.join(k for k in own if k not in ('name', 'version'))}"
+        )
+    for key, default in own.items():  # a switch given "maybe" would be read as true
+        if isinstance(default, bool) and not isinstance(backend.get(key, default), bool):
+            raise ConfigError(f"backend.{key}={backend[key]!r} is invalid; allowed: true or false")
+    if "flash_attn" in backend and backend["flash_attn"] not in FLASH_ATTN:
+        raise ConfigError(
+            f"backend.flash_attn={backend['flash_attn']!r} is invalid; allowed: {', '.join(FLASH_ATTN)}"
         )

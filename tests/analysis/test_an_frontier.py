@@ -80,3 +80,27 @@ def test_frontier_pairs_every_setting_with_sd_and_picks_the_best_within_toleranc
 def test_setting_labels_show_only_the_knobs_that_vary():
     assert frontier.varying(["a=1, b=2", "a=3, b=2"]) == ["a=1", "a=3"]
     assert frontier.varying(["a=1, b=2"]) == ["a=1, b=2"]
+
+
+def test_frontier_shows_only_its_own_sweep_beside_other_artefacts_runs(results):
+    """Table 6's SD and DropMatch runs on another benchmark (other n and cap) are not a frontier: once runs made
+    for the frontier exist, the artefact shows only those."""
+    from analysis.render import render
+
+    correct = [float(i % 2 == 0) for i in range(N)]
+    for rid, method, L, p in (
+        ("ar", "ar", 0, None),
+        ("sd", "sd", 5, None),
+        ("dm", "dropmatch", 5, 0.3),
+    ):
+        c = _cfg(method, L, p_drop=p)
+        c["artefact"] = "frontier"
+        item_run(results, rid, c, _samples(L, 3 if L else 0, correct))
+    for rid, method, p in (("t6-sd", "sd", None), ("t6-dm", "dropmatch", 0.3)):
+        c = _cfg(method, 5, p_drop=p)
+        c["dataset"]["name"], c["artefact"] = "humaneval", "table6"
+        item_run(results, rid, c, [item_sample("humaneval/0", [3, 3], 5, correct=1.0)])
+    art = render("frontier", "default", echo=False)
+    assert [t.stem for t in art.tables] == ["frontier", "frontier_gsm8k"]
+    manifest = json.loads((results / "frontier" / "manifest.json").read_text())
+    assert set(manifest["runs"]) == {"ar", "sd", "dm"}

@@ -55,6 +55,19 @@ class TestUnavailable:
         ):
             load_rows("humaneval", source, "test", _no_rows)
 
+    @pytest.mark.parametrize("name, other", [("gsm8k", "train"), ("ifeval", "test")])
+    def test_a_pinned_file_is_never_read_as_another_split(
+        self, offline_no_registry: Path, dataset_config, name: str, other: str
+    ) -> None:
+        """The shipped file holds the split of conf/dataset/<name>.yaml (GSM8K test, IFEval train); asked for
+        another split offline, the pinned source is passed over with the reason, not read under that name."""
+        source = {**dataset_config(name)["source"], "order": ["pinned"]}
+        held = dataset_config(name)["split"]
+        with pytest.raises(
+            DatasetUnavailableError, match=rf"holds the {held} split, not '{other}'"
+        ):
+            load_rows(name, source, other, _no_rows)
+
     def test_dataset_load_raises_it(self, offline_no_registry: Path, dataset_config) -> None:
         import runners.datasets  # noqa: F401
         from runners.registry import DATASETS, build

@@ -130,6 +130,14 @@ def test_gguf_runs_record_engine_and_precision(machine):
             "backend.gpu_memory_utilization is not a setting of backend=llamacpp",
         ),
         (("L=abc",), "L='abc' is invalid; allowed: an integer >= 1"),
+        (
+            ("backend=llamacpp", "backend.n_ctx=-1"),
+            "backend.n_ctx=-1 is invalid; allowed: an integer >= 1",
+        ),
+        (("backend=llamacpp", "backend.kept_prompts=-1"), "backend.kept_prompts=-1 is invalid"),
+        (("backend=llamacpp", "backend.n_threads=0"), "backend.n_threads=0 is invalid"),
+        (("backend=llamacpp", "backend.kv_unified=maybe"), "allowed: true or false"),
+        (("backend=llamacpp", "backend.flash_attn=maybe"), "allowed: auto, on, off"),
     ],
 )
 def test_bad_backend_settings_and_L_name_the_field_under_any_backend(machine, overrides, message):
@@ -138,3 +146,32 @@ def test_bad_backend_settings_and_L_name_the_field_under_any_backend(machine, ov
     machine(bf16=False)
     with pytest.raises(ConfigError, match=message):
         resolved(*overrides)
+
+
+def test_a_bad_thread_count_is_named_before_anything_loads(machine, monkeypatch):
+    machine(bf16=False)
+    monkeypatch.setenv("DROPMATCH_THREADS", "abc")
+    with pytest.raises(
+        ConfigError, match="DROPMATCH_THREADS=abc is invalid; allowed: an integer >= 1"
+    ):
+        resolved("method=sd")
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "+calibration_n=5",
+            "calibration_n is not a config key",
+        ),  # the judging step's, not a run's
+        ("+judge.max_tokens=5", "judge is not a config key"),
+        ("+profile.limit.gsm8kk=5", "profile.limit.gsm8kk names no dataset; allowed: alpaca"),
+        ("+profile.max_new_tokens.humanevl=64", "profile.max_new_tokens.humanevl names no dataset"),
+    ],
+)
+def test_keys_a_run_would_not_read_are_refused(machine, override, message):
+    """Keys that would change the run id while nothing reads them: the judging step's settings in a decode run,
+    and a profile's per-dataset n or cap under a name no dataset has (the run would silently use the default)."""
+    machine(bf16=False)
+    with pytest.raises(ConfigError, match=message):
+        resolved(override)

@@ -120,7 +120,7 @@ BAD = [
         ["backend=vllm", "method=draft_only"],
         r"method=draft_only is not supported by backend=vllm \(it has no "
         r"draft_only decoding.*allowed with backend=vllm: method=ar, bild, block_verify, dropmatch, "
-        r"dropmatch_naive, fly, fsd, prob_threshold, relaxed_topk, sd, static_ensemble, typical; or backend=hf, llamacpp$",
+        r"dropmatch_naive, fly, fsd, prob_threshold, relaxed_topk, sd, static_ensemble, typical; or backend=hf$",
     ),
     (
         ["backend=vllm", "method=dropout_path"],
@@ -243,8 +243,8 @@ def test_int_fields_accept_integral_floats_and_store_the_declared_type(monkeypat
 @pytest.mark.subprocess
 @pytest.mark.parametrize("method", ["draft_only", "dropout_path"])
 def test_cli_refuses_a_method_the_backend_cannot_run(main_env, method):
-    """Before: vLLM decoded the target and recorded it as draft_only / dropout_path (or, without vLLM, the
-    error named only the missing package). Now: exit 2 naming the field and the allowed methods."""
+    """A method vLLM cannot run is refused (exit 2, the field and the allowed methods and backends), not decoded
+    as the target and recorded under that method."""
     p = run_main(main_env, "backend=vllm", f"method={method}", timeout=120)
     assert p.returncode == 2, p.stdout + p.stderr
     assert (
@@ -253,7 +253,8 @@ def test_cli_refuses_a_method_the_backend_cannot_run(main_env, method):
     ), p.stderr
     assert (
         "allowed with backend=vllm: method=ar, bild, block_verify, dropmatch, dropmatch_naive, fly, fsd, "
-        "prob_threshold, relaxed_topk, sd, static_ensemble, typical; or backend=hf, llamacpp"
+        "prob_threshold, relaxed_topk, sd, static_ensemble, typical; or backend=hf"
+        + ("" if method == "draft_only" else ", llamacpp")
         in p.stderr
     )
     assert not (Path(main_env["DROPMATCH_RESULTS"]) / "runs").exists()
@@ -266,7 +267,11 @@ def test_every_backend_declares_its_modes():
 
     assert set(BACKEND_MODES) == set(BACKENDS.names())
     assert supported_modes({"name": "hf"}) == set(MODES) - {"nucleus"}
-    assert supported_modes({"name": "llamacpp"}) == set(MODES) - {"nucleus", "autojudge"}
+    assert supported_modes({"name": "llamacpp"}) == set(MODES) - {
+        "nucleus",
+        "autojudge",
+        "draft_only",
+    }
     # vLLM: read from VLLMBackend's own declaration (SUPPORTED_RULES, SUPPORTS_*) without importing vllm
     assert supported_modes({"name": "vllm"}) == {"ar", "sd", "lossy", "dropmatch", "trace"}
     assert supported_modes({"name": "vllm", "native_verify": True}) == {"ar", "sd"}
@@ -328,9 +333,23 @@ def test_sweep_with_an_invalid_point_refuses_before_any_run(main_env):
 
 
 @pytest.mark.subprocess
+def test_sweep_with_a_misspelled_option_refuses_with_the_options(main_env):
+    """`dataset=gsm8k,ifevl`: the option that does not exist is refused before launching (exit 2, the group's
+    options listed), not announced as a sweep that fails and "resumes"."""
+    p = run_main(
+        main_env, "pair=tiny", "profile=smoke", "method=sd", "dataset=gsm8k,ifevl", multirun=True
+    )
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "Could not find 'dataset/ifevl' Available options in 'dataset': alpaca" in p.stderr
+    assert "refused before launching: 1 of 2 sweep points invalid; nothing ran" in p.stderr
+    assert "Launching" not in p.stdout + p.stderr
+    assert not (Path(main_env["DROPMATCH_RESULTS"]) / "runs").exists()
+
+
+@pytest.mark.subprocess
 def test_sweep_counts_every_invalid_point(main_env):
     """2 limits x 6 draft lengths, 4 of them invalid: 8 of 12 points refused, each error printed once with the
-    points it refuses (before: "1 invalid sweep point(s)", the count of distinct messages)."""
+    points it refuses (not the count of distinct messages)."""
     p = run_main(main_env, "method=sd", "dataset.limit=1,2", "L=1,2,-1,-2,-3,-4", multirun=True)
     assert p.returncode == 2, p.stdout + p.stderr
     assert "[sweep] refused before launching: 8 of 12 sweep points invalid; nothing ran" in p.stderr

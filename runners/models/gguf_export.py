@@ -14,6 +14,7 @@ import argparse
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 from runners.sweep.console import console
 
@@ -77,28 +78,7 @@ def export_qwen2(model_dir: str | Path, out: str | Path, qtype: str = "f32") -> 
     }[qtype]
 
     w = gguf.GGUFWriter(str(out), gguf.MODEL_ARCH_NAMES[arch])
-    w.add_name(Path(model_dir).name)
-    w.add_context_length(int(cfg.max_position_embeddings))
-    w.add_embedding_length(int(cfg.hidden_size))
-    w.add_block_count(int(cfg.num_hidden_layers))
-    w.add_feed_forward_length(int(cfg.intermediate_size))
-    w.add_head_count(int(cfg.num_attention_heads))
-    w.add_head_count_kv(int(cfg.num_key_value_heads))
-    w.add_rope_freq_base(
-        float(getattr(cfg, "rope_theta", None) or cfg.rope_parameters["rope_theta"])
-    )
-    w.add_layer_norm_rms_eps(float(cfg.rms_norm_eps))
-    w.add_file_type(int(file_type))
-    tokens, types, merges = _vocab(tok, int(model.get_input_embeddings().weight.shape[0]))
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(tokens)
-    w.add_token_types(types)
-    w.add_token_merges(merges)
-    w.add_eos_token_id(int(tok.eos_token_id))
-    if tok.pad_token_id is not None:
-        w.add_pad_token_id(int(tok.pad_token_id))
-    w.add_add_bos_token(False)
+    _write_metadata(w, model, tok, Path(model_dir).name, file_type)
 
     for hf_name, t in model.state_dict().items():
         if hf_name == "lm_head.weight" and cfg.tie_word_embeddings:
@@ -122,6 +102,33 @@ def export_qwen2(model_dir: str | Path, out: str | Path, qtype: str = "f32") -> 
     w.write_tensors_to_file()
     w.close()
     return Path(out)
+
+
+def _write_metadata(w: Any, model: Any, tok: Any, name: str, file_type: Any) -> None:
+    """The GGUF key-values llama.cpp reads for a Qwen2 model: hyper-parameters, file type and the BPE vocabulary."""
+    cfg = model.config
+    w.add_name(name)
+    w.add_context_length(int(cfg.max_position_embeddings))
+    w.add_embedding_length(int(cfg.hidden_size))
+    w.add_block_count(int(cfg.num_hidden_layers))
+    w.add_feed_forward_length(int(cfg.intermediate_size))
+    w.add_head_count(int(cfg.num_attention_heads))
+    w.add_head_count_kv(int(cfg.num_key_value_heads))
+    w.add_rope_freq_base(
+        float(getattr(cfg, "rope_theta", None) or cfg.rope_parameters["rope_theta"])
+    )
+    w.add_layer_norm_rms_eps(float(cfg.rms_norm_eps))
+    w.add_file_type(int(file_type))
+    tokens, types, merges = _vocab(tok, int(model.get_input_embeddings().weight.shape[0]))
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    w.add_eos_token_id(int(tok.eos_token_id))
+    if tok.pad_token_id is not None:
+        w.add_pad_token_id(int(tok.pad_token_id))
+    w.add_add_bos_token(False)
 
 
 def main() -> None:

@@ -121,7 +121,7 @@ def resolve_backend(cfg: Mapping[str, Any], log=logger.info) -> dict:
     """The run's backend config with ``auto`` resolved (any other backend is returned unchanged).
 
     Raises:
-        ValueError: a setting given to ``auto`` that the chosen backend does not have (names the field).
+        ValueError: the profile gives ``auto`` another DropMatch decision than the chosen backend.
     """
     backend = dict(cfg["backend"])
     if backend.get("name") != AUTO:
@@ -129,15 +129,8 @@ def resolve_backend(cfg: Mapping[str, Any], log=logger.info) -> dict:
     name, reason = choose(cfg)
     _check_profile_decision(cfg, name)
     chosen = backend_defaults(name)
-    for key, value in backend.items():
-        if key in ("name", "version"):
-            continue
-        if key not in chosen:
-            raise ValueError(
-                f"backend.{key} is not a setting of backend={name} (chosen by backend=auto: {reason}); "
-                f"allowed: {', '.join(k for k in chosen if k not in ('name', 'version'))}"
-            )
-        chosen[key] = value
+    # a setting the chosen backend lacks is kept, so that validation refuses it by name like any backend's
+    chosen.update({k: v for k, v in backend.items() if k not in ("name", "version")})
     if (name, reason) not in _SAID:
         _SAID.add((name, reason))
         log(f"[backend] auto -> {name}: {reason}")

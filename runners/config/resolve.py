@@ -101,7 +101,7 @@ def _resolve_backend(c: Mapping[str, Any]) -> dict:
     """``backend: auto`` resolved (:func:`runners.backends.select.resolve_backend`); any other backend as is.
 
     Raises:
-        runners.config.errors.ConfigError: a setting given to ``auto`` that the chosen backend lacks.
+        runners.config.errors.ConfigError: a profile whose DropMatch decision for ``auto`` differs from the chosen backend's.
     """
     try:
         return resolve_backend(c, log=_logger.info)

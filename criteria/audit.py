@@ -12,10 +12,11 @@ over 2^64. The choice is its own stream: it draws nothing from the run's generat
 batch the sample is decoded in nor on the order of samples, so a sample is audited on the same rounds alone
 and in a batch.
 
-Same masks (:func:`audited_verify_round`): each audited row's generator state is read before the round; after
-the run's (sparse) decision the exact rule decides those rows on generator copies restored from these states,
-so both verdicts see the same masks (and, at T > 0, the same uniforms for head tokens and the emitted token),
-and the run's generators move on exactly as without the audit.
+Same masks (:func:`audit_states`, :func:`exact_verdicts`): each audited row's generator state is read before the
+round; after the run's (sparse) decision the exact rule decides those rows on generator copies restored from these
+states, so both verdicts see the same masks (and, at T > 0, the same uniforms for head tokens and the emitted
+token), and the run's generators move on exactly as without the audit. At T = 0 the exact rule decides only the
+positions the comparison reads (the audit's cost is K full-vocabulary head rows per decided position).
 
 Agreement of one audited round (:func:`compare`): the two prefix-closed accept masks ``[L]`` at the positions
 a traced round keeps (:func:`criteria.verify.trace_to_json`): the run's accepted prefix and its first rejected
@@ -52,6 +53,97 @@ def is_audited(share: float, seed: int, sample_id: str, round_index: int) -> boo
     return share > 0 and audit_draw(seed, sample_id, round_index) < share
 
 
+def audit_states(generators: Sequence[torch.Generator | None], audit_rows: Sequence[int]) -> list:
+    """The generator states of the audited rows, read before the round (the exact rule replays them).
+
+    Raises:
+        ValueError: ``audit_rows`` with an index out of ``[0, B)`` or repeated (B = ``len(generators)``).
+    """
+    rows, B = [int(i) for i in audit_rows], len(generators)
+    if len(set(rows)) != len(rows) or any(not 0 <= i < B for i in rows):
+        raise ValueError(f"audit_rows must be distinct row indices in [0, {B}); got {rows}")
+    return [None if generators[i] is None else generators[i].get_state() for i in rows]
+
+
+def exact_verdicts(
+    hidden: torch.Tensor | None,
+    lm_head: LMHead | None,
+    draft_token_ids: torch.Tensor,
+    rule: Any,
+    heads: HeadSpec,
+    *,
+    temperature: float,
+    generators: Sequence[torch.Generator | None],
+    audit_rows: Sequence[int],
+    states: Sequence[Any],
+    run_accepted: torch.Tensor,
+    draft_probs: torch.Tensor | None = None,
+    draft_hidden: torch.Tensor | None = None,
+    target_logits: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The exact rule's verdicts of the rows ``audit_rows``, on the masks the run's decision used.
+
+    Each audited row is decided again by :func:`criteria.verify.verify_round` with ``HeadSpec(K, p_drop)`` (the
+    heads over the whole vocabulary) on a generator restored from its state before the round (``states``,
+    :func:`audit_states`). At T = 0 the round is cut to the positions :func:`compare` reads, ``min(a + 1, L)``
+    for the row that accepted most (``max_positions``: the K exact heads, the audit's whole cost, are computed
+    there only); at T > 0 the rule's own uniforms are laid out over the whole round, so it is not cut.
+
+    Args:
+        hidden, lm_head, draft_token_ids, rule, temperature, draft_probs, draft_hidden, target_logits: the round,
+            as given to :func:`criteria.verify.verify_round` (all B rows).
+        heads: the run's sparse :class:`HeadSpec`.
+        generators: the run's B generators (only their devices are read).
+        audit_rows: distinct row indices; states: their generator states before the round.
+        run_accepted: ``[B]`` the run's accepted drafts per row.
+
+    Returns:
+        ``[len(audit_rows), L]`` bool, the exact rule's prefix-closed accept masks in that order; positions after
+        the cut are False (never compared).
+
+    Raises:
+        ValueError: an audit of a run that is not sparse (``heads.top_n`` None: nothing to audit), no rows, or
+            a state count other than the row count.
+    """
+    rows = [int(i) for i in audit_rows]
+    if heads.top_n is None:
+        raise ValueError(
+            "the audit decides sparse rounds again with the exact rule, but the run is exact "
+            "(dropmatch.sparse_top_n=null); allowed: audit_rows=() for an exact run"
+        )
+    if not rows or len(states) != len(rows):
+        raise ValueError(f"need one state per audited row; got {len(states)} for rows {rows}")
+    L = draft_token_ids.shape[1]
+    copies = [
+        None if s is None else torch.Generator(device=generators[i].device).set_state(s)
+        for i, s in zip(rows, states)
+    ]
+    idx = torch.tensor(rows, dtype=torch.long, device=draft_token_ids.device)
+
+    def pick(t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.index_select(0, idx.to(t.device))
+
+    cut = None
+    if temperature == 0:
+        cut = min(int(run_accepted.index_select(0, idx.to(run_accepted.device)).max()) + 1, L)
+    exact = verify_round(
+        pick(hidden),
+        lm_head,
+        pick(draft_token_ids),
+        rule,
+        HeadSpec(heads.K, heads.p_drop),
+        temperature=temperature,
+        generators=copies,
+        draft_probs=pick(draft_probs),
+        draft_hidden=pick(draft_hidden),
+        target_logits=pick(target_logits),
+        max_positions=cut,
+    ).accept_mask
+    if exact.shape[1] < L:
+        exact = torch.cat([exact, exact.new_zeros(len(rows), L - exact.shape[1])], dim=1)
+    return exact
+
+
 def audited_verify_round(
     hidden: torch.Tensor | None,
     lm_head: LMHead | None,
@@ -68,7 +160,8 @@ def audited_verify_round(
     target_logits: torch.Tensor | None = None,
 ) -> tuple[AcceptResult, torch.Tensor | None]:
     """:func:`criteria.verify.verify_round` (the run's decision, unchanged), plus the exact rule's verdicts of the
-    rows ``audit_rows`` on the same dropout masks.
+    rows ``audit_rows`` on the same dropout masks (:func:`audit_states`, then :func:`exact_verdicts`; the loops
+    call the two parts themselves to time the audit apart from the decision).
 
     Args:
         hidden, lm_head, draft_token_ids, rule, heads, temperature, generators, draft_probs, draft_hidden, trace,
@@ -78,23 +171,23 @@ def audited_verify_round(
 
     Returns:
         ``(result, exact)``: the run's :class:`AcceptResult` (bit for bit what ``verify_round`` returns, generators
-        advanced as by it) and ``exact`` ``[len(audit_rows), L]`` bool, the exact rule's prefix-closed accept
-        masks of those rows in that order; None when ``audit_rows`` is empty.
+        advanced as by it) and ``exact`` ``[len(audit_rows), L]`` bool (:func:`exact_verdicts`); None when
+        ``audit_rows`` is empty.
 
     Raises:
         ValueError: ``audit_rows`` with an index out of ``[0, B)`` or repeated, or an audit of a run that is not
             sparse (``heads.top_n`` None: nothing to audit); and whatever ``verify_round`` raises.
     """
-    rows = [int(i) for i in audit_rows]
-    B = draft_token_ids.shape[0]
-    if len(set(rows)) != len(rows) or any(not 0 <= i < B for i in rows):
-        raise ValueError(f"audit_rows must be distinct row indices in [0, {B}); got {rows}")
-    if rows and heads.top_n is None:
+    if len(generators) != draft_token_ids.shape[0]:
+        raise ValueError(
+            f"need one generator per row: B={draft_token_ids.shape[0]}, got {len(generators)}"
+        )
+    states = audit_states(generators, audit_rows)
+    if audit_rows and heads.top_n is None:
         raise ValueError(
             "the audit decides sparse rounds again with the exact rule, but the run is exact "
             "(dropmatch.sparse_top_n=null); allowed: audit_rows=() for an exact run"
         )
-    states = [None if generators[i] is None else generators[i].get_state() for i in rows]
     res = verify_round(
         hidden,
         lm_head,
@@ -108,30 +201,24 @@ def audited_verify_round(
         trace=trace,
         target_logits=target_logits,
     )
-    if not rows:
+    if not audit_rows:
         return res, None
-    copies = [
-        None if s is None else torch.Generator(device=generators[i].device).set_state(s)
-        for i, s in zip(rows, states)
-    ]
-    idx = torch.tensor(rows, dtype=torch.long, device=draft_token_ids.device)
-
-    def pick(t: torch.Tensor | None) -> torch.Tensor | None:
-        return None if t is None else t.index_select(0, idx.to(t.device))
-
-    exact = verify_round(
-        pick(hidden),
+    exact = exact_verdicts(
+        hidden,
         lm_head,
-        pick(draft_token_ids),
+        draft_token_ids,
         rule,
-        HeadSpec(heads.K, heads.p_drop),
+        heads,
         temperature=temperature,
-        generators=copies,
-        draft_probs=pick(draft_probs),
-        draft_hidden=pick(draft_hidden),
-        target_logits=pick(target_logits),
+        generators=generators,
+        audit_rows=audit_rows,
+        states=states,
+        run_accepted=res.num_accepted,
+        draft_probs=draft_probs,
+        draft_hidden=draft_hidden,
+        target_logits=target_logits,
     )
-    return res, exact.accept_mask
+    return res, exact
 
 
 def compare(run_mask: Sequence[bool], exact_mask: Sequence[bool]) -> tuple[int, int, bool]:

@@ -148,6 +148,7 @@ def verify_round(
     draft_hidden: torch.Tensor | None = None,
     trace: bool = False,
     target_logits: torch.Tensor | None = None,
+    max_positions: int | None = None,
 ) -> AcceptResult:
     """Decide one round of B sequences with ``rule``.
 
@@ -169,36 +170,41 @@ def verify_round(
         target_logits: ``[B, L+1, V]`` float32 or None: the target's plain logits when the engine computed them
             itself (llama.cpp); the LM head then computes only the dropout-head rows (:func:`head_logits`), and
             without heads ``hidden`` and ``lm_head`` may be None (no matmul at all).
+        max_positions: None, or P in ``[1, L]``: decide the round cut to its first P drafts (the heads are
+            computed at those positions only; the dropout masks are still drawn for all L + 1 positions, so they
+            are those of the whole round). The exactness audit reads no position after the run's first
+            rejection (:mod:`criteria.audit`).
 
     Returns:
-        :class:`AcceptResult` with ``accept_mask`` ``[B, L]``, ``num_accepted`` ``[B]``, ``next_token_ids`` ``[B]``.
+        :class:`AcceptResult` with ``accept_mask`` ``[B, L]`` (``[B, P]`` with ``max_positions``),
+        ``num_accepted`` ``[B]``, ``next_token_ids`` ``[B]``.
 
     Raises:
         ValueError: shapes that do not fit (``draft_probs`` narrower than the target's vocabulary V: both must be
             cut to the shared tokenizer's vocabulary), a generator count other than B, a rule that needs heads
-            with a HeadSpec of ``K = 0`` (names ``dropmatch.K``), or the rule's own input errors.
+            with a HeadSpec of ``K = 0`` (names ``dropmatch.K``), ``max_positions`` outside ``[1, L]``, or the
+            rule's own input errors.
     """
-    shaped = hidden if hidden is not None else target_logits
-    if shaped is None or shaped.ndim != 3:
-        raise ValueError(
-            f"hidden must be [B, L+1, d]; got {None if shaped is None else tuple(shaped.shape)}"
-        )
-    B, N, _ = shaped.shape
-    if draft_token_ids.shape != (B, N - 1):
-        raise ValueError(
-            f"draft_token_ids must be [B, L] = [{B}, {N - 1}]; got {tuple(draft_token_ids.shape)}"
-        )
-    if len(generators) != B:
-        raise ValueError(f"need one generator per row: B={B}, got {len(generators)}")
-    if getattr(rule, "needs_heads", False) and not heads.active:
-        raise ValueError(
-            f"rule {rule.name!r} needs MC-dropout heads; dropmatch.K={heads.K} (allowed: >= 1)"
-        )
+    B, N, P = _check_round(
+        hidden if hidden is not None else target_logits,
+        draft_token_ids,
+        rule,
+        heads,
+        generators,
+        max_positions,
+    )
     draft_probs = _cut_draft_probs(draft_probs, lm_head, target_logits)
+    if P < N - 1 and draft_probs is not None:
+        draft_probs = draft_probs[:, :P]
     positions = (
-        N - 1 if getattr(rule, "heads_at_drafts_only", False) else N
+        P if getattr(rule, "heads_at_drafts_only", False) else min(N, P + 1)
     )  # DropMatch: no heads at the bonus
     check = trace and heads.check_top_n is not None and heads.active
+    if check and P < N - 1:
+        raise ValueError(
+            f"max_positions={P} cuts the round, but dropmatch.sparse_check_top_n={heads.check_top_n} decides the "
+            "whole round again; allowed: max_positions=None with the check"
+        )
     given = target_logits  # the engine's plain logits (None: computed from hidden here)
     states = [None if g is None else g.get_state() for g in generators] if check else None
     target_logits, head_l, cand = head_logits(
@@ -211,6 +217,11 @@ def verify_round(
         target_logits=target_logits,
     )  # [B, N, V], [B, P, K, V or C], [B, P, C]
     needs_hidden = bool(getattr(rule, "needs_hidden", False))
+    if P < N - 1:  # the round cut to its first P drafts (heads already computed there only)
+        draft_token_ids, target_logits = draft_token_ids[:, :P], target_logits[:, : P + 1]
+        draft_hidden = None if draft_hidden is None else draft_hidden[:, :P]
+        hidden = None if hidden is None else hidden[:, : P + 1]
+        N = P + 1
     inputs = VerifyInputs(
         draft_token_ids=draft_token_ids,
         target_logits=target_logits,
@@ -239,6 +250,40 @@ def verify_round(
             given,
         )
     return res
+
+
+def _check_round(
+    shaped: torch.Tensor | None,
+    draft_token_ids: torch.Tensor,
+    rule: Any,
+    heads: HeadSpec,
+    generators: Sequence[torch.Generator | None],
+    max_positions: int | None,
+) -> tuple[int, int, int]:
+    """``(B, N = L + 1, P)`` of a round, P the drafts decided; raises the ValueErrors of :func:`verify_round`."""
+    if shaped is None or shaped.ndim != 3:
+        raise ValueError(
+            f"hidden must be [B, L+1, d]; got {None if shaped is None else tuple(shaped.shape)}"
+        )
+    B, N, _ = shaped.shape
+    if draft_token_ids.shape != (B, N - 1):
+        raise ValueError(
+            f"draft_token_ids must be [B, L] = [{B}, {N - 1}]; got {tuple(draft_token_ids.shape)}"
+        )
+    if len(generators) != B:
+        raise ValueError(f"need one generator per row: B={B}, got {len(generators)}")
+    if getattr(rule, "needs_heads", False) and not heads.active:
+        raise ValueError(
+            f"rule {rule.name!r} needs MC-dropout heads; dropmatch.K={heads.K} (allowed: >= 1)"
+        )
+    P = N - 1 if max_positions is None else max_positions
+    if max_positions is not None and (
+        isinstance(P, bool) or not isinstance(P, int) or not 1 <= P <= N - 1
+    ):
+        raise ValueError(
+            f"max_positions={max_positions!r} is invalid; allowed: None or an integer in [1, L={N - 1}]"
+        )
+    return B, N, P
 
 
 def _cut_draft_probs(

@@ -54,7 +54,8 @@ class SampleResult:
         wall_s: generation wall time without prefill, seconds: from the sample's first round to its finish (with
             ``backend.batch_size`` > 1 the rounds are shared with other samples; see ``share_s``).
         prefill_s: prompt prefill time (both models), seconds.
-        draft_s / verify_s / criterion_s: split of ``wall_s``, seconds.
+        draft_s / verify_s / criterion_s / audit_s: split of ``wall_s``, seconds (``audit_s``: the exact rule's
+            second decision of audited rounds, :mod:`criteria.audit`; not part of ``criterion_s``).
         accepted_per_round: accepted draft count of each round, in order, after the same cut.
         stop_reason: ``"eos"``, ``"stop"`` or ``"length"``.
         eos_removed: 1 when an EOS token ended the output (not kept in ``output_token_ids``), else 0.
@@ -77,6 +78,7 @@ class SampleResult:
     draft_s: float = 0.0
     verify_s: float = 0.0
     criterion_s: float = 0.0
+    audit_s: float = 0.0
     accepted_per_round: list[int] = field(default_factory=list)
     stop_reason: str = "length"
     eos_removed: int = 0

@@ -13,7 +13,7 @@ Timing of a row (seconds):
     among the rows in the batch then. Summed over the samples of a run, this is the batch run's decoding wall
     time, so ``sum(tokens) / sum(share_s)`` is the aggregate throughput (Table 5); at ``B = 1``,
     ``share_s == wall_s``;
-  - ``draft_s`` / ``verify_s`` / ``criterion_s``: the batch's draft / verify / decision time over its rounds.
+  - ``draft_s`` / ``verify_s`` / ``criterion_s`` / ``audit_s``: the batch's draft / verify / decision / exactness-audit time over its rounds.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class Row:
     traces: list[dict] | None = None
     audit: Any = None
     timing: dict[str, float] = field(
-        default_factory=lambda: {"draft": 0.0, "verify": 0.0, "criterion": 0.0}
+        default_factory=lambda: {"draft": 0.0, "verify": 0.0, "criterion": 0.0, "audit": 0.0}
     )
     share_s: float = 0.0
     done: bool = False

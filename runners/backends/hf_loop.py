@@ -13,7 +13,7 @@ then rounds follow, for all rows at once. One round, for each row's committed to
   2. verify: ONE target forward over ``[pending, d_1..d_L]`` of every row -> hidden ``[B, L+1, d]``;
   3. decide: ``criteria.verify.verify_round`` (plain + dropout heads, the rule, each row's own random stream);
      with the sparse variant and ``HeadSpec.audit_share`` > 0, a hashed share of each sample's rounds is also
-     decided by the exact rule on the same masks (``criteria.audit.audited_verify_round``; the decision stays);
+     decided by the exact rule on the same masks (``runners.backends.decide.decide_round``; the decision stays);
   4. commit ``d_1..d_a, next`` per row; rejected slots leave both caches (``runners.backends.batch_kv``).
 A finished row leaves the batch with its result, and the next sample takes its place. L = 0 is the
 autoregressive baseline through the same loop (no draft model, one target step per round). Per-sample timing
@@ -28,13 +28,14 @@ from typing import Any, Iterable, Iterator
 import torch
 
 import criteria.rules  # noqa: F401  (registers the rules, e.g. the first token's ``autoregressive``)
-from criteria.audit import AuditTally, audited_verify_round, is_audited
+from criteria.audit import AuditTally
 from criteria.dropout_heads import HeadSpec, LMHead
 from criteria.registry import CRITERIA
 from criteria.verify import trace_to_json, verify_round
 from runners.backends.base import DecodingConfig, SampleResult
 from runners.backends.batch_kv import BatchKV
 from runners.backends.batch_rows import BatchClock, Row, StopCheck
+from runners.backends.decide import decide_round
 from runners.backends.kv_state import KVState, PrefixCache
 from runners.backends.output import (
     count_mismatched,
@@ -317,28 +318,19 @@ class HFLoopBackend:
         pending = torch.tensor([[r.ids[-1]] for r in rows], dtype=torch.long, device=dev)
         hidden = target.forward(torch.cat([pending, drafts], dim=1))  # [B, L+1, d]
         t2 = time.perf_counter()
-        # the audited rows of this round: each sample's own hashed stream (criteria.audit), not its generator
-        audit_rows = [
-            i
-            for i, r in enumerate(rows)
-            if r.audit is not None
-            and is_audited(heads.audit_share, decoding.seed, r.sample.sample_id, len(r.accepted))
-        ]
-        res, exact = audited_verify_round(
+        res, _, audit_s = decide_round(
+            rows,
             hidden,
             head,
             drafts,
             rule,
             heads,
+            seed=decoding.seed,
+            trace=decoding.trace,
             temperature=T,
-            generators=gens,
-            audit_rows=audit_rows,
             draft_probs=torch.stack(qs, dim=1) if (needs_q and L > 0) else None,
             draft_hidden=torch.stack(dh, dim=1) if dh else None,
-            trace=decoding.trace,
         )
-        for j, i in enumerate(audit_rows):
-            rows[i].audit.add(len(rows[i].accepted), res.accept_mask[i].tolist(), exact[j].tolist())
         commit_round(rows, res, drafts, L)
         num = res.num_accepted.to(dev)
         target.keep_last(L + 1, num + 1)  # pending + accepted drafts
@@ -347,7 +339,12 @@ class HFLoopBackend:
         elif draft is not None and L > 1:  # d_1..d_{L-1} were fed in steps 2..L
             draft.keep_last(L - 1, num.clamp(max=L - 1))
         t3 = time.perf_counter()
-        return {"draft": t1 - t0, "verify": t2 - t1, "criterion": t3 - t2}
+        return {
+            "draft": t1 - t0,
+            "verify": t2 - t1,
+            "criterion": t3 - t2 - audit_s,
+            "audit": audit_s,
+        }
 
     def _drop(
         self, rows: list[Row], gone: list[Row], target: BatchKV, draft: BatchKV | None
@@ -389,6 +386,7 @@ class HFLoopBackend:
             draft_s=row.timing["draft"],
             verify_s=row.timing["verify"],
             criterion_s=row.timing["criterion"],
+            audit_s=row.timing["audit"],
             accepted_per_round=kept,
             stop_reason=out.stop_reason,
             eos_removed=out.eos_removed,

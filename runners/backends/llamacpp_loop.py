@@ -12,7 +12,7 @@ each with one KV sequence per row (``runners.backends.llamacpp_seqs``). One roun
   3. decide: ``criteria.verify.verify_round`` with the engine's logits as the plain head (no LM-head matmul;
      with MC-dropout heads, only the K head rows, on the GGUF's output weight dequantised: ``llamacpp_head``);
      with the sparse variant and ``HeadSpec.audit_share`` > 0, the hashed share of rounds is also decided by the
-     exact rule on the same masks (``criteria.audit.audited_verify_round``), as in the HF loop;
+     exact rule on the same masks (``runners.backends.decide.decide_round``), as in the HF loop;
   4. commit ``d_1..d_a, next`` per row (``hf_loop.commit_round``: accepted counts, accepted drafts off the
      target's argmax, traces); rejected positions leave both sequences (``llama_memory_seq_rm``).
 Both engines' output rows beyond the shared tokenizer's vocabulary V (the GGUF heads are padded: 151,936 rows for
@@ -33,12 +33,13 @@ from typing import Any
 import torch
 
 import criteria.rules  # noqa: F401  (registers the rules, e.g. the first token's ``autoregressive``)
-from criteria.audit import AuditTally, audited_verify_round, is_audited
+from criteria.audit import AuditTally
 from criteria.dropout_heads import HeadSpec, LMHead
 from criteria.registry import CRITERIA
 from criteria.verify import verify_round
 from runners.backends.base import DecodingConfig, SampleResult
 from runners.backends.batch_rows import BatchClock, Row, StopCheck
+from runners.backends.decide import decide_round
 from runners.backends.hf_loop import commit_round, draft_choice
 from runners.backends.llamacpp_context import Feed, GGUFModel, SeqContext, threads
 from runners.backends.llamacpp_head import gguf_lm_head
@@ -351,28 +352,19 @@ class LlamaCppBackend:
             feed += [Feed(r.tseq, n[i] - 1 + j, int(t), True) for j, t in enumerate(toks)]
         logits, hidden = tctx.decode(feed)  # [B*(L+1), V_rows], [B*(L+1), d]
         t2 = time.perf_counter()
-        # the audited rows of this round: each sample's own hashed stream (criteria.audit), not its generator
-        audit_rows = [
-            i
-            for i, r in enumerate(rows)
-            if r.audit is not None
-            and is_audited(heads.audit_share, decoding.seed, r.sample.sample_id, len(r.accepted))
-        ]
-        res, exact = audited_verify_round(
+        res, _, audit_s = decide_round(
+            rows,
             torch.from_numpy(hidden).view(B, L + 1, -1),
             head,
             drafts,
             rule,
             heads,
-            temperature=T,
-            generators=[r.gen for r in rows],
-            audit_rows=audit_rows,
-            draft_probs=torch.stack(qs, dim=1) if (needs_q and L > 0) else None,
+            seed=decoding.seed,
             trace=decoding.trace,
+            temperature=T,
+            draft_probs=torch.stack(qs, dim=1) if (needs_q and L > 0) else None,
             target_logits=torch.from_numpy(logits).view(B, L + 1, -1)[..., : self.vocab_size],
         )
-        for j, i in enumerate(audit_rows):
-            rows[i].audit.add(len(rows[i].accepted), res.accept_mask[i].tolist(), exact[j].tolist())
         commit_round(rows, res, drafts, L)
         for i, r in enumerate(rows):
             a = r.accepted[-1]
@@ -380,7 +372,12 @@ class LlamaCppBackend:
             if dctx is not None:  # d_1..d_{L-1} were fed; keep the accepted ones
                 dctx.truncate(r.dseq, n[i] + min(a, L - 1))
         t3 = time.perf_counter()
-        return {"draft": t1 - t0, "verify": t2 - t1, "criterion": t3 - t2}
+        return {
+            "draft": t1 - t0,
+            "verify": t2 - t1,
+            "criterion": t3 - t2 - audit_s,
+            "audit": audit_s,
+        }
 
     def _draft(
         self, rows: list[SeqRow], L: int, T: float, needs_q: bool, dctx: SeqContext | None
@@ -439,6 +436,7 @@ class LlamaCppBackend:
             draft_s=row.timing["draft"],
             verify_s=row.timing["verify"],
             criterion_s=row.timing["criterion"],
+            audit_s=row.timing["audit"],
             accepted_per_round=kept,
             stop_reason=out.stop_reason,
             eos_removed=out.eos_removed,

@@ -60,6 +60,7 @@ def our_generate(
         "draft_s": res.draft_s,
         "verify_s": res.verify_s,
         "criterion_s": res.criterion_s,
+        "audit_s": res.audit_s,
     }
 
 

@@ -13,7 +13,8 @@ Keys (``bench/`` namespace; units in the suffix):
     (position = index of the first differing output token; a token of -1 = the output ended there);
   - ``bench/in_situ/verify_over_decode``: our SD's mean verify seconds per pass / our AR's per step, inside
     the loop; ``bench/in_situ/dm_overhead_share``: SD+DM's extra verify + criterion seconds per pass over SD's,
-    as a share of SD's verify pass; ``bench/in_situ/lc_*``: the same for the llama.cpp arms;
+    as a share of SD's verify pass (the exactness audit not included: ``bench/in_situ/dm_audit_share``, the
+    audit's seconds per pass over SD's verify pass); ``bench/in_situ/lc_*``: the same for the llama.cpp arms;
   - ``bench/latency/*``: :func:`runners.measure.latency.summarize_timings` of the ``latency/<k>`` lines.
 """
 
@@ -187,7 +188,7 @@ def _in_situ(arms: Sequence[str], results: _Results) -> dict:
     def per_pass(arm: str, *parts: str) -> float:
         res = results(arm)
         n = sum(r["verify_passes"] for r in res)
-        return sum(r[p] for r in res for p in parts) / n if n else float("nan")
+        return sum(r.get(p, 0.0) for r in res for p in parts) / n if n else float("nan")
 
     out = {}
     for pre in ("", "lc_"):
@@ -201,4 +202,8 @@ def _in_situ(arms: Sequence[str], results: _Results) -> dict:
                     f"{pre}sd", "verify_s", "criterion_s"
                 )
                 out[f"bench/in_situ/{pre}dm_overhead_share"] = extra / sd_verify
+                # the exactness audit (a measurement on top of the sparse decision, criteria/audit.py)
+                out[f"bench/in_situ/{pre}dm_audit_share"] = (
+                    per_pass(f"{pre}sd_dm", "audit_s") / sd_verify
+                )
     return out

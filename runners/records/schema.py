@@ -71,6 +71,7 @@ class Speed(TypedDict):
     draft_s: NotRequired[float]
     verify_s: NotRequired[float]
     criterion_s: NotRequired[float]
+    audit_s: NotRequired[float]  # the exactness audit's second decision (criteria/audit.py)
     share_s: NotRequired[float]
     wall_s_repeats: NotRequired[list[float]]
 

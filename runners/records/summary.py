@@ -98,6 +98,8 @@ def summarize(
         out["speed/tok_per_s_aggregate"] = tokens / sum(shares)
     for part in ("draft_s", "verify_s", "criterion_s"):
         out[f"speed/{part}"] = sum(s["speed"].get(part, 0.0) for s in samples)
+    if any("audit_s" in s["speed"] for s in samples):
+        out["speed/audit_s"] = sum(s["speed"].get("audit_s", 0.0) for s in samples)
     if aggregate is not None:
         q = aggregate([s["quality"] for s in samples]) if samples else {}
         out.update({f"quality/{k}": v for k, v in q.items()})

@@ -128,7 +128,7 @@ def test_audit_is_the_exact_rule_on_the_same_masks(T):
         audit_rows=rows,
         draft_probs=q,
     )
-    assert torch.equal(exact, exact_all.accept_mask[rows])
+    _equal_where_compared(exact, exact_all.accept_mask[rows], res.num_accepted[rows], T)
     every = audited_verify_round(
         hidden,
         LMHead(W),
@@ -140,8 +140,98 @@ def test_audit_is_the_exact_rule_on_the_same_masks(T):
         audit_rows=list(range(B)),
         draft_probs=q,
     )
-    assert torch.equal(every[1], exact_all.accept_mask)
+    _equal_where_compared(every[1], exact_all.accept_mask, every[0].num_accepted, T)
     assert not torch.equal(every[0].accept_mask, every[1])  # top-2 candidates: some verdict differs
+
+
+def _equal_where_compared(exact, full, run_accepted, T):
+    """The audit's verdicts equal the whole exact round's at every position :func:`compare` reads; at T = 0 the
+    positions after the cut (the audited rows' longest compared prefix) are False, at T > 0 there is no cut."""
+    L = full.shape[1]
+    if T > 0:
+        assert torch.equal(exact, full)
+        return
+    cut = min(int(run_accepted.max()) + 1, L)
+    for i, a in enumerate(run_accepted.tolist()):
+        n = min(a + 1, L)
+        assert torch.equal(exact[i, :n], full[i, :n]), i
+    assert torch.equal(exact[:, :cut], full[:, :cut]) and not exact[:, cut:].any()
+
+
+@pytest.mark.parametrize("rule", ["dropmatch_js", "dropmatch_naive"])
+def test_the_audit_cut_is_exercised_and_agrees(rule):
+    """Over rounds whose audited rows all reject early, the exact rule decides fewer positions than L (the cut
+    saves K full-vocabulary head rows per position), and its verdicts still equal the whole round's where compared."""
+    L, cuts = 5, []
+    for seed in range(12):
+        hidden, W, drafts, q = hidden_round(100 + seed, 6, 200, 0.5)
+        r = CRITERIA.get(rule)()
+        spec = HeadSpec(5, 0.3, top_n=8, audit_share=1.0)
+        full = verify_round(
+            hidden,
+            LMHead(W),
+            drafts,
+            r,
+            HeadSpec(5, 0.3),
+            temperature=0.0,
+            generators=_gens(6),
+            draft_probs=q,
+        )
+        for row in range(6):
+            res, exact = audited_verify_round(
+                hidden,
+                LMHead(W),
+                drafts,
+                r,
+                spec,
+                temperature=0.0,
+                generators=_gens(6),
+                audit_rows=[row],
+                draft_probs=q,
+            )
+            cuts.append(min(int(res.num_accepted[row]) + 1, L))
+            _equal_where_compared(exact, full.accept_mask[[row]], res.num_accepted[[row]], 0.0)
+    assert min(cuts) < L and max(cuts) <= L
+
+
+@pytest.mark.parametrize("rule", ["dropmatch_js", "dropmatch_naive", "rejection"])
+def test_max_positions_decides_the_round_cut_to_its_first_drafts(rule):
+    """``verify_round(max_positions=P)`` at T = 0: the accept mask of the whole round's first P positions,
+    generators advanced as by the whole round (the masks of all L + 1 positions are drawn); bad P refused."""
+    hidden, W, drafts, q = hidden_round(7, 8, 300, 0.6)
+    r, spec = CRITERIA.get(rule)(), HeadSpec(5, 0.3) if rule != "rejection" else HeadSpec()
+    g_full, full = _gens(8), None
+    full = verify_round(
+        hidden, LMHead(W), drafts, r, spec, temperature=0.0, generators=g_full, draft_probs=q
+    )
+    for P in (1, 3, 5):
+        g = _gens(8)
+        cut = verify_round(
+            hidden,
+            LMHead(W),
+            drafts,
+            r,
+            spec,
+            temperature=0.0,
+            generators=g,
+            draft_probs=q,
+            max_positions=P,
+        )
+        assert torch.equal(cut.accept_mask, full.accept_mask[:, :P])
+        assert all(torch.equal(a.get_state(), b.get_state()) for a, b in zip(g, g_full))
+    for bad in (0, 6, True, 2.5):
+        with pytest.raises(ValueError, match="max_positions"):
+            verify_round(
+                hidden,
+                LMHead(W),
+                drafts,
+                r,
+                spec,
+                temperature=0.0,
+                generators=_gens(8),
+                draft_probs=q,
+                max_positions=bad,
+            )
 
 
 @pytest.mark.parametrize("rule", ["dropmatch_js", "dropmatch_naive"])

@@ -57,6 +57,9 @@ def test_audit_leaves_the_outputs_unchanged(pair, T):
     n_audited = sum(r.audit["rounds"] for r in audited.values())
     n_rounds = sum(len(r.accepted_per_round) for r in audited.values())
     assert n_rounds > 30 and 0.25 < n_audited / n_rounds < 0.75
+    # the audit's seconds are timed apart from the decision's: none without it, some with it
+    assert all(r.audit_s == 0.0 for r in plain.values())
+    assert all(r.audit_s > 0.0 for r in audited.values() if r.audit["rounds"])
 
 
 def test_same_audited_rounds_alone_and_in_a_batch(pair):
@@ -111,6 +114,10 @@ def test_audit_reaches_the_record_the_summary_and_the_footer(main_env, runs_root
         assert summary[f"audit/{k}"] == sum(s["audit"][k] for s in samples)
     assert summary["audit/rounds_total"] == sum(len(s["accepted_per_round"]) for s in samples)
     assert 0 < summary["audit/rounds"] < summary["audit/rounds_total"]
+    assert summary["speed/audit_s"] == pytest.approx(
+        sum(s["speed"].get("audit_s", 0.0) for s in samples)
+    )
+    assert summary["speed/audit_s"] > 0
     runs = load_runs(runs_root)
     (line,) = audit_lines(runs)
     k, n = summary["audit/positions_equal"], summary["audit/positions"]

@@ -367,7 +367,8 @@ def test_audit_on_llamacpp_keeps_the_run_and_counts_rounds(gguf_pairs):
     for k, r in audited.items():
         assert r.output_token_ids == plain[k].output_token_ids
         assert r.accepted_per_round == plain[k].accepted_per_round
-        assert plain[k].audit is None
+        assert plain[k].audit is None and plain[k].audit_s == 0.0
+        assert (r.audit_s > 0.0) == bool(r.audit["rounds"])  # timed apart from the decision
         a = r.audit
         want = [i for i in range(len(r.accepted_per_round)) if is_audited(0.5, 3, k, i)]
         assert a["audited"] == want

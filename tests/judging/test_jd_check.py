@@ -28,6 +28,10 @@ def check(capsys, *overrides: str) -> tuple[int, str]:
         ),
         (["judge=local", "judge.pair=nope"], "judge.pair='nope' has no conf/pair/ file; allowed: "),
         (["judge=api", "judge.model="], "judge=api needs the judge model"),
+        (
+            ["judge=api", "judge.max_tokens=abc"],
+            "judge.max_tokens='abc' is invalid; allowed: an integer >= 1",
+        ),
         (["subset=some"], "subset='some' is invalid; allowed: all, calibration"),
     ],
 )

@@ -30,7 +30,7 @@ from analysis.artefact import Artefact, Profile
 from analysis.load import load_runs
 from analysis.wandb_artefact import log_artefact
 from analysis.write import portable, write_artefact
-from runners.paths import results_dir
+from runners.paths import directory_env_errors, results_dir
 from runners.records.schema import RecordError
 from runners.sweep.console import console
 
@@ -159,6 +159,12 @@ def main(argv: Iterable[str] | None = None) -> int:
     except ValueError as e:  # DROPMATCH_LOG_LEVEL
         console("INFO")
         logger.error("[render] %s", e)
+        return 2
+    bad_dirs = (
+        directory_env_errors()
+    )  # as every entry point: a results path naming a file is refused here
+    if bad_dirs:
+        logger.error("config error: %s", bad_dirs[0])
         return 2
     names = list(ARTEFACTS) if a.artefact == "all" else [a.artefact]
     unknown = [n for n in names if n not in ARTEFACTS]

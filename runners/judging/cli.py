@@ -58,7 +58,7 @@ from runners.judging.runs import (
     protocol_of,
 )
 from runners.measure.base import MissingRecordsError, run_resolved
-from runners.paths import REPO_ROOT, results_dir
+from runners.paths import REPO_ROOT, directory_env_errors, results_dir
 from runners.records.run_id import run_id_of
 from runners.rescore import select_runs
 from runners.sweep.console import console
@@ -338,6 +338,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # one INFO line per judge request otherwise
     overrides = [x for x in a.args if "=" in x]
     selectors = [x for x in a.args if "=" not in x]
+    bad_dirs = (
+        directory_env_errors()
+    )  # as every entry point: a results path naming a file is refused here
+    if bad_dirs:
+        logger.error("config error: %s", bad_dirs[0])
+        return 2
     if a.check:
         try:
             check_overrides(overrides, a.calibrate_with)

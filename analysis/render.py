@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
-from analysis.artefact import Artefact, Profile
+from analysis.artefact import Artefact, Profile, profile_arg
 from analysis.load import load_runs
 from analysis.wandb_artefact import log_artefact
 from analysis.write import portable, write_artefact
@@ -145,7 +145,10 @@ def main(argv: Iterable[str] | None = None) -> int:
     )
     ap.add_argument("artefact", help=f"one of: {', '.join(ARTEFACTS)}, or all")
     ap.add_argument(
-        "--profile", default="default", help="profile whose runs to tabulate ('any' for all)"
+        "--profile",
+        default="default",
+        type=profile_arg,
+        help="profile whose runs to tabulate (conf/profile/<P>.yaml; 'any' for all)",
     )
     ap.add_argument(
         "--runs", type=Path, default=None, help="run records directory (default results/runs)"

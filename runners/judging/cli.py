@@ -41,7 +41,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from analysis.artefact import Profile
+from analysis.artefact import Profile, profile_arg
 from analysis.load import load_runs
 from analysis.render import ARTEFACTS, module
 from runners.config.errors import ConfigError
@@ -324,7 +324,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="validate the overrides (and --calibrate-with) and exit: 0 valid, 2 not; nothing is judged",
     )
-    p.add_argument("--profile", default=None, help="only runs of this profile ('any': all)")
+    p.add_argument(
+        "--profile", default=None, type=profile_arg, help="only runs of this profile ('any': all)"
+    )
     p.add_argument(
         "--calibrate-with",
         default=None,

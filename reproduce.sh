@@ -52,7 +52,8 @@ setup() {
 }
 
 # llama.cpp engine (backend=llamacpp; backend=auto's choice on CPUs without native bf16): llama-cpp-python has no
-# binary wheel for Linux x86 on PyPI, so pip compiles llama.cpp (measured ~6.5 min on 2 cores with these flags).
+# binary wheel for Linux x86 on PyPI, so pip compiles llama.cpp (build time with these flags: README "Engines on a
+# CPU", measured on a 2-vCPU EPYC).
 # Only the library is built (no tests, examples, tools, server, multimodal), for this CPU (GGML_NATIVE). Built
 # where the CPU lacks native bf16 (there it is the default engine) or when DROPMATCH_LLAMACPP=1; skipped with
 # DROPMATCH_LLAMACPP=0. A failed build is not fatal: backend=auto then uses transformers and says why.

@@ -239,6 +239,32 @@ def test_code_carries_no_history_references():
     assert {f: v for f, v in hits.items() if f not in allowed} == {}
 
 
+# A duration stated as a fact ("measured 37 min", "took 28 min", "~860 s", "16x slower"): the README says what was
+# measured where (with the machine); config and code point there. Decision code is not scanned (fingerprinted).
+TIMING = re.compile(
+    r"(~|measured |took |takes |in |about )\d[\d.,]*( ?- ?\d[\d.,]*)? ?(s|sec|seconds|min|minutes|h|hours)\b"
+    r"|\d+(\.\d+)?x (slower|faster)",
+    re.IGNORECASE,
+)
+TIMING_EXEMPT = ("runners/backends/",)
+
+
+def test_config_and_code_state_no_measured_timings():
+    files = [
+        *(REPO_ROOT / "conf").rglob("*.yaml"),
+        *(p for pkg in ("runners", "analysis") for p in (REPO_ROOT / pkg).rglob("*.py")),
+    ]
+    hits = []
+    for p in files:
+        rel = p.relative_to(REPO_ROOT).as_posix()
+        if rel.startswith(TIMING_EXEMPT):
+            continue
+        for i, line in enumerate(p.read_text().splitlines(), 1):
+            if TIMING.search(line):
+                hits.append(f"{rel}:{i}: {line.strip()}")
+    assert hits == []
+
+
 def _runnable(path: Path) -> bool:
     return (
         re.search(r"""^if __name__ == ["']__main__["']""", path.read_text(), re.MULTILINE)

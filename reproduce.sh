@@ -52,7 +52,8 @@ setup() {
 }
 
 # llama.cpp engine (backend=llamacpp; backend=auto's choice on CPUs without native bf16): llama-cpp-python has no
-# binary wheel for Linux x86 on PyPI, so pip compiles llama.cpp (measured ~6.5 min on 2 cores with these flags).
+# binary wheel for Linux x86 on PyPI, so pip compiles llama.cpp (build time with these flags: README "Engines on a
+# CPU", measured on a 2-vCPU EPYC).
 # Only the library is built (no tests, examples, tools, server, multimodal), for this CPU (GGML_NATIVE). Built
 # where the CPU lacks native bf16 (there it is the default engine) or when DROPMATCH_LLAMACPP=1; skipped with
 # DROPMATCH_LLAMACPP=0. A failed build is not fatal: backend=auto then uses transformers and says why.
@@ -153,6 +154,21 @@ is_judging_override() {  # an override of conf/judging.yaml or the judge group: 
   return 1
 }
 
+check_judge() {  # validate the judge config before anything decodes (a bad override costs no sweep); sets CALIB
+  # judge=local offline by default, api when DROPMATCH_JUDGE_MODEL is set; an api judge is calibrated against the
+  # local one on the calibration subset (their agreement is printed)
+  local name=$1 a jsel=""; shift
+  CALIB=()
+  for a in "$@"; do case $a in judge=*) jsel=${a#judge=};; esac; done
+  if [ "$jsel" = api ] || { [ -z "$jsel" ] && [ -n "${DROPMATCH_JUDGE_MODEL:-${OPENAI_MODEL:-}}" ]; }; then
+    CALIB=(--calibrate-with local)
+  fi
+  if ! "$PY" -m runners.judging --check "${CALIB[@]+"${CALIB[@]}"}" "$@"; then
+    echo "[reproduce] $name refused before decoding: its judge config is invalid (reason above)" >&2
+    exit 2
+  fi
+}
+
 renders() {  # the artefact is registered with the one analysis driver (analysis/render.py ARTEFACTS)
   grep -qE "^\s+\"$1\": \"analysis\." analysis/render.py
 }
@@ -170,6 +186,9 @@ run_artefact() {
   local profile
   profile=$(profile_of "${overrides[@]+"${overrides[@]}"}")
   local t0=$SECONDS
+  if [[ $JUDGED_ARTEFACTS == *" $name "* ]]; then
+    check_judge "$name" "${judging[@]+"${judging[@]}"}"
+  fi
   local runpy=$PY
   if uses_vllm "$name" "${overrides[@]+"${overrides[@]}"}"; then
     setup_vllm
@@ -200,15 +219,9 @@ run_artefact() {
     fi
   done
   if [[ $JUDGED_ARTEFACTS == *" $name "* ]]; then
-    # judge the answers the table shows (judge=local offline by default; api when DROPMATCH_JUDGE_MODEL is set); an
-    # api judge is calibrated against the local one on the calibration subset (their agreement is printed)
-    local jsel="" calib=()
-    for a in "${judging[@]+"${judging[@]}"}"; do case $a in judge=*) jsel=${a#judge=};; esac; done
-    if [ "$jsel" = api ] || { [ -z "$jsel" ] && [ -n "${DROPMATCH_JUDGE_MODEL:-${OPENAI_MODEL:-}}" ]; }; then
-      calib=(--calibrate-with local)
-    fi
-    echo "[reproduce] $name: judging its open-ended answers (python -m runners.judging $name --profile $profile${calib[*]+ ${calib[*]}}${judging[*]+ ${judging[*]}})" >&2
-    if ! "$PY" -m runners.judging "$name" --profile "$profile" "${calib[@]+"${calib[@]}"}" "${judging[@]+"${judging[@]}"}"; then
+    # judge the answers the table shows, with the judge check_judge validated before the sweep
+    echo "[reproduce] $name: judging its open-ended answers (python -m runners.judging $name --profile $profile${CALIB[*]+ ${CALIB[*]}}${judging[*]+ ${judging[*]}})" >&2
+    if ! "$PY" -m runners.judging "$name" --profile "$profile" "${CALIB[@]+"${CALIB[@]}"}" "${judging[@]+"${judging[@]}"}"; then
       echo "[reproduce] $name: judging incomplete (reason above; rerun to resume); unjudged cells read n.j." >&2
     fi
   elif [ ${#judging[@]} -gt 0 ]; then
@@ -243,6 +256,9 @@ case "$cmd" in
     exit $rc ;;
   all)
     setup
+    judging=()  # table7 and table10 judge late in the run: their judge config is checked before the first sweep
+    for a in "$@"; do if is_judging_override "$a"; then judging+=("$a"); fi; done
+    check_judge all "${judging[@]+"${judging[@]}"}"
     for a in $ARTEFACTS; do
       if [ -f "conf/experiment/$a.yaml" ] || renders "$a"; then run_artefact "$a" "$@"; fi
     done ;;

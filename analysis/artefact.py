@@ -16,6 +16,7 @@ in the selected runs (every (p_drop, K), every L, every backend chosen by :func:
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,27 @@ class Artefact:
         return not self.tables and not self.figures
 
 
+def profile_names(conf_dir: Path | None = None) -> list[str]:
+    """The profiles a ``--profile`` may name: the stems of ``conf/profile/*.yaml``, sorted, then ``any``."""
+    return [
+        *sorted(f.stem for f in ((conf_dir or REPO_ROOT / "conf") / "profile").glob("*.yaml")),
+        "any",
+    ]
+
+
+def profile_arg(name: str) -> str:
+    """``type=`` of every ``--profile`` option: ``name`` when :func:`profile_names` has it.
+
+    Raises:
+        argparse.ArgumentTypeError: an unknown name (argparse exits 2 with the allowed names).
+    """
+    if name not in profile_names():
+        raise argparse.ArgumentTypeError(
+            f"unknown profile {name!r}; allowed: {', '.join(profile_names())}"
+        )
+    return name
+
+
 @dataclass(frozen=True)
 class Profile:
     """A profile as analysis sees it: its name and the backend its config selects.
@@ -107,19 +129,26 @@ class Profile:
 
     @classmethod
     def load(cls, name: str | None, conf_dir: Path | None = None) -> Profile:
-        """Read ``conf/profile/<name>.yaml`` (``any`` or None: all profiles, no backend)."""
+        """Read ``conf/profile/<name>.yaml`` (``any`` or None: all profiles, no backend).
+
+        Raises:
+            ValueError: no such file (``unknown profile 'x'; allowed: ...``): a typo would otherwise select no run.
+        """
         if name in (None, "any"):
             return cls(None, None)
         path = (conf_dir or REPO_ROOT / "conf") / "profile" / f"{name}.yaml"
+        if not path.is_file():
+            raise ValueError(
+                f"unknown profile {name!r}; allowed: {', '.join(profile_names(conf_dir))}"
+            )
         backend = None
-        if path.is_file():
-            cfg = yaml.safe_load(path.read_text()) or {}
-            for d in cfg.get("defaults") or []:
-                if isinstance(d, dict):
-                    for k, v in d.items():
-                        key = str(k).strip().split("@", 1)[0]
-                        if key in ("override /backend", "/backend", "backend"):
-                            backend = str(v)
+        cfg = yaml.safe_load(path.read_text()) or {}
+        for d in cfg.get("defaults") or []:
+            if isinstance(d, dict):
+                for k, v in d.items():
+                    key = str(k).strip().split("@", 1)[0]
+                    if key in ("override /backend", "/backend", "backend"):
+                        backend = str(v)
         return cls(name, backend)
 
 

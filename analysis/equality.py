@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.artefact import profile_arg
 from analysis.load import load_runs
 from runners.records.schema import read_samples
 from runners.sweep.console import console
@@ -128,7 +129,9 @@ def main(argv: Iterable[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--profile", default=None, help="only runs of this profile")
+    ap.add_argument(
+        "--profile", default=None, type=profile_arg, help="only runs of this profile ('any': all)"
+    )
     ap.add_argument("--dataset", default=None, help="only runs on this dataset")
     a = ap.parse_args(list(argv) if argv is not None else None)
     console()
@@ -137,7 +140,7 @@ def main(argv: Iterable[str] | None = None) -> list[dict]:
         logger.info("[equality] no runs")
         return []
     sel = runs[runs["backend"] == "vllm"]
-    if a.profile:
+    if a.profile not in (None, "any"):
         sel = sel[sel["profile"] == a.profile]
     if a.dataset:
         sel = sel[sel["dataset"] == a.dataset]

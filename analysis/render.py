@@ -26,11 +26,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
-from analysis.artefact import Artefact, Profile
+from analysis.artefact import Artefact, Profile, profile_arg
 from analysis.load import load_runs
 from analysis.wandb_artefact import log_artefact
 from analysis.write import portable, write_artefact
-from runners.paths import results_dir
+from runners.paths import directory_env_errors, results_dir
 from runners.records.schema import RecordError
 from runners.sweep.console import console
 
@@ -145,7 +145,10 @@ def main(argv: Iterable[str] | None = None) -> int:
     )
     ap.add_argument("artefact", help=f"one of: {', '.join(ARTEFACTS)}, or all")
     ap.add_argument(
-        "--profile", default="default", help="profile whose runs to tabulate ('any' for all)"
+        "--profile",
+        default="default",
+        type=profile_arg,
+        help="profile whose runs to tabulate (conf/profile/<P>.yaml; 'any' for all)",
     )
     ap.add_argument(
         "--runs", type=Path, default=None, help="run records directory (default results/runs)"
@@ -159,6 +162,12 @@ def main(argv: Iterable[str] | None = None) -> int:
     except ValueError as e:  # DROPMATCH_LOG_LEVEL
         console("INFO")
         logger.error("[render] %s", e)
+        return 2
+    bad_dirs = (
+        directory_env_errors()
+    )  # as every entry point: a results path naming a file is refused here
+    if bad_dirs:
+        logger.error("config error: %s", bad_dirs[0])
         return 2
     names = list(ARTEFACTS) if a.artefact == "all" else [a.artefact]
     unknown = [n for n in names if n not in ARTEFACTS]

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 # torch and llama.cpp (backend=llamacpp) share one GNU OpenMP runtime in a run's process; with its default
-# active waiting, the idle threads of one spin while the other computes (a llama.cpp decode step ran 16x slower
-# right after a torch matmul, measured). Passive waiting must be chosen before torch loads the runtime.
+# active waiting, the idle threads of one spin while the other computes (slowing the llama.cpp decode steps that
+# follow a torch matmul). Passive waiting must be chosen before torch loads the runtime.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import hydra  # noqa: E402

@@ -31,7 +31,7 @@ from typing import Any
 import runners.scorers  # noqa: F401  (registration)
 from runners.exports import dataset_samples, read_run, write_exports
 from runners.models.sources import resolve_model_dir
-from runners.paths import results_dir
+from runners.paths import directory_env_errors, results_dir
 from runners.records.io import atomic_write_json
 from runners.records.record import RunLockedError
 from runners.records.schema import RecordError
@@ -167,6 +167,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     console()
+    bad_dirs = (
+        directory_env_errors()
+    )  # as every entry point: a results path naming a file is refused here
+    if bad_dirs:
+        logger.error("config error: %s", bad_dirs[0])
+        return 2
     try:
         runs = select_runs(args.selectors, results_dir() / "runs")
     except LookupError as e:

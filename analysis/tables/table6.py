@@ -27,6 +27,7 @@ from analysis.artefact import (
     dm_settings,
     of_profile,
     pick_backend,
+    profile_arg,
     setting_stem,
 )
 from analysis.cells import (
@@ -290,8 +291,9 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     import logging
 
     ap = argparse.ArgumentParser()
-    for flag, default in (("--profile", "default"), ("--runs", None), ("--out", None)):
-        ap.add_argument(flag, default=default)
+    ap.add_argument("--profile", default="default", type=profile_arg)
+    for flag in ("--runs", "--out"):
+        ap.add_argument(flag, default=None)
     a = ap.parse_args(argv or [])
     try:
         art = render(NAME, a.profile, runs_root=a.runs, out_root=a.out)

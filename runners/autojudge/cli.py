@@ -19,7 +19,8 @@ from runners.config.errors import ConfigError
 from runners.config.optional_deps import gpu_available
 from runners.datasets.sources import DatasetUnavailableError
 from runners.models.sources import ModelUnavailableError
-from runners.paths import REPO_ROOT
+from runners.paths import REPO_ROOT, directory_env_errors
+from runners.sweep.console import console
 from runners.sweep.resolvers import register_resolvers
 
 _logger = logging.getLogger(__name__)
@@ -56,6 +57,11 @@ def hydra_entry(name: str, stage: Stage) -> None:
             _logger.error(f"[autojudge {name}] cannot build the judge here: {e}")
             sys.exit(2)
 
+    bad_dirs = directory_env_errors()  # before Hydra makes its output directory there
+    if bad_dirs:
+        console()
+        _logger.error("config error: %s", bad_dirs[0])
+        sys.exit(2)
     # the run callbacks refuse a config whose judge is missing: the judge is what this entry builds
     sys.argv.append("~hydra.callbacks.sweep_summary")
     _main()

@@ -47,7 +47,7 @@ class _CustomDatasetNotice(logging.Filter):
 
 @functools.lru_cache(maxsize=1)
 def task_manager() -> Any:
-    """One ``lm_eval.tasks.TaskManager`` per process (indexing lm-eval's task YAMLs takes ~1 s)."""
+    """One ``lm_eval.tasks.TaskManager`` per process (it indexes every lm-eval task YAML when built)."""
     from lm_eval.tasks import TaskManager
 
     logging.getLogger("lm_eval.api.task").addFilter(_CustomDatasetNotice())

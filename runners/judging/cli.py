@@ -4,6 +4,7 @@
     python -m runners.judging table7 --profile default                    # the judge of conf/judging.yaml
     python -m runners.judging table7 judge=api                            # DROPMATCH_JUDGE_MODEL=gpt-4 ...
     python -m runners.judging table10 judge=local subset=calibration      # the calibration subset only
+    python -m runners.judging --check judge=api judge.max_tokens=512      # validate the judge config only
 
 Selectors: a table or figure name (the runs it shows: ``analysis`` selects them, e.g. ``table7``), a run id, a
 run directory, or another artefact name (every run whose config says ``artefact: <name>``, as ``runners.rescore``);
@@ -13,6 +14,10 @@ skipped when finished and resumed when not. Overrides are Hydra overrides of ``c
 group ``conf/judge/`` (``judge=local|api``, ``judge.max_tokens=...``, ``protocol.mt_bench=pairwise``,
 ``baseline=sd|ar|reference``, ``subset=all|calibration``, ``calibration_n=10``). Without ``judge=``: ``api`` when
 ``DROPMATCH_JUDGE_MODEL`` (or ``OPENAI_MODEL``) is set, else ``local``.
+
+``--check`` validates the overrides (and the ``--calibrate-with`` judge) and exits, selecting and judging
+nothing: ``./reproduce.sh table7`` / ``table10`` run it before their decoding sweep, so a bad judge override is
+refused before anything decodes.
 
 ``--calibrate-with local`` also judges the calibration subset of every selected run with that second judge. At the
 end, for every judged run that two judges have judged, their agreement on the calibration subset is printed
@@ -36,7 +41,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from analysis.artefact import Profile
+from analysis.artefact import Profile, profile_arg
 from analysis.load import load_runs
 from analysis.render import ARTEFACTS, module
 from runners.config.errors import ConfigError
@@ -53,7 +58,7 @@ from runners.judging.runs import (
     protocol_of,
 )
 from runners.measure.base import MissingRecordsError, run_resolved
-from runners.paths import REPO_ROOT, results_dir
+from runners.paths import REPO_ROOT, directory_env_errors, results_dir
 from runners.records.run_id import run_id_of
 from runners.rescore import select_runs
 from runners.sweep.console import console
@@ -68,11 +73,21 @@ def default_judge(overrides: Sequence[str]) -> list[str]:
     return [f"judge={'api' if first_env(ENV_MODEL) else 'local'}", *overrides]
 
 
+def judge_options() -> list[str]:
+    """The judge group's options: the stems of ``conf/judge/*.yaml``, sorted."""
+    return sorted(f.stem for f in (REPO_ROOT / "conf" / "judge").glob("*.yaml"))
+
+
 def compose_judging(overrides: Sequence[str]) -> dict:
     """``conf/judging.yaml`` with the judge group and ``overrides`` applied, as a plain dict.
     Raises:
-        runners.config.errors.ConfigError: an override Hydra refuses (unknown key or group option).
+        runners.config.errors.ConfigError: a ``judge=`` option with no ``conf/judge/`` file (named with the
+            allowed ones), or an override Hydra refuses (unknown key).
     """
+    for o in overrides:
+        key, _, value = o.partition("=")
+        if key.lstrip("+~") == "judge" and value not in judge_options():
+            raise ConfigError(f"judge={value!r} is unknown; allowed: {', '.join(judge_options())}")
     try:
         with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base=None):
             cfg = compose("judging", overrides=list(overrides))
@@ -229,6 +244,23 @@ def judge_runs(
     return status
 
 
+def check_overrides(overrides: Sequence[str], calibrate_with: str | None = None) -> tuple:
+    """The judging settings, the judge block and the ``calibrate_with`` judge's (settings, block) or None, all
+    validated (nothing selected, loaded or asked).
+
+    Raises:
+        runners.config.errors.ConfigError: an unknown judge or key, or a field outside its allowed values.
+    """
+    judging = compose_judging(default_judge(overrides))
+    check_judging(judging)
+    judge = judge_block(judging["judge"])
+    if not calibrate_with:
+        return judging, judge, None
+    rest = [o for o in overrides if o.split("=", 1)[0].lstrip("+~").split(".")[0] != "judge"]
+    second = compose_judging([f"judge={calibrate_with}", *rest, "subset=calibration"])
+    return judging, judge, (second, judge_block(second["judge"]))
+
+
 def judge_selected(
     selectors: Sequence[str],
     overrides: Sequence[str] = (),
@@ -242,16 +274,7 @@ def judge_selected(
     """
     root = results_dir() / "runs"
     try:
-        judging = compose_judging(default_judge(overrides))
-        check_judging(judging)
-        judge = judge_block(judging["judge"])
-        second = None
-        if calibrate_with:
-            rest = [
-                o for o in overrides if o.split("=", 1)[0].lstrip("+~").split(".")[0] != "judge"
-            ]
-            second = compose_judging([f"judge={calibrate_with}", *rest, "subset=calibration"])
-            second_judge = judge_block(second["judge"])
+        judging, judge, calibration = check_overrides(overrides, calibrate_with)
     except ConfigError as e:
         logger.error("[judge] %s", e)
         return 2
@@ -269,7 +292,8 @@ def judge_selected(
         )
         return 2
     status = judge_runs(sources, judging, judge, root, log)
-    if second is not None:
+    if calibration is not None:
+        second, second_judge = calibration
         if second_judge["identity"] == judge["identity"]:
             log(f"[judge] --calibrate-with {calibrate_with}: the same judge; nothing to compare")
         else:
@@ -293,9 +317,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         epilog=__doc__,
     )
     p.add_argument(
-        "args", nargs="+", help="run ids / run dirs / artefact names, then key=value overrides"
+        "args", nargs="*", help="run ids / run dirs / artefact names, then key=value overrides"
     )
-    p.add_argument("--profile", default=None, help="only runs of this profile ('any': all)")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="validate the overrides (and --calibrate-with) and exit: 0 valid, 2 not; nothing is judged",
+    )
+    p.add_argument(
+        "--profile", default=None, type=profile_arg, help="only runs of this profile ('any': all)"
+    )
     p.add_argument(
         "--calibrate-with",
         default=None,
@@ -309,6 +340,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # one INFO line per judge request otherwise
     overrides = [x for x in a.args if "=" in x]
     selectors = [x for x in a.args if "=" not in x]
+    bad_dirs = (
+        directory_env_errors()
+    )  # as every entry point: a results path naming a file is refused here
+    if bad_dirs:
+        logger.error("config error: %s", bad_dirs[0])
+        return 2
+    if a.check:
+        try:
+            check_overrides(overrides, a.calibrate_with)
+        except ConfigError as e:
+            logger.error("[judge] %s", e)
+            return 2
+        return 0
     if not selectors:
         logger.error("[judge] name at least one run id, run directory or artefact")
         return 2

@@ -39,6 +39,7 @@ from transformers import GenerationConfig
 from criteria.registry import Registry
 from runners.backends.output import end_of_sequence_ids
 from runners.config.errors import ConfigError
+from runners.config.numeric_fields import Field, FieldError
 from runners.datasets.base import prompt_token_ids
 from runners.models.dtype import ALLOWED, resolve_dtype
 from runners.models.identity import source_identity
@@ -133,6 +134,19 @@ class Judge(Protocol):
         ...
 
 
+def check_numbers(cfg: Mapping[str, Any], fields: Sequence[Field]) -> None:
+    """Refuse a judge field of ``fields`` (paths ``judge.<key>``) that is not a number of its kind in its range.
+
+    Raises:
+        ConfigError: the first such field, named with its value and the allowed values.
+    """
+    for f in fields:
+        try:
+            f.check(cfg.get(f.path.removeprefix("judge.")))
+        except FieldError as e:
+            raise ConfigError(str(e)) from None
+
+
 def judge_identity(cfg: Mapping[str, Any]) -> dict:
     """What the judge is, without loading it (part of every judging run id and judgment record).
 
@@ -143,6 +157,14 @@ def judge_identity(cfg: Mapping[str, Any]) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------------ api
+API_FIELDS = (
+    Field("judge.max_tokens", int, low=1, note="reply cap in tokens"),
+    Field("judge.timeout_s", float, low=0, low_open=True, note="seconds per request"),
+    Field("judge.max_retries", int, low=0),
+    Field("judge.concurrency", int, low=1, note="requests in flight"),
+)
+
+
 @JUDGES.register("api")
 class ApiJudge:
     """An OpenAI-compatible chat-completions endpoint (module docstring).
@@ -168,10 +190,7 @@ class ApiJudge:
                 "e.g. gpt-4 (the paper's judge), and DROPMATCH_JUDGE_BASE_URL / DROPMATCH_JUDGE_API_KEY for the "
                 "endpoint; allowed offline: judge=local"
             )
-        for f, lo in (("timeout_s", 0.001), ("max_retries", 0), ("concurrency", 1)):
-            v = cfg.get(f)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < lo:
-                raise ConfigError(f"judge.{f}={v!r} is invalid; allowed: a number >= {lo}")
+        check_numbers(cfg, API_FIELDS)
         if not first_env(ENV_API_KEY) and not first_env(ENV_BASE_URL):
             raise ConfigError(
                 "judge=api without DROPMATCH_JUDGE_API_KEY (or OPENAI_API_KEY) and without "
@@ -270,6 +289,12 @@ def local_model_spec(cfg: Mapping[str, Any]) -> dict:
     return dict(pair["target"])
 
 
+LOCAL_FIELDS = (
+    Field("judge.max_tokens", int, low=1, note="reply cap in tokens"),
+    Field("judge.batch_size", int, low=1, note="prompts decoded together"),
+)
+
+
 @JUDGES.register("local")
 class LocalJudge:
     """A causal LM on this machine prompted as the judge (module docstring).
@@ -290,10 +315,7 @@ class LocalJudge:
 
     @staticmethod
     def check(cfg: Mapping[str, Any]) -> None:
-        for f in ("max_tokens", "batch_size"):
-            v = cfg.get(f)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(f"judge.{f}={v!r} is invalid; allowed: an integer >= 1")
+        check_numbers(cfg, LOCAL_FIELDS)
         if cfg.get("dtype") not in ALLOWED:
             raise ConfigError(
                 f"judge.dtype={cfg.get('dtype')!r} is invalid; allowed: {', '.join(ALLOWED)}"

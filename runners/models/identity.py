@@ -39,7 +39,12 @@ from typing import Any
 import yaml
 
 from runners.models.dtype import resolve_dtype
-from runners.models.sources import COMPLETE_MARKER, ModelUnavailableError, pick_source
+from runners.models.sources import (
+    COMPLETE_MARKER,
+    ModelUnavailableError,
+    local_gguf,
+    pick_source,
+)
 from runners.paths import REPO_ROOT, cache_dir
 from runners.records.io import atomic_write_json, sha256_file
 
@@ -86,10 +91,12 @@ def gguf_precision(spec: Mapping[str, Any]) -> str:
     if source == "pinned":
         declared = (spec.get("pinned") or {}).get("file_type")
         return f"gguf:{declared}" if declared else "gguf"
-    found = sorted(Path(str(where)).glob("*.gguf")) if source == "local" else []
-    if len(found) != 1:
+    if source != "local":
         return "gguf"
-    return f"gguf:{gguf_file_type(found[0])}"
+    try:
+        return f"gguf:{gguf_file_type(local_gguf(str(where)))}"
+    except ModelUnavailableError:  # none or several: the engine refuses it when it loads
+        return "gguf"
 
 
 def gguf_file_type(path: Path) -> str:

@@ -174,6 +174,21 @@ def prepare_pinned(spec: Mapping[str, Any], log=logger.info) -> Path:
     return dest
 
 
+def local_gguf(directory: str | Path) -> Path:
+    """The one ``*.gguf`` file directly in ``directory`` (a ``local_path``), the file a GGUF engine runs.
+
+    Raises:
+        ModelUnavailableError: none or several (the message gives the count and the way out, ``backend=hf``).
+    """
+    found = sorted(Path(str(directory)).glob("*.gguf"))
+    if len(found) == 1:
+        return found[0]
+    raise ModelUnavailableError(
+        f"pair.<target|draft>.local_path={str(directory)!r} holds {len(found)} *.gguf files; a GGUF engine "
+        "needs exactly one (or use backend=hf, which loads the transformers weights)"
+    )
+
+
 def gguf_file(spec: Mapping[str, Any], log=logger.info) -> Path:
     """The GGUF file of a model spec, for an engine that runs GGUF weights as they are (llama.cpp).
 
@@ -195,13 +210,7 @@ def gguf_file(spec: Mapping[str, Any], log=logger.info) -> Path:
                 os.replace(_join_pinned_gguf(spec["pinned"], Path(tmp)), path)
         return path
     if source == "local":
-        found = sorted(Path(str(where)).glob("*.gguf"))
-        if len(found) == 1:
-            return found[0]
-        raise ModelUnavailableError(
-            f"pair.<target|draft>.local_path={where!r} holds {len(found)} *.gguf files; a GGUF engine "
-            "needs exactly one (or use backend=hf, which loads the transformers weights)"
-        )
+        return local_gguf(str(where))
     raise ModelUnavailableError(
         f"model {spec.get('name')!r} comes from the {source} source, which has no GGUF file; a GGUF "
         "engine needs a pinned GGUF source or a local_path with one *.gguf (or use backend=hf)"

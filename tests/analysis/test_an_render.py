@@ -70,6 +70,44 @@ def test_every_renderer_exits_nonzero_without_runs(results, name, capsys):
     assert not (results / name).exists()
 
 
+def _profile_entries():
+    from analysis import equality, render
+    from analysis.tables import table6
+    from runners.judging import cli as judging
+
+    return {
+        "render": lambda p: render.main(["table6", "--profile", p]),
+        "tables.table6": lambda p: render.cli("table6", ["--profile", p]),
+        "table6.main": lambda p: table6.main(["--profile", p]),
+        "equality": lambda p: equality.main(["--profile", p]),
+        "judging": lambda p: judging.main(["table7", "--profile", p]),
+    }
+
+
+@pytest.mark.parametrize("entry", ["render", "tables.table6", "table6.main", "equality", "judging"])
+def test_a_mistyped_profile_is_refused_by_every_entry(results, capsys, entry):
+    """Before: 'no runs' (render, judging) or an empty result (equality, table6.main) for ``--profile defualt``."""
+    _table6_runs(results)
+    with pytest.raises(SystemExit) as e:
+        _profile_entries()[entry]("defualt")
+    assert e.value.code == 2
+    names = sorted(f.stem for f in (REPO_ROOT / "conf" / "profile").glob("*.yaml"))
+    assert f"--profile: unknown profile 'defualt'; allowed: {', '.join(names)}, any" in (
+        capsys.readouterr().err
+    )
+    assert not (results / "table6").exists()
+
+
+def test_profile_load_refuses_an_unknown_profile():
+    from analysis.artefact import Profile
+
+    with pytest.raises(
+        ValueError, match=r"^unknown profile 'defualt'; allowed: default, .*smoke, any$"
+    ):
+        Profile.load("defualt")
+    assert Profile.load("any") == Profile(None, None)
+
+
 @pytest.mark.subprocess
 def test_cli_exit_codes(results):
     run = [sys.executable, "-m", "analysis.render"]

@@ -71,7 +71,7 @@ def test_greedy_sd_and_dm_p0_equal_ar_on_real_pair(all_threads):
     from runners.models.loader import load_pair
 
     # float32: the exact equality is a float32 claim (bf16, the CPU default where it is fast, can flip a near-tie
-    # between batch shapes; tests/runners/realpair_decode.py measures SD vs AR there and reports the logit gap)
+    # between batch shapes; scripts/realpair_decode.py measures SD vs AR there and reports the logit gap)
     cfg = OmegaConf.to_container(OmegaConf.load(REPO_ROOT / "conf/pair/qwen25coder_0.5b_1.5b.yaml"))
     pair = load_pair({**cfg, "dtype": "float32"})
     be = HFLoopBackend(pair)

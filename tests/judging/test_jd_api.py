@@ -118,3 +118,29 @@ def test_identity_and_refusals(api_env, monkeypatch):
     monkeypatch.delenv("DROPMATCH_JUDGE_API_KEY")
     with pytest.raises(ConfigError, match="needs a key"):
         ApiJudge.check(judge().cfg)
+
+
+@pytest.mark.parametrize(
+    "field, value, allowed",
+    [
+        ("max_tokens", "abc", "an integer >= 1"),
+        ("max_tokens", 0, "an integer >= 1"),
+        ("max_tokens", 2.5, "an integer >= 1"),
+        ("max_tokens", True, "an integer >= 1"),
+        ("timeout_s", 0, "a number > 0"),
+        ("timeout_s", "soon", "a number > 0"),
+        ("max_retries", -1, "an integer >= 0"),
+        ("max_retries", 1.5, "an integer >= 0"),
+        ("concurrency", 0, "an integer >= 1"),
+        ("concurrency", 2.5, "an integer >= 1"),
+    ],
+)
+def test_numeric_fields_are_refused_by_name_before_any_request(api_env, field, value, allowed):
+    with OpenAIServer(lambda b, n: Canned("[[5]]")) as srv:
+        api_env(srv.url)
+        bad = judge(**{field: value})
+        with pytest.raises(
+            ConfigError, match=rf"^judge\.{field}={value!r} is invalid; allowed: {allowed}"
+        ):
+            judge_identity(bad.cfg)
+    assert srv.requests == []

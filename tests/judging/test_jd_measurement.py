@@ -330,6 +330,6 @@ def test_invalid_judging_settings_are_refused(results, api_env, caplog):
         assert judge(src, "baseline=") == 2
         assert "baseline='' is invalid" in caplog.text
         assert judge(src, "judge=nope") == 2
-        assert "Could not find 'judge/nope'" in caplog.text
+        assert "judge='nope' is unknown; allowed: api, local" in caplog.text
         assert judge("no_such_run") == 2
     assert judging_runs(results) == []

@@ -53,6 +53,7 @@ def test_table7_sweeps_then_judges_then_renders(tmp_path):
     out, calls = reproduce(tmp_path, "table7", "L=3", "judge=api", "judge.max_tokens=64")
     assert out.returncode == 0, out.stderr[-2000:]
     assert calls == [
+        "-m runners.judging --check --calibrate-with local judge=api judge.max_tokens=64",
         "-m runners.main --multirun experiment=table7 L=3",
         "-m runners.judging table7 --profile default --calibrate-with local judge=api judge.max_tokens=64",
         "-m analysis.render table7 --profile default",
@@ -60,8 +61,9 @@ def test_table7_sweeps_then_judges_then_renders(tmp_path):
 
 
 def test_judging_failure_still_renders_and_other_artefacts_ignore_judges(tmp_path):
-    out, calls = reproduce(tmp_path, "table10", "profile=smoke", fail="runners.judging")
+    out, calls = reproduce(tmp_path, "table10", "profile=smoke", fail="runners.judging table10")
     assert out.returncode == 0 and "table10: judging incomplete" in out.stderr
+    assert calls[0] == "-m runners.judging --check"
     assert calls[-2:] == [
         "-m runners.judging table10 --profile smoke",
         "-m analysis.render table10 --profile smoke",
@@ -76,3 +78,20 @@ def test_judge_command(tmp_path):
     assert out.returncode == 0 and calls == [
         "-m runners.judging table7 --profile default judge=local"
     ]
+
+
+def test_an_invalid_judge_config_refuses_before_the_sweep(tmp_path):
+    for artefact in ("table7", "table10"):
+        out, calls = reproduce(
+            tmp_path, artefact, "judge=api", "judge.max_tokens=abc", fail="--check"
+        )
+        assert out.returncode == 2, out.stderr[-2000:]
+        assert (
+            f"[reproduce] {artefact} refused before decoding: its judge config is invalid"
+            in out.stderr
+        )
+        assert calls == [
+            "-m runners.judging --check --calibrate-with local judge=api judge.max_tokens=abc"
+        ]
+    out, calls = reproduce(tmp_path, "all", "judge=nope", fail="--check")
+    assert out.returncode == 2 and calls == ["-m runners.judging --check judge=nope"]

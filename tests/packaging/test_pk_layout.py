@@ -1,5 +1,6 @@
 """The tree shows the system: the import graph of the project's modules is acyclic and is their real dependency
-graph, functions stay short, ``runners/`` has few loose modules, code carries no history, subprocess tests say so.
+graph, functions stay short, ``runners/`` has few loose modules, code carries no history, subprocess tests say so,
+``tests/`` holds tests (measurement scripts live in ``scripts/``).
 
 The import graph counts every import statement of ``criteria/``, ``runners/`` and ``analysis/`` (also those inside
 functions), and, as Python runs them, the ``__init__`` of every package an import passes through (importing
@@ -224,7 +225,7 @@ def test_code_carries_no_history_references():
     """Comments say why; issue numbers and the design notes outside the repository stay out of the code."""
     pattern = re.compile(r"\bissue[ -]#?\d+|DESIGN\.md", re.IGNORECASE)
     files = [
-        *(p for pkg in (*PACKAGES, "tests") for p in (REPO_ROOT / pkg).rglob("*.py")),
+        *(p for pkg in (*PACKAGES, "tests", "scripts") for p in (REPO_ROOT / pkg).rglob("*.py")),
         *(REPO_ROOT / "conf").rglob("*.yaml"),
         *(REPO_ROOT / "runners").rglob("*.sh"),
     ]
@@ -236,6 +237,56 @@ def test_code_carries_no_history_references():
             hits[rel] = lines
     allowed = {f: n for f, n in HISTORY_LINES_ALLOWED.items() if len(hits.get(f, [])) <= n}
     assert {f: v for f, v in hits.items() if f not in allowed} == {}
+
+
+# A duration stated as a fact ("measured 37 min", "took 28 min", "~860 s", "16x slower"): the README says what was
+# measured where (with the machine); config and code point there. Decision code is not scanned (fingerprinted).
+TIMING = re.compile(
+    r"(~|measured |took |takes |in |about )\d[\d.,]*( ?- ?\d[\d.,]*)? ?(s|sec|seconds|min|minutes|h|hours)\b"
+    r"|\d+(\.\d+)?x (slower|faster)",
+    re.IGNORECASE,
+)
+TIMING_EXEMPT = ("runners/backends/",)
+
+
+def test_config_and_code_state_no_measured_timings():
+    files = [
+        *(REPO_ROOT / "conf").rglob("*.yaml"),
+        *(p for pkg in ("runners", "analysis") for p in (REPO_ROOT / pkg).rglob("*.py")),
+    ]
+    hits = []
+    for p in files:
+        rel = p.relative_to(REPO_ROOT).as_posix()
+        if rel.startswith(TIMING_EXEMPT):
+            continue
+        for i, line in enumerate(p.read_text().splitlines(), 1):
+            if TIMING.search(line):
+                hits.append(f"{rel}:{i}: {line.strip()}")
+    assert hits == []
+
+
+def _runnable(path: Path) -> bool:
+    return (
+        re.search(r"""^if __name__ == ["']__main__["']""", path.read_text(), re.MULTILINE)
+        is not None
+    )
+
+
+def test_tests_hold_no_measurement_scripts():
+    """A runnable file under tests/ that is not a test module is the body of a test in its folder (which names
+    it); measurement scripts run by hand live in scripts/ (its README lists each)."""
+    stray = []
+    for path in sorted((REPO_ROOT / "tests").rglob("*.py")):
+        if path.name.startswith("test_") or path.name in ("conftest.py", "__init__.py"):
+            continue
+        tests_here = [t.read_text() for t in path.parent.glob("test_*.py")]
+        if _runnable(path) and not any(path.name in t for t in tests_here):
+            stray.append(path.relative_to(REPO_ROOT).as_posix())
+    assert stray == []
+    scripts = sorted(p.name for p in (REPO_ROOT / "scripts").glob("*.py"))
+    assert scripts and all(_runnable(REPO_ROOT / "scripts" / n) for n in scripts)
+    listed = (REPO_ROOT / "scripts" / "README.md").read_text()
+    assert [n for n in scripts if f"`{n}`" not in listed] == []
 
 
 def _starts_python(fn: ast.AST, helpers: set[str]) -> bool:

@@ -477,3 +477,53 @@ def test_unknown_group_option_lists_the_options(main_env, group, known):
     assert p.returncode == 1
     assert f"Could not find '{group}/nope'" in p.stderr
     assert f"Available options in '{group}':" in p.stderr and f"\t{known}\n" in p.stderr
+
+
+def _entry_points():
+    from analysis.render import main as render
+    from runners.judging.cli import main as judging
+    from runners.rescore import main as rescore
+
+    return {
+        "rescore": lambda: rescore(["table6"]),
+        "judging": lambda: judging(["table7"]),
+        "judging --check": lambda: judging(["--check", "judge=local"]),
+        "render": lambda: render(["table6"]),
+    }
+
+
+@pytest.mark.parametrize("entry", ["rescore", "judging", "judging --check", "render"])
+def test_results_variable_naming_a_file_is_refused_by_every_entry_point(
+    monkeypatch, tmp_path, capsys, entry
+):
+    """As runners.main: the variable named, exit 2, before any run is selected (before: 'no runs' under the file)."""
+    afile = tmp_path / "results.txt"
+    afile.write_text("not a directory\n")
+    monkeypatch.setenv("DROPMATCH_RESULTS", str(afile))
+    assert _entry_points()[entry]() == 2
+    err = capsys.readouterr().err
+    assert (
+        f"config error: DROPMATCH_RESULTS={afile} is invalid: {afile} is a file; allowed: a directory "
+        "(created if missing) holding runs/ and the artefacts" in err
+    ), err
+
+
+@pytest.mark.subprocess
+def test_results_variable_naming_a_file_is_refused_by_the_autojudge_entry(main_env, tmp_path):
+    """Before: a NotADirectoryError traceback from Hydra's output directory."""
+    import subprocess
+    import sys
+
+    afile = tmp_path / "results.txt"
+    afile.write_text("not a directory\n")
+    p = subprocess.run(
+        [sys.executable, "-m", "runners.autojudge.build", "method=autojudge", "pair=tiny"],
+        cwd=REPO_ROOT,
+        env={**main_env, "DROPMATCH_RESULTS": str(afile)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert f"config error: DROPMATCH_RESULTS={afile} is invalid: {afile} is a file" in p.stderr
+    assert "Traceback" not in p.stderr

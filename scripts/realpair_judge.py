@@ -5,7 +5,8 @@ and the same number of general ones, as stand-ins for decoded answers) with Fast
 pairs with AlpacaEval's annotator, on the pinned Qwen2.5-Coder-1.5B-Instruct. Prints seconds per judgment, reply
 tokens and the share of replies with a parseable verdict. Loads the real pair: run under the real-pair lock.
 
-    flock /tmp/dropmatch-realpair.lock python tests/judging/realpair_judge.py --n 4 --max-tokens 512 --batch 4
+    flock /tmp/dropmatch-realpair.lock env PYTHONPATH=$PWD \\
+        .venv/bin/python scripts/realpair_judge.py --n 4 --max-tokens 512 --batch 4
 """
 
 from __future__ import annotations

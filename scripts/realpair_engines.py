@@ -1,4 +1,4 @@
-"""Real-pair engines side by side (llama.cpp on the GGUF vs transformers float32), one process: not a pytest file.
+"""Real-pair engines side by side (llama.cpp on the GGUF vs transformers float32), one process: not a test.
 
 On the first ``--n`` GSM8K test items (8-shot chat prompt, as ``conf/dataset/gsm8k.yaml``), greedy, ``--max-new``
 tokens, L = ``--L``:
@@ -15,7 +15,7 @@ tokens, L = ``--L``:
 Load the real pair only under the machine-wide lock:
 
     flock /tmp/dropmatch-realpair.lock env PYTHONPATH=$PWD DROPMATCH_THREADS=2 \\
-        .venv/bin/python tests/runners/realpair_engines.py --n 4 --max-new 64 --batch 1,8
+        .venv/bin/python scripts/realpair_engines.py --n 4 --max-new 64 --batch 1,8
 """
 
 from __future__ import annotations

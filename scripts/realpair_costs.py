@@ -1,4 +1,4 @@
-"""Real-pair cost ratios, one process, components round-robin: not a pytest file.
+"""Real-pair cost ratios, one process, components round-robin: a measurement script, not a test.
 
 Measures, per dtype, on the loop's own code (``BatchKV.forward`` + LM head, ``criteria.verify.verify_round``):
   - forward of the target and the draft over n = 1, L+1, 2L+1 new tokens (LM head on every fed position) with
@@ -13,7 +13,7 @@ Measures, per dtype, on the loop's own code (``BatchKV.forward`` + LM head, ``cr
 Medians over ``--repeats`` after ``--warmup``. Load the real pair only under the machine-wide lock:
 
     flock /tmp/dropmatch-realpair.lock env PYTHONPATH=$PWD DROPMATCH_THREADS=2 \\
-        .venv/bin/python tests/runners/realpair_costs.py --dtypes float32,bfloat16
+        .venv/bin/python scripts/realpair_costs.py --dtypes float32,bfloat16
 """
 
 from __future__ import annotations

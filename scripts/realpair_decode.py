@@ -1,4 +1,4 @@
-"""Real-pair decoding on GSM8K items, one process: not a pytest file.
+"""Real-pair decoding on GSM8K items, one process: a measurement script, not a test.
 
 For one dtype, on the first ``--n`` GSM8K test items (8-shot chat prompt, as ``conf/dataset/gsm8k.yaml``),
 greedy, ``--max-new`` tokens, L = ``--L``:
@@ -13,7 +13,7 @@ greedy, ``--max-new`` tokens, L = ``--L``:
 Load the real pair only under the machine-wide lock:
 
     flock /tmp/dropmatch-realpair.lock env PYTHONPATH=$PWD DROPMATCH_THREADS=2 \\
-        .venv/bin/python tests/runners/realpair_decode.py --dtype bfloat16 --n 3 --max-new 96 --hf
+        .venv/bin/python scripts/realpair_decode.py --dtype bfloat16 --n 3 --max-new 96 --hf
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Decision agreement of the sparse DropMatch variant with the exact rule, on real-pair rounds: not a pytest file.
+"""Decision agreement of the sparse DropMatch variant with the exact rule, on real-pair rounds: not a test.
 
 Decodes ``--n`` GSM8K items with the exact ``dropmatch_js`` rule (greedy, L=5, K=5, p_drop=0.3, the pair's
 dtype), keeps every round's verify inputs (the target's hidden states, the drafts, the draft probabilities),
@@ -9,7 +9,7 @@ per-position test agrees up to the exact rule's first rejection; and the decisio
 Load the real pair only under the machine-wide lock:
 
     flock /tmp/dropmatch-realpair.lock env PYTHONPATH=$PWD DROPMATCH_THREADS=2 \\
-        .venv/bin/python tests/runners/realpair_sparse.py --n 3 --seeds 10
+        .venv/bin/python scripts/realpair_sparse.py --n 3 --seeds 10
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ newest complete run per (pair, dtype, L), one block of rows each:
     python -m analysis.render bench --profile default
 Ratios come with 95 % intervals by a paired bootstrap over prompts (each prompt's tokens and seconds summed
 over its repeats, both arms resampled together); the timed cost ratios with intervals over their repeats
-(:mod:`analysis.timings`). The CSV holds numbers only.
+(:mod:`analysis.timings`). The CSV holds numbers only. Runs with ``method.batch_sizes`` > 1 add a second table,
+``bench_batch`` (:mod:`analysis.tables.bench_batch`: aggregate tokens/s at batch B).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from analysis.cells import est_columns
 from analysis.footer import provenance_lines
 from analysis.measure_runs import lines_of, newest, of_method, used, varying
 from analysis.stats import B_DEFAULT, NAN, SEED, Estimate, bootstrap, fmt
+from analysis.tables.bench_batch import batch_rows, batch_table
 from analysis.timings import CI_NOTE, median_ci, ratios, seconds_frame
 
 NAME = "bench"
@@ -85,6 +87,13 @@ def rate_ratio_ci(lines: Sequence[Mapping[str, Any]], arm: str, ref: str) -> Est
     return bootstrap(stat, [m["tokens_a"], m["seconds_a"], m["tokens_b"], m["seconds_b"]])
 
 
+def arm_dtype(summary: Mapping, arm: str) -> str:
+    """The precision ``arm`` computed in: the pair's dtype, llama.cpp's arms the GGUF's own types."""
+    return (
+        summary.get("model/gguf_precision", "gguf") if arm in GGUF_ARMS else summary["model/dtype"]
+    )
+
+
 def arm_rows(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """One row per arm of one run: rates (tokens/s), ratios to the reference arms (+ CI), τ, equality with AR."""
     arms = list(summary["bench/arms"])
@@ -94,9 +103,7 @@ def arm_rows(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> pd.DataFra
         g = {k.split("/", 2)[2]: v for k, v in summary.items() if k.startswith(f"bench/{arm}/")}
         mism = g.get("first_mismatches") or []
         row = {
-            "dtype": summary.get("model/gguf_precision", "gguf")
-            if arm in GGUF_ARMS
-            else summary["model/dtype"],  # llama.cpp computes in the GGUF's own types
+            "dtype": arm_dtype(summary, arm),
             "L": summary["bench/L"],
             "arm": arm,
             "label": ARM_LABELS.get(arm, arm),
@@ -199,11 +206,13 @@ def build(selected: pd.DataFrame) -> Artefact:
     chosen = newest(selected, lambda r, s: (r["pair"], s.get("model/dtype"), r["L"]))
     if not chosen:
         return art
-    blocks, notes = [], []
+    blocks, notes, batched = [], [], []
     for row, s in chosen:
         lines = lines_of(row)
         blocks.append(arm_rows(s, lines).assign(pair=row["pair"]))
         notes.append(cost_note(s, lines))
+        dtypes = {a: arm_dtype(s, a) for a in s["bench/arms"]}
+        batched.append(batch_rows(s, lines, ARM_LABELS, dtypes).assign(pair=row["pair"]))
     t = pd.concat(blocks, ignore_index=True)
     t = t[["pair", *(c for c in t.columns if c != "pair")]]
     runs = used(chosen)
@@ -238,6 +247,9 @@ def build(selected: pd.DataFrame) -> Artefact:
             foot,
         )
     )
+    extra = batch_table(batched, [s for _, s in chosen], provenance_lines(runs))
+    if extra is not None:
+        art.tables.append(extra)
     art.runs = runs
     return art
 

@@ -8,11 +8,19 @@ as assistant, L candidates per round), ``sd_dm`` (our loop, ``method.dm_criterio
 ``decoding.max_new_tokens`` or EOS, no stop strings, no prefix caching (every arm prefills the whole prompt; see :mod:`runners.measure.bench_arms` for what is timed).
 
 Units: ``<sample_id>#<repeat>`` -- every arm on that prompt, back to back, in an order rotated per prompt and
-repeat (machine noise spreads over the arms), then ``latency/<k>`` -- :class:`runners.measure.latency.VerifyTimer`
+repeat (machine noise spreads over the arms); for each B > 1 of ``method.batch_sizes``, ``batch<B>/<repeat>`` --
+each of our arms (:data:`BATCHED_ARMS` in ``method.arms``) decodes the first B prompts together, through a
+backend of the same engine built with ``batch_size`` = B on the loaded pair, timed as one call (the order of the
+arms rotated per repeat; transformers' arms stay at batch 1: assisted generation decodes one sequence); then
+``latency/<k>`` -- :class:`runners.measure.latency.VerifyTimer`
 on the loaded target at this L, K, p_drop (verify(L+1)/decode, DM decision overhead share of the verify
 pass). Models load once per process; each session starts with an untimed warm-up of every arm (on the first
 prompt's last turn alone, ``method.warmup_tokens`` tokens).
 The summary (``bench/*``) is computed from the lines by :mod:`runners.measure.bench_summary`.
+
+``method.batch_sizes`` (default ``[1]``): distinct integers >= 1, including 1 (the prompt units are batch 1);
+B > 1 needs ``dataset.limit`` >= B (refused otherwise, never silently fewer prompts). The default is dropped
+from the resolved config, so a batch-1 run keeps the config and run id it had before the field existed.
 """
 
 from __future__ import annotations
@@ -32,7 +40,8 @@ from runners.config.decode_spec import build_rule, head_spec
 from runners.config.errors import ConfigError
 from runners.datasets.base import prompt_token_ids
 from runners.measure.base import MEASUREMENTS, positive_int
-from runners.measure.bench_arms import hf_generate, our_generate
+from runners.measure.bench_arms import hf_generate, our_generate, our_generate_batch
+from runners.measure.bench_batch_summary import summarize_batches
 from runners.measure.bench_summary import SPEC_ARMS, summarize_bench
 from runners.measure.latency import VerifyTimer, check_common
 from runners.models.dtype import cpu_flags
@@ -42,6 +51,35 @@ from runners.registry import BACKENDS, DATASETS, build
 
 ARMS = ("ar", "hf_ar", "sd", "hf_assisted", "sd_dm", "lc_ar", "lc_sd", "lc_sd_dm")
 GGUF_ARMS = ("lc_ar", "lc_sd", "lc_sd_dm")  # the llama.cpp loop: lc_<our arm>
+BATCHED_ARMS = ("ar", "sd", "sd_dm", *GGUF_ARMS)  # our loops decode several prompts at once
+BATCH_PREFIX = "batch"  # unit ids batch<B>/<repeat>
+
+
+def batch_sizes(c: Mapping[str, Any]) -> list[int]:
+    """``method.batch_sizes`` checked (absent: ``[1]``), ascending.
+
+    Raises:
+        ConfigError: not a list of distinct integers >= 1 that includes 1; a B above ``dataset.limit``.
+    """
+    v = c["method"].get("batch_sizes", [1])
+    ok = (
+        isinstance(v, (list, tuple))
+        and all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in v)
+        and 1 in v
+        and len(set(v)) == len(v)
+    )
+    if not ok:
+        raise ConfigError(
+            f"method.batch_sizes={v!r} is invalid; allowed: a list of distinct integers >= 1 including 1 "
+            "(batch 1 is always measured: the per-prompt units), e.g. [1, 8]"
+        )
+    limit = c["dataset"].get("limit")
+    if limit is not None and max(v) > int(limit):
+        raise ConfigError(
+            f"method.batch_sizes={list(v)!r} needs dataset.limit >= {max(v)} (the batch decodes the first B "
+            f"prompts together), got dataset.limit={limit}; allowed: batch sizes <= dataset.limit"
+        )
+    return sorted(v)
 
 
 @MEASUREMENTS.register("bench")
@@ -54,11 +92,20 @@ class BenchMeasurement:
 
     @staticmethod
     def check(c: Mapping[str, Any]) -> None:
+        """Refuse a bad field (ConfigError naming it); ``method.batch_sizes`` is dropped when it is ``[1]`` and
+        sorted otherwise (see the module docstring)."""
         m = c["method"]
         check_common(c)
         positive_int(c, "timing_repeats")
         positive_int(c, "latency_repeats", minimum=0)
         positive_int(c, "warmup_tokens")
+        sizes = batch_sizes(c)
+        # the default adds no unit: dropped, the config (and run id) is a run's from before the field; other
+        # sizes sorted: one config (and run id) per set of sizes, whatever their order
+        if sizes == [1]:
+            c["method"].pop("batch_sizes", None)
+        else:
+            c["method"]["batch_sizes"] = sizes
         arms = list(m.get("arms") or [])
         bad = [a for a in arms if a not in ARMS]
         if bad or "ar" not in arms or len(set(arms)) != len(arms):
@@ -86,6 +133,13 @@ class BenchMeasurement:
     def unit_ids(self) -> list[str]:
         reps = int(self.c["method"]["timing_repeats"])
         units = [f"{s.sample_id}#{r}" for r in range(reps) for s in self.samples()]
+        for B in batch_sizes(self.c)[1:]:
+            if B > len(self.samples()):
+                raise ConfigError(
+                    f"method.batch_sizes holds {B} but dataset {self.c['dataset']['name']} has "
+                    f"{len(self.samples())} prompts; allowed: batch sizes <= the number of prompts"
+                )
+            units += [f"{BATCH_PREFIX}{B}/{r}" for r in range(reps)]
         return units + [f"latency/{k:03d}" for k in range(int(self.c["method"]["latency_repeats"]))]
 
     def measure(self, todo: Sequence[str], log: Callable[[str], None]) -> Iterator[dict]:
@@ -105,8 +159,18 @@ class BenchMeasurement:
             f"[bench] warm-up done; arms {', '.join(arms)}; L={runner.L}, {cap} new tokens, "
             f"dtype {runner.model['dtype']}"
         )
-        timer = None
+        timer, warm_batches = None, set()
         for uid in todo:
+            if uid.startswith(BATCH_PREFIX) and "#" not in uid:  # (prompt units hold '#')
+                B, rep = (int(x) for x in uid.removeprefix(BATCH_PREFIX).split("/"))
+                # the batch-B engines (KV for B rows) are made and warmed untimed
+                if B not in warm_batches:
+                    runner.warm_batch(warm, B, int(m["warmup_tokens"]))
+                    warm_batches.add(B)
+                ours = [a for a in arms if a in BATCHED_ARMS]
+                k = rep % len(ours)
+                yield runner.batch_line(uid, self.samples()[:B], rep, ours[k:] + ours[:k], cap, log)
+                continue
             if uid.startswith("latency/"):
                 if timer is None:
                     timer = VerifyTimer(
@@ -131,13 +195,13 @@ class BenchMeasurement:
             yield runner.prompt_line(uid, by_id[sid], int(rep), arms[k:] + arms[:k], cap, log)
 
     def summarize(self, lines: Sequence[Mapping[str, Any]]) -> dict:
-
-        return summarize_bench(
-            lines,
-            list(self.c["method"]["arms"]),
-            L=int(self.c["L"]),
-            context=int(self.c["method"]["context"]),
-        )
+        arms = list(self.c["method"]["arms"])
+        return {
+            **summarize_bench(
+                lines, arms, L=int(self.c["L"]), context=int(self.c["method"]["context"])
+            ),
+            **summarize_batches(lines, arms),
+        }
 
 
 class _Arms:
@@ -152,12 +216,16 @@ class _Arms:
     def __init__(self, c: Mapping[str, Any], need_draft: bool, log: Callable[[str], None]) -> None:
         m = c["method"]
         self.L, self.seed = int(c["L"]), int(c["decoding"]["seed"])
+        self.arms = list(m["arms"])
         self.pair = load_pair(c["pair"], need_draft=need_draft, log=log)
-        self.backend = build(BACKENDS, c["backend"], pair=self.pair)
+        self.configs = {"hf": dict(c["backend"])}
+        self.backend = build(BACKENDS, self.configs["hf"], pair=self.pair)
         self.gguf = None
         if any(a in GGUF_ARMS for a in m["arms"]):
             lc_cfg = {**backend_defaults("llamacpp"), "prefix_caching": False, "batch_size": 1}
+            self.configs["llamacpp"] = lc_cfg
             self.gguf = build(BACKENDS, lc_cfg, pair=self.pair)
+        self._batched: dict[tuple[str, int], Any] = {}
         dm = c["dropmatch"]
         specs = {
             "ar": {"method": {"criterion": "autoregressive"}, "dropmatch": dm},
@@ -213,6 +281,68 @@ class _Arms:
             max_new_tokens=tokens,
             seed=self.seed,
         )
+
+    def batch_backend(self, arm: str, B: int) -> Any:
+        """The arm's engine built with ``batch_size`` = B on the loaded pair (once per engine and B).
+
+        Building is cheap: the HF loop holds the loaded models; the llama.cpp loop shares its loaded GGUF weights
+        (``runners.backends.llamacpp_context.GGUFModel.load`` caches them per file) and makes a context of B
+        sequences per model on its first decode (KV cache: B x ``n_ctx`` cells per model, besides the batch-1
+        contexts).
+        """
+        engine = "llamacpp" if arm in GGUF_ARMS else "hf"
+        if (engine, B) not in self._batched:
+            self._batched[engine, B] = build(
+                BACKENDS, {**self.configs[engine], "batch_size": B}, pair=self.pair
+            )
+        return self._batched[engine, B]
+
+    def run_batch(self, arm: str, samples: Sequence[Any], tokens: int) -> dict:
+        """``samples`` decoded together by one of our arms (:func:`our_generate_batch`)."""
+        ours = arm.removeprefix("lc_")
+        return our_generate_batch(
+            self.batch_backend(arm, len(samples)),
+            samples,
+            L=0 if ours == "ar" else self.L,
+            rule=self.rules[ours],
+            max_new_tokens=tokens,
+            seed=self.seed,
+        )
+
+    def warm_batch(self, warm: Any, B: int, tokens: int) -> None:
+        """Untimed: each batched arm on B copies of the warm-up prompt (its engine's batch-B state made)."""
+        copies = [replace(warm, sample_id=f"{warm.sample_id}/{i}") for i in range(B)]
+        for arm in self.arms:
+            if arm in BATCHED_ARMS:
+                self.run_batch(arm, copies, tokens)
+
+    def batch_line(
+        self,
+        uid: str,
+        samples: Sequence[Any],
+        rep: int,
+        order: list[str],
+        cap: int,
+        log: Callable[[str], None],
+    ) -> dict:
+        """Each arm of ``order`` on ``samples`` decoded together, one arm after the other: the unit's line."""
+        results = {arm: self.run_batch(arm, samples, cap) for arm in order}
+        log(
+            f"[bench] {uid}: "
+            + ", ".join(f"{a} {r['tokens'] / r['seconds']:.2f}" for a, r in results.items())
+            + f" tok/s aggregate over {len(samples)} prompts decoded together"
+        )
+        return {
+            "sample_id": uid,
+            "kind": "batch",
+            "batch_size": len(samples),
+            "prompt_ids": [s.sample_id for s in samples],
+            "repeat": rep,
+            "order": order,
+            "arms": results,
+            "model": self.model,
+            "loadavg_1min": os.getloadavg()[0],
+        }
 
     def prompt_line(
         self,

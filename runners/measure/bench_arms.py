@@ -10,6 +10,8 @@ read with and without prefill. ``rounds`` = target forward passes after the pref
 forward passes (transformers, counted by a forward pre-hook); ``accepted`` = committed tokens - rounds; ours
 count rounds and accepted tokens only up to where the output ends (``SpecDecodeCounters``), transformers' over
 everything it generated; ``verify_passes`` = target passes actually run after the prefill (ours) or in all.
+Our loops also decode several prompts at once (:func:`our_generate_batch`: one wall-clock call, per-prompt outputs);
+transformers' arms decode one prompt (assisted generation takes a batch of one).
 """
 
 from __future__ import annotations
@@ -39,28 +41,86 @@ def our_generate(
         The arm fields (see the module docstring); ``verify_s`` / ``draft_s`` / ``criterion_s`` split ``decode_s``.
     """
 
-    decoding = DecodingConfig(
-        num_speculative_tokens=L, temperature=0.0, max_new_tokens=max_new_tokens, stop=[], seed=seed
-    )
+    decoding = _greedy(L, max_new_tokens, seed)
     t0 = time.perf_counter()
     res = next(iter(backend.generate([sample], decoding, *rule)))
     seconds = time.perf_counter() - t0
-    ids = [int(i) for i in res.output_token_ids]
-    rounds = res.counters.num_drafts if L > 0 else max(len(ids) - 1, 0)
+    out = _output_fields(res, L)
     return {
-        "output_token_ids": ids,
-        "tokens": len(ids),
+        "output_token_ids": out["output_token_ids"],
+        "tokens": out["tokens"],
         "seconds": seconds,
         "prefill_s": res.prefill_s,
         "decode_s": res.wall_s,
-        "decode_tokens": max(len(ids) - 1, 0),
-        "rounds": rounds,
-        "accepted": res.counters.num_accepted_tokens if L > 0 else 0,
-        "verify_passes": len(res.accepted_per_round),
+        "decode_tokens": max(out["tokens"] - 1, 0),
+        "rounds": out["rounds"],
+        "accepted": out["accepted"],
+        "verify_passes": out["verify_passes"],
         "draft_s": res.draft_s,
         "verify_s": res.verify_s,
         "criterion_s": res.criterion_s,
         "audit_s": res.audit_s,
+    }
+
+
+def our_generate_batch(
+    backend: Any,
+    samples: Sequence[Any],
+    *,
+    L: int,
+    rule: tuple[Any, Any],
+    max_new_tokens: int,
+    seed: int,
+) -> dict:
+    """Several prompts decoded together through the project's backend, timed as one wall-clock call.
+
+    Args:
+        backend: built with ``batch_size`` = ``len(samples)`` (every sample joins the batch; the loop prefills
+            each alone as it joins, then decodes all rows together).
+        samples: ``runners.datasets.base.Sample`` objects with distinct ``sample_id``.
+        L, rule, max_new_tokens, seed: as :func:`our_generate`.
+
+    Returns:
+        ``tokens`` (output tokens of all samples), ``seconds`` (wall time of the whole call: every prefill and
+        round, until the last sample finished), ``outputs``: per sample in the order of ``samples``
+        ``{prompt_id, output_token_ids, tokens, rounds, accepted, verify_passes}`` (rounds and accepted counted
+        as :func:`our_generate` counts them).
+
+    Raises:
+        ValueError: the backend returned other sample ids than it was given.
+    """
+    decoding = _greedy(L, max_new_tokens, seed)
+    t0 = time.perf_counter()
+    results = list(backend.generate(list(samples), decoding, *rule))
+    seconds = time.perf_counter() - t0
+    by_id = {r.sample_id: r for r in results}
+    wanted = [s.sample_id for s in samples]
+    if sorted(by_id) != sorted(wanted) or len(results) != len(wanted):
+        raise ValueError(f"the backend returned samples {sorted(by_id)}, not {sorted(wanted)}")
+    outputs = [{"prompt_id": sid, **_output_fields(by_id[sid], L)} for sid in wanted]
+    return {
+        "tokens": sum(o["tokens"] for o in outputs),
+        "seconds": seconds,
+        "outputs": outputs,
+    }
+
+
+def _greedy(L: int, max_new_tokens: int, seed: int) -> DecodingConfig:
+    """The benchmark's decoding settings: greedy, no stop strings."""
+    return DecodingConfig(
+        num_speculative_tokens=L, temperature=0.0, max_new_tokens=max_new_tokens, stop=[], seed=seed
+    )
+
+
+def _output_fields(res: Any, L: int) -> dict:
+    """Output ids, their count, rounds (L = 0: one per token after the first), accepted tokens, verify passes."""
+    ids = [int(i) for i in res.output_token_ids]
+    return {
+        "output_token_ids": ids,
+        "tokens": len(ids),
+        "rounds": res.counters.num_drafts if L > 0 else max(len(ids) - 1, 0),
+        "accepted": res.counters.num_accepted_tokens if L > 0 else 0,
+        "verify_passes": len(res.accepted_per_round),
     }
 
 

@@ -110,10 +110,13 @@ class LatencyLine(TypedDict):
 
 
 class BenchLine(TypedDict):
-    """One unit of ``method.measure=bench``: a prompt x repeat (``kind: prompt``) or a verify timing."""
+    """One unit of ``method.measure=bench``: a prompt x repeat (``kind: prompt``), the first ``batch_size``
+    prompts decoded together x repeat (``kind: batch``, ``prompt_ids``) or a verify timing (``kind: latency``)."""
 
     sample_id: str
-    kind: Literal["prompt", "latency"]
+    kind: Literal["prompt", "batch", "latency"]
+    batch_size: NotRequired[int]
+    prompt_ids: NotRequired[list[str]]
     arms: NotRequired[dict[str, dict[str, Any]]]
     order: NotRequired[list[str]]
     prompt_id: NotRequired[str]

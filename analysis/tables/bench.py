@@ -139,6 +139,11 @@ def cost_note(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> str:
     """The cost ratios and setting of one run, for the footer (timed ratios with their CI over repeats)."""
     f = lambda k, s=".2f": "n/a" if summary.get(k) is None else format(summary[k], s)  # noqa: E731
     pct = lambda k: "n/a" if summary.get(k) is None else f"{100 * summary[k]:.1f}%"  # noqa: E731
+
+    def audit(pre: str) -> str:  # records that time the exactness audit apart from the decision
+        k = f"bench/in_situ/{pre}dm_audit_share"
+        return f"; its exactness audit {pct(k)} more" if summary.get(k) is not None else ""
+
     sec = seconds_frame([ln for ln in lines if ln.get("kind") == "latency"])
     if sec:
         r = ratios(sec)
@@ -155,7 +160,7 @@ def cost_note(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> str:
         f"verify(L+1)/decode {vd} (timed, {summary.get('bench/latency/context', '?')}-token KV, {timed}) / "
         f"{f('bench/in_situ/verify_over_decode')} (in the loop: SD verify pass vs AR step); DM decision overhead "
         f"{dm} of the verify pass (timed: K extra head rows + JS) / {pct('bench/in_situ/dm_overhead_share')} "
-        f"(in the loop: SD+DM vs SD verify+criterion per pass); torch threads {summary.get('model/threads')}; "
+        f"(in the loop: SD+DM vs SD verify+criterion per pass{audit('')}); torch threads {summary.get('model/threads')}; "
         f"max 1-min load average {f('bench/loadavg_1min_max', '.1f')}"
         + (
             f"; CPU ISA: {' '.join(summary['model/isa']) or 'none of avx2/avx512/amx/asimd'}"
@@ -165,7 +170,7 @@ def cost_note(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> str:
         + (
             f"; llama.cpp ({summary.get('model/gguf_precision')}): verify(L+1)/decode "
             f"{f('bench/in_situ/lc_verify_over_decode')} (in the loop), DM decision overhead "
-            f"{pct('bench/in_situ/lc_dm_overhead_share')} of its verify pass (in the loop)"
+            f"{pct('bench/in_situ/lc_dm_overhead_share')} of its verify pass (in the loop{audit('lc_')})"
             if "bench/in_situ/lc_verify_over_decode" in summary
             else ""
         )

@@ -83,7 +83,7 @@ def test_first_mismatch():
     assert first_mismatch([1, 2], [1, 2, 7]) == (2, -1, 7)
 
 
-def _arm(ids, seconds, rounds=0, accepted=0, verify_s=0.0, criterion_s=0.0):
+def _arm(ids, seconds, rounds=0, accepted=0, verify_s=0.0, criterion_s=0.0, audit_s=0.0):
     return {
         "output_token_ids": ids,
         "tokens": len(ids),
@@ -95,6 +95,7 @@ def _arm(ids, seconds, rounds=0, accepted=0, verify_s=0.0, criterion_s=0.0):
         "verify_passes": rounds,
         "verify_s": verify_s,
         "criterion_s": criterion_s,
+        "audit_s": audit_s,
     }
 
 
@@ -121,6 +122,7 @@ def test_summarize_bench_by_hand():
                             accepted=7,
                             verify_s=0.5,
                             criterion_s=0.1,
+                            audit_s=0.02,
                         ),
                     },
                 }
@@ -149,6 +151,12 @@ def test_summarize_bench_by_hand():
     # in the loop: SD verify 0.2 s/pass vs AR 0.1 s/step; DM (0.25 + 0.05) - SD (0.2 + 0.01) = 0.09 s = 45% of 0.2
     assert s["bench/in_situ/verify_over_decode"] == pytest.approx(2.0)
     assert s["bench/in_situ/dm_overhead_share"] == pytest.approx(0.45)
+    # the audit apart: 0.02 s over 2 passes = 0.01 s/pass = 5% of SD's 0.2 s verify pass; in the footer
+    assert s["bench/in_situ/dm_audit_share"] == pytest.approx(0.05)
+    from analysis.tables.bench import cost_note
+
+    s.update({"model/dtype": "float32", "bench/L": 5, "bench/prompt_tokens_mean": 100.0})
+    assert "its exactness audit 5.0% more" in cost_note(s, [])
     assert s["bench/ar/deterministic"] and s["bench/num_prompts"] == 2 and s["bench/repeats"] == 2
 
 

@@ -20,54 +20,13 @@ from analysis.artefact import Table
 from analysis.cells import est_columns
 from analysis.measure_runs import varying
 from analysis.stats import B_DEFAULT, NAN, SEED, Estimate, bootstrap, fmt
+from runners.records.bench_lines import engine_ar, paired_repeats
 
 STEM = "bench_batch"
 TITLE = "Benchmark at batch B: aggregate tokens/s of our loops, B prompts decoded together"
 
 
 PREFIX = "bench/batch"  # summary keys bench/batch<B>/<arm>/...
-GGUF_ARMS = ("lc_ar", "lc_sd", "lc_sd_dm")
-
-
-def engine_ar(arm: str) -> str:
-    """The AR arm of ``arm``'s engine: the reference of its ratio at batch B."""
-    return "lc_ar" if arm in GGUF_ARMS else "ar"
-
-
-def paired_repeats(
-    lines: Sequence[Mapping[str, Any]], B: int, arm: str, ref: str = "batch1"
-) -> list[tuple[float, float, float, float]]:
-    """Per repeat (ascending): ``(tokens, seconds)`` of ``arm`` at batch B, then ``(tokens, seconds)`` of the
-    reference -- ``"batch1"``: the same arm's batch-1 calls on the same B prompts in that repeat; an arm name:
-    that arm's batch-B call in that repeat. Repeats without both sides are left out (the summary's
-    ``bench/batch<B>/<arm>/x_*`` pool the same totals: :mod:`runners.measure.bench_batch_summary`)."""
-    batch = sorted(
-        (ln for ln in lines if ln.get("kind") == "batch" and int(ln["batch_size"]) == B),
-        key=lambda ln: int(ln["repeat"]),
-    )
-    out = []
-    for ln in batch:
-        if arm not in ln["arms"]:
-            continue
-        if ref == "batch1":
-            wanted = set(ln["prompt_ids"])
-            one = [
-                p["arms"][arm]
-                for p in lines
-                if p.get("kind") == "prompt"
-                and p["repeat"] == ln["repeat"]
-                and p["prompt_id"] in wanted
-                and arm in p["arms"]
-            ]
-            if len(one) != len(wanted):
-                continue
-            t, s = sum(r["tokens"] for r in one), sum(r["seconds"] for r in one)
-        elif ref in ln["arms"]:
-            t, s = ln["arms"][ref]["tokens"], ln["arms"][ref]["seconds"]
-        else:
-            continue
-        out.append((ln["arms"][arm]["tokens"], ln["arms"][arm]["seconds"], t, s))
-    return out
 
 
 def repeat_ratio_ci(pairs: Sequence[tuple[float, float, float, float]]) -> Estimate:

@@ -26,59 +26,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runners.measure.bench_summary import first_mismatch
+from runners.records.bench_lines import batch_lines, engine_ar, paired_repeats
 
 PREFIX = "bench/batch"
-GGUF_ARMS = ("lc_ar", "lc_sd", "lc_sd_dm")
 SPEC_ARMS = ("sd", "sd_dm", "lc_sd", "lc_sd_dm")
-
-
-def batch_lines(lines: Sequence[Mapping[str, Any]], B: int) -> list[Mapping[str, Any]]:
-    """The ``kind: batch`` lines of batch size ``B``, by repeat."""
-    out = [ln for ln in lines if ln.get("kind") == "batch" and int(ln["batch_size"]) == B]
-    return sorted(out, key=lambda ln: int(ln["repeat"]))
-
-
-def engine_ar(arm: str) -> str:
-    """The AR arm of ``arm``'s engine (the reference of its ratio at batch B)."""
-    return "lc_ar" if arm in GGUF_ARMS else "ar"
-
-
-def paired_repeats(
-    lines: Sequence[Mapping[str, Any]], B: int, arm: str, ref: str = "batch1"
-) -> list[tuple[float, float, float, float]]:
-    """Per repeat: ``(tokens, seconds)`` of ``arm`` at batch B, then ``(tokens, seconds)`` of the reference.
-
-    Args:
-        ref: ``"batch1"``: the same arm at batch 1, summed over the B prompts of that repeat; an arm name: that
-            arm at batch B in the same repeat.
-
-    Returns:
-        One tuple per repeat that holds both sides (repeats order); empty when none does.
-    """
-    out = []
-    for ln in batch_lines(lines, B):
-        if arm not in ln["arms"]:
-            continue
-        a = ln["arms"][arm]
-        if ref == "batch1":
-            wanted = set(ln["prompt_ids"])
-            one = [
-                p["arms"][arm]
-                for p in lines
-                if p.get("kind") == "prompt"
-                and p["repeat"] == ln["repeat"]
-                and p["prompt_id"] in wanted
-                and arm in p["arms"]
-            ]
-            if len(one) != len(wanted):
-                continue
-            t, s = sum(r["tokens"] for r in one), sum(r["seconds"] for r in one)
-        elif ref in ln["arms"]:
-            t, s = ln["arms"][ref]["tokens"], ln["arms"][ref]["seconds"]
-        else:
-            continue
-        out.append((a["tokens"], a["seconds"], t, s))
-    return out
 
 
 def pooled_ratio(pairs: Sequence[tuple[float, float, float, float]]) -> float:

@@ -1,0 +1,63 @@
+"""Readers of the benchmark's batch record lines (``kind: batch``), shared by its summary and its table.
+
+Pure functions of the record lines (:mod:`runners.measure.bench` writes them): the summary
+(:mod:`runners.measure.bench_batch_summary`) and the table (:mod:`analysis.tables.bench_batch`, which may not
+import the measurement package) read the same totals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+GGUF_ARMS = ("lc_ar", "lc_sd", "lc_sd_dm")  # the llama.cpp loop's arms
+
+
+def batch_lines(lines: Sequence[Mapping[str, Any]], B: int) -> list[Mapping[str, Any]]:
+    """The ``kind: batch`` lines of batch size ``B``, by repeat."""
+    out = [ln for ln in lines if ln.get("kind") == "batch" and int(ln["batch_size"]) == B]
+    return sorted(out, key=lambda ln: int(ln["repeat"]))
+
+
+def engine_ar(arm: str) -> str:
+    """The AR arm of ``arm``'s engine (the reference of its ratio at batch B)."""
+    return "lc_ar" if arm in GGUF_ARMS else "ar"
+
+
+def paired_repeats(
+    lines: Sequence[Mapping[str, Any]], B: int, arm: str, ref: str = "batch1"
+) -> list[tuple[float, float, float, float]]:
+    """Per repeat (ascending): ``(tokens, seconds)`` of ``arm`` at batch B, then ``(tokens, seconds)`` of the
+    reference.
+
+    Args:
+        ref: ``"batch1"``: the same arm's batch-1 calls on the same B prompts in that repeat (summed); an arm
+            name: that arm's batch-B call in the same repeat.
+
+    Returns:
+        One tuple per repeat that holds both sides; empty when none does.
+    """
+    out = []
+    for ln in batch_lines(lines, B):
+        if arm not in ln["arms"]:
+            continue
+        a = ln["arms"][arm]
+        if ref == "batch1":
+            wanted = set(ln["prompt_ids"])
+            one = [
+                p["arms"][arm]
+                for p in lines
+                if p.get("kind") == "prompt"
+                and p["repeat"] == ln["repeat"]
+                and p["prompt_id"] in wanted
+                and arm in p["arms"]
+            ]
+            if len(one) != len(wanted):
+                continue
+            t, s = sum(r["tokens"] for r in one), sum(r["seconds"] for r in one)
+        elif ref in ln["arms"]:
+            t, s = ln["arms"][ref]["tokens"], ln["arms"][ref]["seconds"]
+        else:
+            continue
+        out.append((a["tokens"], a["seconds"], t, s))
+    return out

@@ -250,6 +250,27 @@ def candidate_tokens(
     return ids, dup
 
 
+def rest_logsumexp(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Log-sum-exp of ``logits`` outside the candidate tokens ``ids`` (the sparse variant's rest entry).
+
+    Shifted by the largest candidate logit, which is the row's maximum when the candidates hold the row's top-1
+    (:func:`candidate_tokens` puts it first): one exp pass over the row, the candidates zeroed in place, one sum.
+    A rest whose terms all underflow (every other logit more than ~87 below the maximum in float32) is ``-inf``,
+    as is an empty rest (candidates covering the vocabulary).
+
+    Args:
+        logits: ``[..., V]`` float32.
+        ids: ``[..., C]`` int64 candidate ids (duplicates allowed), the row's top-1 among them.
+
+    Returns:
+        ``[...]`` float32.
+    """
+    m = logits.gather(-1, ids).amax(dim=-1, keepdim=True)  # [..., 1]
+    e = (logits - m).exp_()
+    e.scatter_(-1, ids, 0.0)
+    return e.sum(dim=-1).log_() + m[..., 0]
+
+
 def heads_on_candidates(
     dropped: torch.Tensor,
     lm_head_weight: torch.Tensor,
@@ -267,7 +288,7 @@ def heads_on_candidates(
     Returns:
         ``[M, K, C]`` logits in the weight's dtype, ``-inf`` at duplicates.
     """
-    rows = lm_head_weight[ids]  # [M, C, d]
+    rows = lm_head_weight.index_select(0, ids.reshape(-1)).view(*ids.shape, -1)  # [M, C, d]
     logits = torch.bmm(dropped, rows.transpose(1, 2))  # [M, K, C]
     if lm_head_bias is not None:
         logits = logits + lm_head_bias[ids].unsqueeze(1)

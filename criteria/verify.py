@@ -29,6 +29,7 @@ from criteria.dropout_heads import (
     dropout_masks,
     dropped_hidden,
     heads_on_candidates,
+    rest_logsumexp,
 )
 
 
@@ -128,7 +129,7 @@ def head_logits(
     )  # [B*P, K, C]
     # the rest of the vocabulary as one more entry: its logit is the plain head's log-sum-exp outside the
     # candidates (the heads' expectation there, Eq. 2 preserves it), its id -1 (never a head token)
-    rest = target[:, :P].scatter(-1, ids, float("-inf")).logsumexp(dim=-1)  # [B, P]
+    rest = rest_logsumexp(target[:, :P], ids)  # [B, P]
     sparse = torch.cat(
         [sparse.float().view(B, P, K, C), rest[:, :, None, None].expand(B, P, K, 1)], dim=-1
     )

@@ -9,7 +9,13 @@ from criteria.base import VerifyInputs
 from criteria.dropmatch_base import js_statistics
 from criteria.dropmatch_js import DropMatchJS
 from criteria.dropmatch_naive import DropMatchNaive
-from criteria.dropout_heads import HeadSpec, LMHead, candidate_tokens, dropout_head_logits
+from criteria.dropout_heads import (
+    HeadSpec,
+    LMHead,
+    candidate_tokens,
+    dropout_head_logits,
+    rest_logsumexp,
+)
 from criteria.verify import head_logits, verify_round
 from tests.helpers.verify_inputs import hidden_round
 
@@ -130,6 +136,25 @@ def test_sparse_heads_are_the_exact_heads_at_the_candidates():
             assert set(target[b, t].topk(8).indices.tolist()) | set(
                 q[b, t].topk(8).indices.tolist()
             ) == set(kept)
+
+
+def test_rest_logsumexp_is_the_logsumexp_outside_the_candidates():
+    """Against the reference (candidates set to -inf, then logsumexp) at the pair's vocabulary size with logits of
+    real spread, with duplicated candidates; -inf when the candidates cover the row or the rest underflows."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 5, 151665, generator=g) * 4
+    ids, _ = candidate_tokens(
+        x, torch.softmax(torch.randn(4, 5, 151665, generator=g), -1)[:, :4], 64
+    )
+    ref = x.scatter(-1, ids, float("-inf")).logsumexp(-1)
+    torch.testing.assert_close(rest_logsumexp(x, ids), ref, rtol=0, atol=2e-5)
+    dup = torch.cat([ids, ids[..., :7]], dim=-1)
+    torch.testing.assert_close(rest_logsumexp(x, dup), ref, rtol=0, atol=2e-5)
+    small = torch.randn(2, 3, 10, generator=g)
+    every = small.topk(10).indices
+    assert bool(torch.isneginf(rest_logsumexp(small, every)).all())
+    peaked = torch.tensor([[0.0, -200.0, -300.0]])
+    assert bool(torch.isneginf(rest_logsumexp(peaked, torch.tensor([[0]]))).all())
 
 
 def test_candidate_tokens_bonus_position_takes_the_targets_top_2n():

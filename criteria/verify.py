@@ -188,11 +188,13 @@ def verify_round(
     """
     B, N, P = _check_round(
         hidden if hidden is not None else target_logits,
+        target_logits,
         draft_token_ids,
         rule,
         heads,
         generators,
         max_positions,
+        trace,
     )
     draft_probs = _cut_draft_probs(draft_probs, lm_head, target_logits)
     if P < N - 1 and draft_probs is not None:
@@ -201,11 +203,6 @@ def verify_round(
         P if getattr(rule, "heads_at_drafts_only", False) else min(N, P + 1)
     )  # DropMatch: no heads at the bonus
     check = trace and heads.check_top_n is not None and heads.active
-    if check and P < N - 1:
-        raise ValueError(
-            f"max_positions={P} cuts the round, but dropmatch.sparse_check_top_n={heads.check_top_n} decides the "
-            "whole round again; allowed: max_positions=None with the check"
-        )
     given = target_logits  # the engine's plain logits (None: computed from hidden here)
     states = [None if g is None else g.get_state() for g in generators] if check else None
     target_logits, head_l, cand = head_logits(
@@ -255,11 +252,13 @@ def verify_round(
 
 def _check_round(
     shaped: torch.Tensor | None,
+    target_logits: torch.Tensor | None,
     draft_token_ids: torch.Tensor,
     rule: Any,
     heads: HeadSpec,
     generators: Sequence[torch.Generator | None],
     max_positions: int | None,
+    trace: bool,
 ) -> tuple[int, int, int]:
     """``(B, N = L + 1, P)`` of a round, P the drafts decided; raises the ValueErrors of :func:`verify_round`."""
     if shaped is None or shaped.ndim != 3:
@@ -267,6 +266,10 @@ def _check_round(
             f"hidden must be [B, L+1, d]; got {None if shaped is None else tuple(shaped.shape)}"
         )
     B, N, _ = shaped.shape
+    if target_logits is not None and (target_logits.ndim != 3 or target_logits.shape[:2] != (B, N)):
+        raise ValueError(
+            f"target_logits must be [B, L+1, V] = [{B}, {N}, V] like hidden; got {tuple(target_logits.shape)}"
+        )
     if draft_token_ids.shape != (B, N - 1):
         raise ValueError(
             f"draft_token_ids must be [B, L] = [{B}, {N - 1}]; got {tuple(draft_token_ids.shape)}"
@@ -283,6 +286,11 @@ def _check_round(
     ):
         raise ValueError(
             f"max_positions={max_positions!r} is invalid; allowed: None or an integer in [1, L={N - 1}]"
+        )
+    if P < N - 1 and trace and heads.check_top_n is not None and heads.active:
+        raise ValueError(
+            f"max_positions={P} cuts the round, but dropmatch.sparse_check_top_n={heads.check_top_n} decides the "
+            "whole round again; allowed: max_positions=None with the check"
         )
     return B, N, P
 

@@ -48,6 +48,7 @@ from runners.backends.output import (
     count_mismatched,
     cut_rounds,
     end_of_sequence_ids,
+    generation_eos,
     finalize,
     round_counters,
 )
@@ -77,18 +78,6 @@ def _positive_int(name: str, value: Any, allow_none: bool = False) -> None:
             f"backend.{name}={value!r} is invalid; allowed: an integer >= 1"
             + (" or null" if allow_none else "")
         )
-
-
-def _generation_eos(model_dir: str | None) -> Any:
-    """``eos_token_id`` of the model's ``generation_config.json`` (what the HF loop reads off the model), or None."""
-    if not model_dir:
-        return None
-    from transformers import GenerationConfig
-
-    try:
-        return GenerationConfig.from_pretrained(model_dir).eos_token_id
-    except OSError:  # no generation_config.json: the tokenizer's and the known end-of-turn tokens
-        return None
 
 
 @BACKENDS.register("llamacpp")
@@ -145,7 +134,7 @@ class LlamaCppBackend:
         self.n_threads, self.flash_attn = threads(n_threads), flash_attn
         self.unified, self.repack = bool(kv_unified), bool(repack)
         self.kept = int(kept_prompts) if prefix_caching else 0
-        self.eos_ids = end_of_sequence_ids(pair.tokenizer, _generation_eos(pair.target_dir))
+        self.eos_ids = end_of_sequence_ids(pair.tokenizer, generation_eos(pair.target_dir))
         self.vocab_size = int(getattr(pair, "vocab_size", None) or len(pair.tokenizer))
 
     def encode(self, sample: Sample) -> list[int]:

@@ -22,6 +22,27 @@ from runners.records.counters import SpecDecodeCounters
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>")
 
 
+def generation_eos(model_dir: str | None) -> Any:
+    """``eos_token_id`` of the model's generation config as transformers gives the HF backend's model
+    (``generation_config.json``, else derived from ``config.json``); None without a directory or when neither
+    names one. The engines that do not load the model through transformers (vLLM, llama.cpp) read it here."""
+    if not model_dir:
+        return None
+    from transformers import AutoConfig, GenerationConfig
+
+    try:
+        return GenerationConfig.from_pretrained(model_dir).eos_token_id
+    except OSError:
+        try:
+            cfg = AutoConfig.from_pretrained(model_dir)
+        except (
+            OSError,
+            ValueError,
+        ):  # no config.json either: the tokenizer's and the known end-of-turn tokens
+            return None
+        return getattr(GenerationConfig.from_model_config(cfg), "eos_token_id", None)
+
+
 def end_of_sequence_ids(tokenizer: Any, generation_eos: Any = None) -> set[int]:
     """End-of-sequence ids: the tokenizer's, the model's generation config's and known end-of-turn tokens.
 

@@ -38,7 +38,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from criteria.rules import FIELD_RULES
 from runners.backends.base import DecodingConfig, SampleResult
-from runners.backends.output import end_of_sequence_ids, finalize
+from runners.backends.output import end_of_sequence_ids, finalize, generation_eos
 from runners.backends.seeding import sample_seed
 from runners.backends.vllm_counters import (
     check_against_vllm,
@@ -99,21 +99,6 @@ def _same_request(internal_id: str, request_id: str) -> bool:
 
 def _attr(pair: Any, key: str, default: Any = None) -> Any:
     return pair.get(key, default) if isinstance(pair, Mapping) else getattr(pair, key, default)
-
-
-def generation_eos(model_dir: str) -> Any:
-    """``eos_token_id`` of the model's generation config, as transformers gives the HF backend's model
-    (``generation_config.json``, else derived from ``config.json``); None when neither names one."""
-    from transformers import AutoConfig, GenerationConfig
-
-    try:
-        return GenerationConfig.from_pretrained(model_dir).eos_token_id
-    except OSError:
-        return getattr(
-            GenerationConfig.from_model_config(AutoConfig.from_pretrained(model_dir)),
-            "eos_token_id",
-            None,
-        )
 
 
 class VLLMBackend:

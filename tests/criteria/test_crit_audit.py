@@ -219,6 +219,18 @@ def test_max_positions_decides_the_round_cut_to_its_first_drafts(rule):
         )
         assert torch.equal(cut.accept_mask, full.accept_mask[:, :P])
         assert all(torch.equal(a.get_state(), b.get_state()) for a, b in zip(g, g_full))
+    with pytest.raises(ValueError, match="target_logits must be"):
+        verify_round(
+            hidden,
+            LMHead(W),
+            drafts,
+            r,
+            spec,
+            temperature=0.0,
+            generators=_gens(8),
+            draft_probs=q,
+            target_logits=torch.zeros(8, 5, 300),
+        )
     for bad in (0, 6, True, 2.5):
         with pytest.raises(ValueError, match="max_positions"):
             verify_round(

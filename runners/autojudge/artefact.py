@@ -62,6 +62,17 @@ def mining_dataset_config(mining: Mapping[str, Any]) -> dict:
     return ds
 
 
+# ``method.judge.mining`` fields that say how the mining is scheduled, not what it finds: left out of the mining
+# key (and of a decoding run's config), so records mined at any batch size are one artefact. ``batch_size``: the
+# prompts whose searches are decoded together; each search's labels are those of the sequential search.
+SCHEDULING = ("batch_size",)
+
+
+def mining_fields(mining: Mapping[str, Any]) -> dict:
+    """``method.judge.mining`` without its :data:`SCHEDULING` fields."""
+    return {k: v for k, v in mining.items() if k not in SCHEDULING}
+
+
 def mining_identity(pair: Mapping[str, Any], judge: Mapping[str, Any]) -> dict:
     pair_id = {
         k: v
@@ -73,7 +84,7 @@ def mining_identity(pair: Mapping[str, Any], judge: Mapping[str, Any]) -> dict:
         "version": MINING_VERSION,
         "pair": pair_id,
         "dataset": hashed_form(mining_dataset_config(judge["mining"])),
-        "mining": dict(judge["mining"]),
+        "mining": mining_fields(judge["mining"]),
     }
 
 
@@ -129,6 +140,8 @@ def attach_judge(c: dict) -> None:
         )
     judge = dict(judge)
     judge.pop("key", None)
+    # a decoding run never mines: its config (and run id) holds the judge without the mining's scheduling
+    judge["mining"] = mining_fields(judge["mining"])
     key = judge_key(c["pair"], judge)
     c["method"]["judge"] = {**judge, "key": key}
     m, ds = judge["mining"], c["dataset"]

@@ -7,6 +7,8 @@ Paper: Garipov et al. 2025 (arXiv 2504.20039) Algorithm 1 (see :mod:`runners.aut
 Reads ``method.judge.mining`` (``conf/autojudge/<name>.yaml``) and ``pair``; writes
 ``results/autojudge/mining/<mining_key>/`` (:mod:`runners.autojudge.artefact`). An interrupted mining run
 resumes at the first prompt without a record; a finished one is skipped without loading a model.
+``method.judge.mining.batch_size`` prompts are searched together (their target continuations decoded as one
+batch, :mod:`runners.autojudge.batch_mining`; the records are those of one prompt at a time, written in order).
 Each ``samples.jsonl`` line: ``sample_id``, ``response_token_ids``, ``outcome`` (the target's answer or
 pass/fail), ``correct``, ``mismatches`` (``pos`` in response tokens, ``important``, ``target_token``,
 ``draft_token``, ``alt_outcome``), ``features`` (``dd`` ``[M, d_draft]`` and ``dt`` ``[M, d]`` float32,
@@ -29,8 +31,9 @@ import torch
 import runners.datasets  # noqa: F401  (fills DATASETS)
 import runners.scorers  # noqa: F401  (fills SCORERS)
 from runners.autojudge.artefact import mining_dataset_config, mining_identity, root
+from runners.autojudge.batch_mining import mine_batched
 from runners.autojudge.cli import hydra_entry
-from runners.autojudge.mining import MinedItem, Tracked, mine_prompt
+from runners.autojudge.mining import MinedItem, Mismatch, Tracked, mine_prompt, search
 from runners.backends.hf_loop import HFLoopBackend
 from runners.backends.kv_state import KVState, PrefixCache
 from runners.config.errors import ConfigError
@@ -77,10 +80,11 @@ def outcome_function(
 
 
 def check_mining(judge_cfg: Mapping[str, Any]) -> dict:
-    """``method.judge.mining`` as a dict, its ``label`` and ``features`` checked.
+    """``method.judge.mining`` as a dict, its ``label``, ``features`` and ``batch_size`` checked.
 
     Raises:
-        runners.config.validate.ConfigError: a value outside :data:`LABELS` / ``dd_dt, dt``.
+        runners.config.validate.ConfigError: a value outside :data:`LABELS` / ``dd_dt, dt``, or a
+            ``batch_size`` that is not an integer >= 1.
     """
     m = dict(judge_cfg["mining"])
     if m.get("label") not in LABELS:
@@ -91,6 +95,13 @@ def check_mining(judge_cfg: Mapping[str, Any]) -> dict:
         raise ConfigError(
             f"method.judge.mining.features={m.get('features')!r} is invalid; allowed: dd_dt, dt"
         )
+    bs = m.get("batch_size", 1)
+    if isinstance(bs, bool) or not isinstance(bs, int) or bs < 1:
+        raise ConfigError(
+            f"method.judge.mining.batch_size={bs!r} is invalid; allowed: an integer >= 1 (prompts whose "
+            f"searches are decoded together; 1: one prompt at a time)"
+        )
+    m["batch_size"] = bs
     return m
 
 
@@ -164,37 +175,78 @@ def mine_prompts(
     head: str,
     log: Callable[[str], None],
 ) -> None:
-    """Load the pair and append one mined record per prompt of ``todo`` (Algorithm 1 on each)."""
+    """Load the pair and append one mined record per prompt of ``todo`` (Algorithm 1 on each), in ``todo``'s order.
+
+    ``m["batch_size"]`` 1: one prompt at a time (:func:`runners.autojudge.mining.mine_prompt`); B > 1: B prompts'
+    searches decoded together (:func:`runners.autojudge.batch_mining.mine_batched`), same labels.
+    """
     scorer = build(SCORERS, {"name": dataset.scorer})
     pair = load_pair(pair_cfg, need_draft=True, log=log)
     backend = HFLoopBackend(pair, prefix_caching=True)
     caches = (PrefixCache(), PrefixCache())
     text = _Text(pair.tokenizer, list(dataset.stop), backend.eos_ids)
+    cap = int(dataset.max_new_tokens)
+    skip = (lambda o: o == NO_ANSWER) if m["label"] == "answer" else None
     t_start = time.perf_counter()
-    for k, sample in enumerate(todo, 1):
-        t0 = time.perf_counter()
-        progress = lambda x, k=k, t0=t0: log(  # noqa: E731
+
+    def progress(k: int, t0: float) -> Callable[[Mismatch], None]:
+        return lambda x: log(
             f"{head}: prompt {k}/{len(todo)} mismatch at token {x.pos}: "
             f"{'important' if x.important else 'unimportant'} ({time.perf_counter() - t0:.0f} s)"
         )
-        item = mine_prompt(
-            Tracked(KVState(pair.target, caches[0])),
-            Tracked(KVState(pair.draft, caches[1])),
-            backend.encode(sample),
-            max_new_tokens=int(dataset.max_new_tokens),
-            finished=text.finished,
-            outcome=outcome_function(scorer, sample, str(m["label"]), text.decode),
-            max_mismatches=m.get("max_mismatches"),
-            on_mismatch=progress,
-            skip=(lambda o: o == NO_ANSWER) if m["label"] == "answer" else None,
-        )
-        record.append(mined_record(sample, item, scorer, text.decode, pair, t0))
+
+    def done(k: int, sample: Any, item: MinedItem, wall_s: float) -> None:
+        record.append(mined_record(sample, item, scorer, text.decode, pair, wall_s))
         el = time.perf_counter() - t_start
         log(
             f"{head}: {k}/{len(todo)} prompts, {len(item.mismatches)} mismatches "
-            f"({sum(x.important for x in item.mismatches)} important) in {time.perf_counter() - t0:.0f} s, "
+            f"({sum(x.important for x in item.mismatches)} important) in {wall_s:.0f} s, "
             f"ETA {el / k * (len(todo) - k):.0f} s"
         )
+
+    if int(m["batch_size"]) == 1:
+        for k, sample in enumerate(todo, 1):
+            t0 = time.perf_counter()
+            item = mine_prompt(
+                Tracked(KVState(pair.target, caches[0])),
+                Tracked(KVState(pair.draft, caches[1])),
+                backend.encode(sample),
+                max_new_tokens=cap,
+                finished=text.finished,
+                outcome=outcome_function(scorer, sample, str(m["label"]), text.decode),
+                max_mismatches=m.get("max_mismatches"),
+                on_mismatch=progress(k, t0),
+                skip=skip,
+            )
+            done(k, sample, item, time.perf_counter() - t0)
+        return
+    searches = (
+        search(
+            Tracked(KVState(pair.draft, caches[1])),
+            backend.encode(sample),
+            outcome=outcome_function(scorer, sample, str(m["label"]), text.decode),
+            max_mismatches=m.get("max_mismatches"),
+            on_mismatch=progress(k, time.perf_counter()),
+            skip=skip,
+        )
+        for k, sample in enumerate(todo, 1)
+    )
+    # records in todo's order (training groups and splits prompts by record order), each as soon as its
+    # predecessors are written
+    waiting: dict[int, tuple[MinedItem, float]] = {}
+    k = 0
+    for index, item, wall_s in mine_batched(
+        pair.target,
+        searches,
+        batch_size=int(m["batch_size"]),
+        max_new_tokens=cap,
+        finished=text.finished,
+        prefix_cache=caches[0],
+    ):
+        waiting[index] = (item, wall_s)
+        while k in waiting:
+            done(k + 1, todo[k], *waiting.pop(k))
+            k += 1
 
 
 def mined_record(
@@ -203,9 +255,10 @@ def mined_record(
     scorer: Any,
     decode: Callable[[list[int]], str],
     pair: Any,
-    t0: float,
+    wall_s: float,
 ) -> dict:
-    """One line of the mining record (module docstring); ``wall_s`` runs from ``t0`` (perf_counter) to now."""
+    """One line of the mining record (module docstring); ``wall_s``: the prompt's seconds (its share of the
+    wall time when prompts are decoded together)."""
     d_draft = pair.draft.config.hidden_size
     d_target = pair.target.config.hidden_size
     return {
@@ -231,7 +284,7 @@ def mined_record(
         },
         "truncated": item.truncated,
         "skipped": item.skipped,
-        "wall_s": time.perf_counter() - t0,
+        "wall_s": wall_s,
     }
 
 

@@ -20,7 +20,7 @@ read of ``y[:m] + [draft]``), through :class:`runners.backends.kv_state.KVState`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,37 +106,36 @@ def greedy_continue(
     return out
 
 
-def mine_prompt(
-    target: Tracked,
+# What the search asks of the target: the greedy continuation of a prefix, answered with that continuation
+# (prefix included) and the target's hidden ``[d]`` at the prefix's last token.
+Search = Generator[list[int], tuple[list[int], torch.Tensor], MinedItem]
+
+
+def search(
     draft: Tracked,
     prompt: list[int],
     *,
-    max_new_tokens: int,
-    finished: Callable[[list[int]], bool],
     outcome: Callable[[list[int]], Any],
     max_mismatches: int | None = None,
     on_mismatch: Callable[[Mismatch], None] | None = None,
     skip: Callable[[Any], bool] | None = None,
-) -> MinedItem:
-    """Run the search (module docstring) on one prompt.
+) -> Search:
+    """Algorithm 1 on one prompt (module docstring), the target's greedy decoding left to the caller.
 
-    Args:
-        target / draft: fresh :class:`Tracked` states of the two models.
-        prompt: prompt token ids.
-        max_new_tokens: response cap, tokens (as the decoding runs).
-        finished: ``finished(response_ids)``: EOS or a stop string reached (the backend's stopping).
-        outcome: ``outcome(response_ids)``: what must not change (extracted answer, or pass/fail).
-        max_mismatches: stop after this many (None: all).
-        on_mismatch: called with each labelled mismatch (progress).
-        skip: ``skip(outcome)`` True: the target's answer is unusable (e.g. no final answer within the cap); the
-            prompt is returned without a search (the authors drop such prompts: ``--remove_target_nones``).
+    Each value yielded is a prefix (prompt ids + response ids so far: first the prompt itself, then one
+    ``response[:m] + [draft token]`` per mismatch); the caller sends back ``(continuation, hidden)``: the
+    target's greedy continuation of that prefix (:func:`greedy_continue`), prefix included, and the target's
+    final hidden state ``[d]`` at the prefix's last token. So one driver may decode one prompt
+    (:func:`mine_prompt`) and another several prompts' continuations together
+    (:mod:`runners.autojudge.batch_mining`) while the labels stay those of one sequential search.
 
-    Returns:
+    Args: as :func:`mine_prompt` (``draft``: a fresh :class:`Tracked` of the draft model, read here).
+
+    Returns (as ``StopIteration.value``):
         :class:`MinedItem`; ``mismatches`` in order of position.
     """
     n = len(prompt)
-    h = target.prefill(prompt)
-    response = greedy_continue(target, list(prompt), n, max_new_tokens, finished, first_hidden=h)
+    response, _ = yield list(prompt)
     ref = outcome(response[n:])
     item = MinedItem(response=response[n:], outcome=ref)
     if skip is not None and skip(ref):
@@ -155,8 +154,7 @@ def mine_prompt(
         d_tok = draft.preds[m - 1]
         alt_prefix = response[:m] + [d_tok]
         dd = draft.feed_to(alt_prefix)[-1].float().clone()
-        ht = target.feed_to(alt_prefix)[-1]
-        alt = greedy_continue(target, alt_prefix, n, max_new_tokens, finished, first_hidden=ht)
+        alt, ht = yield alt_prefix
         alt_out = outcome(alt[n:])
         important = alt_out != ref
         item.mismatches.append(
@@ -177,3 +175,51 @@ def mine_prompt(
         left = m + 1
     item.response = response[n:]
     return item
+
+
+def mine_prompt(
+    target: Tracked,
+    draft: Tracked,
+    prompt: list[int],
+    *,
+    max_new_tokens: int,
+    finished: Callable[[list[int]], bool],
+    outcome: Callable[[list[int]], Any],
+    max_mismatches: int | None = None,
+    on_mismatch: Callable[[Mismatch], None] | None = None,
+    skip: Callable[[Any], bool] | None = None,
+) -> MinedItem:
+    """Run the search (module docstring) on one prompt, one target token per forward.
+
+    Args:
+        target / draft: fresh :class:`Tracked` states of the two models.
+        prompt: prompt token ids.
+        max_new_tokens: response cap, tokens (as the decoding runs).
+        finished: ``finished(response_ids)``: EOS or a stop string reached (the backend's stopping).
+        outcome: ``outcome(response_ids)``: what must not change (extracted answer, or pass/fail).
+        max_mismatches: stop after this many (None: all).
+        on_mismatch: called with each labelled mismatch (progress).
+        skip: ``skip(outcome)`` True: the target's answer is unusable (e.g. no final answer within the cap); the
+            prompt is returned without a search (the authors drop such prompts: ``--remove_target_nones``).
+
+    Returns:
+        :class:`MinedItem`; ``mismatches`` in order of position.
+    """
+    n = len(prompt)
+    steps = search(
+        draft,
+        prompt,
+        outcome=outcome,
+        max_mismatches=max_mismatches,
+        on_mismatch=on_mismatch,
+        skip=skip,
+    )
+    prefix = next(steps)
+    h = target.prefill(prefix)
+    while True:
+        cont = greedy_continue(target, prefix, n, max_new_tokens, finished, first_hidden=h)
+        try:
+            prefix = steps.send((cont, h))
+        except StopIteration as done:
+            return done.value
+        h = target.feed_to(prefix)[-1]

@@ -1,0 +1,237 @@
+"""Batched Auto-Judge mining on the tiny pair (float32): several prompts' searches decoded together find the
+mismatches, labels, responses and outcomes of the sequential search, with features equal up to float noise;
+``method.judge.mining.batch_size`` is checked before anything loads and is not part of the mining key."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from runners.autojudge.artefact import mining_identity, mining_key
+from runners.autojudge.batch_mining import mine_batched
+from runners.autojudge.mine import check_mining, mine
+from runners.autojudge.mining import Tracked, mine_prompt, search
+from runners.backends.hf_loop import HFLoopBackend
+from runners.backends.kv_state import KVState
+from runners.config.errors import ConfigError
+from runners.datasets.base import Sample
+from tests.helpers.tiny import load_tiny_pair
+
+PROMPTS = [
+    "Janet has 3 apples and buys 5 more.",
+    "def add(a, b):",
+    "Question: what is 12 times 7? Answer step by step, please.",
+    "Step by step, we add the numbers",
+    "A B C D. The answer is",
+    "x",
+    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May.",
+]
+CAP = 24
+NO_ANSWER = "[invalid]"
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_pair_dir):
+    return load_tiny_pair(tiny_pair_dir)
+
+
+@pytest.fixture(scope="module")
+def prompts(pair):
+    enc = HFLoopBackend(pair).encode
+    return [enc(Sample(f"p{i}", [{"role": "user", "content": t}])) for i, t in enumerate(PROMPTS)]
+
+
+def stops_at_multiple_of_11(ids):
+    """Ends a continuation at varying lengths, so rows leave and join the batch at different steps."""
+    return bool(ids) and ids[-1] % 11 == 0
+
+
+def never(ids):
+    return False
+
+
+def outcome_of(i):
+    """Prompt 5 has no answer (skipped); the others' outcome is the first two tokens and the parity of the token
+    sum: a mismatch at position 0 or 1 is important, one later important about half the time (and when not, its
+    alternative becomes the current response)."""
+    return (lambda r: NO_ANSWER) if i == 5 else (lambda r: (tuple(r[:2]), sum(r) % 2))
+
+
+def kwargs(i, max_mismatches):
+    return dict(
+        outcome=outcome_of(i),
+        max_mismatches=max_mismatches,
+        skip=lambda o: o == NO_ANSWER,
+    )
+
+
+def sequential(pair, prompts, finished, max_mismatches):
+    return [
+        mine_prompt(
+            Tracked(KVState(pair.target)),
+            Tracked(KVState(pair.draft)),
+            p,
+            max_new_tokens=CAP,
+            finished=finished,
+            **kwargs(i, max_mismatches),
+        )
+        for i, p in enumerate(prompts)
+    ]
+
+
+def batched(pair, prompts, finished, max_mismatches, batch_size):
+    searches = (
+        search(Tracked(KVState(pair.draft)), p, **kwargs(i, max_mismatches))
+        for i, p in enumerate(prompts)
+    )
+    out = list(
+        mine_batched(
+            pair.target,
+            searches,
+            batch_size=batch_size,
+            max_new_tokens=CAP,
+            finished=finished,
+        )
+    )
+    assert sorted(i for i, _, _ in out) == list(range(len(prompts)))
+    assert all(s > 0 for _, _, s in out)
+    return [item for _, item in sorted((i, item) for i, item, _ in out)]
+
+
+@pytest.mark.parametrize(
+    "finished, max_mismatches, batch_size",
+    [(never, None, 3), (stops_at_multiple_of_11, None, 2), (stops_at_multiple_of_11, 3, 8)],
+)
+def test_batched_mining_equals_sequential(pair, prompts, finished, max_mismatches, batch_size):
+    seq = sequential(pair, prompts, finished, max_mismatches)
+    bat = batched(pair, prompts, finished, max_mismatches, batch_size)
+    kinds = set()
+    for a, b in zip(seq, bat):
+        assert (b.response, b.outcome, b.truncated, b.skipped) == (
+            a.response,
+            a.outcome,
+            a.truncated,
+            a.skipped,
+        )
+        assert [
+            (x.pos, x.important, x.target_token, x.draft_token, x.alt_outcome) for x in b.mismatches
+        ] == [
+            (x.pos, x.important, x.target_token, x.draft_token, x.alt_outcome) for x in a.mismatches
+        ]
+        for x, y in zip(a.mismatches, b.mismatches):
+            assert y.dd.dtype == y.dt.dtype == torch.float32
+            assert torch.allclose(x.dd, y.dd, atol=1e-5), (x.pos, (x.dd - y.dd).abs().max())
+            assert torch.allclose(x.dt, y.dt, atol=1e-4), (x.pos, (x.dt - y.dt).abs().max())
+            kinds.add(y.important)
+    # the case covers what batching must get right: both labels (an unimportant alternative replaces the
+    # response, an important one rolls the row back), a skipped prompt, and (capped) truncated ones
+    assert kinds == {True, False}
+    assert sum(x.skipped for x in bat) == 1
+    assert sum(len(x.mismatches) for x in bat) >= 10
+    if max_mismatches is not None:
+        assert any(x.truncated for x in bat)
+
+
+def test_batch_size_one_row_is_the_sequential_search(pair, prompts):
+    """batch_size=1 through the batched driver: one row, no padding; the target hidden equals the sequential one."""
+    seq = sequential(pair, prompts[:3], never, None)
+    bat = batched(pair, prompts[:3], never, None, 1)
+    for a, b in zip(seq, bat):
+        assert [x.pos for x in a.mismatches] == [x.pos for x in b.mismatches]
+        assert all(torch.equal(x.dd, y.dd) for x, y in zip(a.mismatches, b.mismatches))
+        assert all(
+            torch.allclose(x.dt, y.dt, atol=1e-5) for x, y in zip(a.mismatches, b.mismatches)
+        )
+
+
+JUDGE = {
+    "mining": {
+        "dataset": "gsm8k",
+        "split": "test",
+        "offset": 1000,
+        "limit": 2,
+        "source_order": ["local", "pinned"],
+        "max_new_tokens": 16,
+        "max_mismatches": 2,
+        "label": "answer",
+        "features": "dd_dt",
+    },
+    "train": {},
+}
+
+
+@pytest.mark.parametrize("bad", [0, -2, 2.5, "4", True, None])
+def test_bad_batch_size_is_refused_before_any_model_loads(bad, tmp_path, monkeypatch):
+    monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path))
+    judge = {**JUDGE, "mining": {**JUDGE["mining"], "batch_size": bad}}
+    with pytest.raises(
+        ConfigError, match=r"method\.judge\.mining\.batch_size=.* allowed: an integer >= 1"
+    ):
+        check_mining(judge)
+    # a pair that cannot load: the field is refused first
+    nowhere = {"name": "nowhere", "target": {"name": "t", "local_path": str(tmp_path / "none")}}
+    with pytest.raises(ConfigError, match=r"method\.judge\.mining\.batch_size"):
+        mine({**nowhere, "draft": nowhere["target"]}, judge)
+    assert not (tmp_path / "autojudge").exists()  # no record opened
+
+
+def test_batch_size_is_not_part_of_the_mining_key():
+    pair_cfg = {"name": "tiny", "target": {"name": "t"}, "draft": {"name": "d"}, "dtype": "float32"}
+    keys = {
+        mining_key(pair_cfg, {**JUDGE, "mining": {**JUDGE["mining"], **extra}})
+        for extra in ({}, {"batch_size": 1}, {"batch_size": 8})
+    }
+    assert len(keys) == 1
+    assert (
+        "batch_size"
+        not in mining_identity(pair_cfg, {**JUDGE, "mining": {**JUDGE["mining"], "batch_size": 8}})[
+            "mining"
+        ]
+    )
+    other = mining_key(pair_cfg, {**JUDGE, "mining": {**JUDGE["mining"], "max_mismatches": 3}})
+    assert other not in keys  # a field that changes the labels still changes the key
+
+
+def test_mined_records_do_not_depend_on_batch_size(tiny_pair_dir, tmp_path, monkeypatch):
+    """``mine`` at batch_size 1 and 3 on 4 GSM8K prompts: the same records, written in the prompts' order."""
+    from runners.autojudge.mine import decode_rows
+
+    spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
+    pair_cfg = {
+        "name": "tiny",
+        "dtype": "float32",
+        "target": spec("target"),
+        "draft": spec("draft"),
+    }
+    # the random tiny target never answers GSM8K: label=correctness (pass/fail) keeps every prompt
+    mining = {**JUDGE["mining"], "limit": 4, "label": "correctness", "max_mismatches": 3}
+    records = {}
+    for bs in (1, 3):
+        monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path / f"b{bs}"))
+        summary = mine(
+            pair_cfg, {**JUDGE, "mining": {**mining, "batch_size": bs}}, log=lambda *_: None
+        )
+        assert summary["complete"] and summary["num_samples"] == 4
+        (path,) = (tmp_path / f"b{bs}" / "autojudge" / "mining").glob("*/samples.jsonl")
+        records[bs] = [json.loads(line) for line in path.read_text().splitlines()]
+    one, three = records[1], records[3]
+    assert [r["sample_id"] for r in three] == [r["sample_id"] for r in one]  # dataset order
+    assert sum(len(r["mismatches"]) for r in one) >= 4
+    for a, b in zip(one, three):
+        for key in (
+            "response_token_ids",
+            "outcome",
+            "correct",
+            "mismatches",
+            "truncated",
+            "skipped",
+        ):
+            assert a[key] == b[key], key
+        fa, fb = a["features"], b["features"]
+        for name, width in (("dd", fa["d_draft"]), ("dt", fa["d_target"])):
+            np.testing.assert_allclose(
+                decode_rows(fb[name], width), decode_rows(fa[name], width), atol=1e-4
+            )

@@ -6,10 +6,12 @@ Paper: Garipov et al. 2025 (arXiv 2504.20039) Algorithm 1 (see :mod:`runners.aut
 
 Reads ``method.judge.mining`` (``conf/autojudge/<name>.yaml``) and ``pair``; writes
 ``results/autojudge/mining/<mining_key>/`` (:mod:`runners.autojudge.artefact`). An interrupted mining run
-resumes at the first prompt without a record; a finished one is skipped without loading a model.
+resumes with the prompts without a record; a finished one is skipped without loading a model.
 ``method.judge.mining.batch_size`` prompts are searched together (their target continuations decoded as one
-batch, :mod:`runners.autojudge.batch_mining`; the records are those of one prompt at a time, written in order).
-Each ``samples.jsonl`` line: ``sample_id``, ``response_token_ids``, ``outcome`` (the target's answer or
+batch, :mod:`runners.autojudge.batch_mining`; the records are those of one prompt at a time, each written when
+its search ends, so not always in data-set order: ``index`` gives the order and training reads them in it).
+Each ``samples.jsonl`` line: ``sample_id``, ``index`` (the prompt's position in the mining data set; absent
+from records written before it existed, which are in that order), ``response_token_ids``, ``outcome`` (the target's answer or
 pass/fail), ``correct``, ``mismatches`` (``pos`` in response tokens, ``important``, ``target_token``,
 ``draft_token``, ``alt_outcome``), ``features`` (``dd`` ``[M, d_draft]`` and ``dt`` ``[M, d]`` float32,
 base64 little-endian), ``truncated``, ``skipped`` (label ``answer``: the target gave no final answer within the cap,
@@ -136,7 +138,8 @@ def mine(
             raise RuntimeError(f"{head}: another process is mining these records ({record.dir})")
         if skip is not None:
             return skip
-        todo = [s for s in samples if s.sample_id not in record.done_ids()]
+        done_ids = record.done_ids()
+        todo = [(i, s) for i, s in enumerate(samples) if s.sample_id not in done_ids]
         log(f"{head}: {len(samples) - len(todo)} done, {len(todo)} to go")
         if todo:
             mine_prompts(pair_cfg, m, dataset, todo, record, head, log)
@@ -170,15 +173,19 @@ def mine_prompts(
     pair_cfg: Mapping[str, Any],
     m: Mapping[str, Any],
     dataset: Any,
-    todo: Sequence[Any],
+    todo: Sequence[tuple[int, Any]],
     record: RunRecord,
     head: str,
     log: Callable[[str], None],
 ) -> None:
-    """Load the pair and append one mined record per prompt of ``todo`` (Algorithm 1 on each), in ``todo``'s order.
+    """Load the pair and append one mined record per prompt of ``todo`` (Algorithm 1 on each), each as soon as its
+    search ends.
 
-    ``m["batch_size"]`` 1: one prompt at a time (:func:`runners.autojudge.mining.mine_prompt`); B > 1: B prompts'
-    searches decoded together (:func:`runners.autojudge.batch_mining.mine_batched`), same labels.
+    ``todo``: ``(index, sample)`` pairs, ``index`` the prompt's position in the mining data set (stored in its
+    record: training reads the prompts in that order whatever order they were written in). ``m["batch_size"]``
+    1: one prompt at a time (:func:`runners.autojudge.mining.mine_prompt`); B > 1: B prompts' searches decoded
+    together (:func:`runners.autojudge.batch_mining.mine_batched`), same labels; a prompt finished while others
+    still decode is written at once, so an interruption loses only the prompts still decoding.
     """
     scorer = build(SCORERS, {"name": dataset.scorer})
     pair = load_pair(pair_cfg, need_draft=True, log=log)
@@ -195,8 +202,9 @@ def mine_prompts(
             f"{'important' if x.important else 'unimportant'} ({time.perf_counter() - t0:.0f} s)"
         )
 
-    def done(k: int, sample: Any, item: MinedItem, wall_s: float) -> None:
-        record.append(mined_record(sample, item, scorer, text.decode, pair, wall_s))
+    def done(k: int, item: MinedItem, wall_s: float) -> None:
+        index, sample = todo[k - 1]
+        record.append(mined_record(sample, index, item, scorer, text.decode, pair, wall_s))
         el = time.perf_counter() - t_start
         log(
             f"{head}: {k}/{len(todo)} prompts, {len(item.mismatches)} mismatches "
@@ -205,7 +213,7 @@ def mine_prompts(
         )
 
     if int(m["batch_size"]) == 1:
-        for k, sample in enumerate(todo, 1):
+        for k, (_, sample) in enumerate(todo, 1):
             t0 = time.perf_counter()
             item = mine_prompt(
                 Tracked(KVState(pair.target, caches[0])),
@@ -218,7 +226,7 @@ def mine_prompts(
                 on_mismatch=progress(k, t0),
                 skip=skip,
             )
-            done(k, sample, item, time.perf_counter() - t0)
+            done(k, item, time.perf_counter() - t0)
         return
     searches = (
         search(
@@ -229,12 +237,8 @@ def mine_prompts(
             on_mismatch=progress(k, time.perf_counter()),
             skip=skip,
         )
-        for k, sample in enumerate(todo, 1)
+        for k, (_, sample) in enumerate(todo, 1)
     )
-    # records in todo's order (training groups and splits prompts by record order), each as soon as its
-    # predecessors are written
-    waiting: dict[int, tuple[MinedItem, float]] = {}
-    k = 0
     for index, item, wall_s in mine_batched(
         pair.target,
         searches,
@@ -243,26 +247,25 @@ def mine_prompts(
         finished=text.finished,
         prefix_cache=caches[0],
     ):
-        waiting[index] = (item, wall_s)
-        while k in waiting:
-            done(k + 1, todo[k], *waiting.pop(k))
-            k += 1
+        done(index + 1, item, wall_s)
 
 
 def mined_record(
     sample: Any,
+    index: int,
     item: MinedItem,
     scorer: Any,
     decode: Callable[[list[int]], str],
     pair: Any,
     wall_s: float,
 ) -> dict:
-    """One line of the mining record (module docstring); ``wall_s``: the prompt's seconds (its share of the
-    wall time when prompts are decoded together)."""
+    """One line of the mining record (module docstring); ``index``: the prompt's position in the mining data set;
+    ``wall_s``: the prompt's seconds (its share of the wall time when prompts are decoded together)."""
     d_draft = pair.draft.config.hidden_size
     d_target = pair.target.config.hidden_size
     return {
         "sample_id": sample.sample_id,
+        "index": index,
         "response_token_ids": item.response,
         "outcome": item.outcome,
         "correct": int(scorer.score([sample], [decode(item.response)])[0]["correct"]),

@@ -49,6 +49,13 @@ SELECTIONS = (
 METRIC_THRESHOLDS = tuple(round(x, 2) for x in np.linspace(0.0, 1.0, 21))
 
 
+def in_dataset_order(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The mined records in the mining data set's order (their ``index``), which the prompt split and the folds
+    depend on; records without one (written one prompt at a time, before ``index`` existed) keep their place."""
+    # records without an index were written in data-set order from the first prompt: their place is their index
+    return [r for _, r in sorted(enumerate(records), key=lambda p: p[1].get("index", p[0]))]
+
+
 def dataset_arrays(
     records: Sequence[Mapping[str, Any]], features: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -216,7 +223,7 @@ def train(
             f"[train {key}] mining records {record.dir} are missing or unfinished; run "
             f"python -m runners.autojudge.mine (or runners.autojudge.build) first"
         )
-    records = record.samples()
+    records = in_dataset_order(record.samples())
     t = dict(judge_cfg["train"])
     features = str(judge_cfg["mining"]["features"])
     X, y, groups = dataset_arrays(records, features)

@@ -145,6 +145,7 @@ class MiningLine(TypedDict):
     """One mined prompt of Auto-Judge (:func:`runners.autojudge.mine.mined_record`)."""
 
     sample_id: str
+    index: NotRequired[int]  # position in the mining data set (records are written as searches end)
     response_token_ids: list[int]
     correct: int
     mismatches: list[dict[str, Any]]

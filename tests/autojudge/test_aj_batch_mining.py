@@ -196,8 +196,10 @@ def test_batch_size_is_not_part_of_the_mining_key():
 
 
 def test_mined_records_do_not_depend_on_batch_size(tiny_pair_dir, tmp_path, monkeypatch):
-    """``mine`` at batch_size 1 and 3 on 4 GSM8K prompts: the same records, written in the prompts' order."""
+    """``mine`` at batch_size 1 and 3 on 4 GSM8K prompts: the same records, in the prompts' order once sorted by
+    their ``index`` (as training reads them)."""
     from runners.autojudge.mine import decode_rows
+    from runners.autojudge.train import in_dataset_order
 
     spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
     pair_cfg = {
@@ -217,8 +219,9 @@ def test_mined_records_do_not_depend_on_batch_size(tiny_pair_dir, tmp_path, monk
         assert summary["complete"] and summary["num_samples"] == 4
         (path,) = (tmp_path / f"b{bs}" / "autojudge" / "mining").glob("*/samples.jsonl")
         records[bs] = [json.loads(line) for line in path.read_text().splitlines()]
-    one, three = records[1], records[3]
-    assert [r["sample_id"] for r in three] == [r["sample_id"] for r in one]  # dataset order
+    one, three = records[1], in_dataset_order(records[3])  # batched: written as each search ends
+    assert [r["index"] for r in one] == [0, 1, 2, 3]  # one at a time: written in data-set order
+    assert [r["sample_id"] for r in three] == [r["sample_id"] for r in one]
     assert sum(len(r["mismatches"]) for r in one) >= 4
     for a, b in zip(one, three):
         for key in (
@@ -235,3 +238,23 @@ def test_mined_records_do_not_depend_on_batch_size(tiny_pair_dir, tmp_path, monk
             np.testing.assert_allclose(
                 decode_rows(fb[name], width), decode_rows(fa[name], width), atol=1e-4
             )
+
+
+def test_training_reads_records_in_data_set_order():
+    """Records written out of order (batched mining) are read by their ``index``; records without one (written in
+    order before it existed) keep their place, before the indexed ones that follow them."""
+    from runners.autojudge.train import in_dataset_order
+
+    recs = [
+        {"sample_id": "c", "index": 2},
+        {"sample_id": "a", "index": 0},
+        {"sample_id": "b", "index": 1},
+    ]
+    assert [r["sample_id"] for r in in_dataset_order(recs)] == ["a", "b", "c"]
+    old = [
+        {"sample_id": "a"},
+        {"sample_id": "b"},
+        {"sample_id": "d", "index": 3},
+        {"sample_id": "c", "index": 2},
+    ]
+    assert [r["sample_id"] for r in in_dataset_order(old)] == ["a", "b", "c", "d"]

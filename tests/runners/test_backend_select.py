@@ -6,6 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import runners.backends.select as select
+import runners.config.validate as validate
 from runners.config.errors import ConfigError
 from runners.config.resolve import resolve_run_config
 from runners.paths import REPO_ROOT
@@ -24,6 +25,14 @@ def machine(monkeypatch):
     def set_(bf16: bool, llama_cpp: bool = True) -> None:
         monkeypatch.setattr("runners.models.dtype.cpu_has_fast_bf16", lambda flags=None: bf16)
         monkeypatch.setattr(select, "llama_cpp_installed", lambda: llama_cpp)
+        # validation's own package check (backend=llamacpp needs llama_cpp), as on that machine: the tests run
+        # where llama-cpp-python is not built too (a native-bf16 CPU skips the build)
+        real = validate.installed
+        monkeypatch.setattr(
+            validate,
+            "installed",
+            lambda package: llama_cpp if package == "llama_cpp" else real(package),
+        )
 
     return set_
 

@@ -64,6 +64,21 @@ def check_inputs(
             f"{rule}: draft_probs must have shape [B, L, V] = [{B}, {L}, {V}]; "
             f"got {tuple(inputs.draft_probs.shape)}"
         )
+    _check_heads(inputs, rule, need_heads, B, L, V)
+    T = inputs.temperature
+    if not (isinstance(T, (int, float)) and math.isfinite(T) and T >= 0):
+        raise ValueError(
+            f"{rule}: temperature={T!r} is invalid; allowed values: a finite float >= 0 (0 = greedy)"
+        )
+    if T > 0 and inputs.generator is None:
+        raise ValueError(
+            f"{rule}: temperature={T} > 0 needs a seeded torch.Generator in inputs.generator"
+        )
+    return B, L, V
+
+
+def _check_heads(inputs: VerifyInputs, rule: str, need_heads: bool, B: int, L: int, V: int) -> None:
+    """The head logits' and the sparse candidates' shapes (:func:`check_inputs`); raises its ValueErrors."""
     heads = inputs.head_logits
     if need_heads and heads is None:
         raise ValueError(
@@ -87,16 +102,6 @@ def check_inputs(
             f"{rule}: head_candidates must have shape [B, P, C] = [{B}, {heads.shape[1]}, {width}]; "
             f"got {tuple(cand.shape)}"
         )
-    T = inputs.temperature
-    if not (isinstance(T, (int, float)) and math.isfinite(T) and T >= 0):
-        raise ValueError(
-            f"{rule}: temperature={T!r} is invalid; allowed values: a finite float >= 0 (0 = greedy)"
-        )
-    if T > 0 and inputs.generator is None:
-        raise ValueError(
-            f"{rule}: temperature={T} > 0 needs a seeded torch.Generator in inputs.generator"
-        )
-    return B, L, V
 
 
 def accept_prefix(ok: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

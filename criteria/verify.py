@@ -54,8 +54,7 @@ def head_logits(
             variant needs the whole head).
         heads: K, p_drop and the sparse variant's top-N; ``K = 0``: plain head only.
         generators: B generators on ``hidden``'s device (used only when ``K >= 1`` and ``p_drop > 0``).
-        positions: P, the leading positions whose dropout heads are computed (default: all N). The DropMatch
-            rules read the heads at the L drafted positions only, so the verify round skips the bonus position.
+        positions: P, the leading positions whose dropout heads are computed (default: all N).
         draft_probs: ``[B, L, V]`` (the sparse variant's candidates use the draft's top-N).
         target_logits: ``[B, N, V]`` or None: the plain head's logits as an engine computed them itself
             (llama.cpp, in the GGUF's own precision). They are returned as the plain logits and the matmul has
@@ -88,27 +87,15 @@ def head_logits(
     K, p = heads.K, heads.p_drop
     if p == 0:  # every head is the plain head: copy it so the rows are bitwise identical
         plain = (
-            target_logits.float()[:, :, None]
-            if given
-            else lm_head.full(torch.nn.functional.linear(flat, W, b)).view(B, N, 1, -1)
+            target_logits.float() if given else lm_head.full(torch.nn.functional.linear(flat, W, b))
         )
-        return (
-            plain[:, :, 0].float(),
-            plain[:, :P].expand(B, P, K, plain.shape[-1]).contiguous(),
-            None,
-        )
-    keep = torch.cat(
-        [dropout_masks(N, K, d, p, g, hidden.device) for g in generators]
-    )  # [B*N, K, d]
-    keep = keep.view(B, N, K, d)[:, :P].reshape(B * P, K, d)
-    dropped = dropped_hidden(hidden[:, :P].reshape(B * P, d), keep, p)  # [B*P, K, d], Eq. (1)-(2)
+        plain = plain.view(B, N, -1)
+        return plain.float(), plain[:, :P, None].expand(B, P, K, plain.shape[-1]).contiguous(), None
+    dropped = _dropped(hidden, generators, K, p, P)  # [B*P, K, d], Eq. (1)-(2)
     if heads.top_n is None:
-        rows = torch.cat(
-            [flat[: 0 if given else B * N], dropped.reshape(B * P * K, d)]
-        )  # plain rows first (unless given), then the head rows
-        logits = lm_head.full(
-            torch.nn.functional.linear(rows, W, b)
-        )  # [B*N + B*P*K, V], Eq. (3), one matmul
+        # plain rows first (unless given), then the head rows: [B*N + B*P*K, V], Eq. (3), one matmul
+        rows = torch.cat([flat[: 0 if given else B * N], dropped.reshape(B * P * K, d)])
+        logits = lm_head.full(torch.nn.functional.linear(rows, W, b))
         V = logits.shape[-1]
         plain = target_logits.float() if given else logits[: B * N].float().view(B, N, V)
         return plain, logits[logits.shape[0] - B * P * K :].view(B, P, K, V), None
@@ -122,18 +109,49 @@ def head_logits(
         if given
         else torch.nn.functional.linear(flat, W, b).float().view(B, N, -1)
     )  # [B, N, V]
-    ids, dup = candidate_tokens(target[:, :P], draft_probs, heads.top_n)  # [B, P, C]
+    sparse, cand = _sparse_heads(
+        target[:, :P], dropped.view(B, P, K, d), W, b, draft_probs, heads.top_n
+    )
+    return target, sparse, cand
+
+
+def _dropped(
+    hidden: torch.Tensor, generators: Sequence[torch.Generator | None], K: int, p: float, P: int
+) -> torch.Tensor:
+    """The K heads' inputs at the first P positions, ``[B*P, K, d]`` (Eq. 1-2); each row's masks drawn for all N
+    positions from its own generator (one ``torch.rand((N, K, d))``), so the stream does not depend on P."""
+    B, N, d = hidden.shape
+    keep = torch.cat(
+        [dropout_masks(N, K, d, p, g, hidden.device) for g in generators]
+    )  # [B*N, K, d]
+    keep = keep.view(B, N, K, d)[:, :P].reshape(B * P, K, d)
+    return dropped_hidden(hidden[:, :P].reshape(B * P, d), keep, p)
+
+
+def _sparse_heads(
+    target: torch.Tensor,
+    dropped: torch.Tensor,
+    W: torch.Tensor,
+    b: torch.Tensor | None,
+    draft_probs: torch.Tensor | None,
+    top_n: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sparse variant's heads: ``[B, P, K, C + 1]`` float32 logits at the C candidates plus the rest entry, and
+    the candidate ids ``[B, P, C + 1]`` (``-1`` for the rest). ``target`` ``[B, P, V]`` float32 plain logits,
+    ``dropped`` ``[B, P, K, d]`` head inputs (Eq. 1-2)."""
+    B, P, K, d = dropped.shape
+    ids, dup = candidate_tokens(target, draft_probs, top_n)  # [B, P, C]
     C = ids.shape[-1]
     sparse = heads_on_candidates(
-        dropped, W, b, ids.reshape(B * P, C), dup.reshape(B * P, C)
+        dropped.reshape(B * P, K, d), W, b, ids.reshape(B * P, C), dup.reshape(B * P, C)
     )  # [B*P, K, C]
     # the rest of the vocabulary as one more entry: its logit is the plain head's log-sum-exp outside the
     # candidates (the heads' expectation there, Eq. 2 preserves it), its id -1 (never a head token)
-    rest = rest_logsumexp(target[:, :P], ids)  # [B, P]
+    rest = rest_logsumexp(target, ids)  # [B, P]
     sparse = torch.cat(
         [sparse.float().view(B, P, K, C), rest[:, :, None, None].expand(B, P, K, 1)], dim=-1
     )
-    return target, sparse, torch.cat([ids, ids.new_full((B, P, 1), -1)], dim=-1)
+    return sparse, torch.cat([ids, ids.new_full((B, P, 1), -1)], dim=-1)
 
 
 def verify_round(
@@ -171,10 +189,8 @@ def verify_round(
         target_logits: ``[B, L+1, V]`` float32 or None: the target's plain logits when the engine computed them
             itself (llama.cpp); the LM head then computes only the dropout-head rows (:func:`head_logits`), and
             without heads ``hidden`` and ``lm_head`` may be None (no matmul at all).
-        max_positions: None, or P in ``[1, L]``: decide the round cut to its first P drafts (the heads are
-            computed at those positions only; the dropout masks are still drawn for all L + 1 positions, so they
-            are those of the whole round). The exactness audit reads no position after the run's first
-            rejection (:mod:`criteria.audit`).
+        max_positions: None, or P in ``[1, L]``: decide the round cut to its first P drafts (heads computed there
+            only; the masks still drawn for all L + 1 positions: those of the whole round; :mod:`criteria.audit`).
 
     Returns:
         :class:`AcceptResult` with ``accept_mask`` ``[B, L]`` (``[B, P]`` with ``max_positions``),
@@ -187,25 +203,53 @@ def verify_round(
             rule's own input errors.
     """
     B, N, P = _check_round(
-        hidden if hidden is not None else target_logits,
-        target_logits,
-        draft_token_ids,
-        rule,
-        heads,
-        generators,
-        max_positions,
-        trace,
+        hidden, target_logits, draft_token_ids, rule, heads, generators, max_positions, trace
     )
-    draft_probs = _cut_draft_probs(draft_probs, lm_head, target_logits)
-    if P < N - 1 and draft_probs is not None:
-        draft_probs = draft_probs[:, :P]
-    positions = (
-        P if getattr(rule, "heads_at_drafts_only", False) else min(N, P + 1)
-    )  # DropMatch: no heads at the bonus
+    draft_probs = _cut_draft_probs(draft_probs, lm_head, target_logits, P)
     check = trace and heads.check_top_n is not None and heads.active
     given = target_logits  # the engine's plain logits (None: computed from hidden here)
     states = [None if g is None else g.get_state() for g in generators] if check else None
-    target_logits, head_l, cand = head_logits(
+    # [B, N, V], [B, P', K, V or C], [B, P', C] at P' positions (DropMatch: no heads at the bonus)
+    positions, target_logits, head_l, cand = _round_heads(
+        rule, hidden, lm_head, heads, generators, P, draft_probs, target_logits
+    )
+    if P < N - 1:  # the round cut to its first P drafts (heads already computed there only)
+        hidden, N = (None if hidden is None else hidden[:, : P + 1]), P + 1
+    needs_hidden = bool(getattr(rule, "needs_hidden", False))
+    inputs = VerifyInputs(
+        draft_token_ids=draft_token_ids[:, :P],
+        target_logits=target_logits[:, :N],
+        draft_probs=draft_probs,
+        head_logits=head_l,
+        temperature=float(temperature),
+        target_hidden=hidden if needs_hidden else None,
+        draft_hidden=draft_hidden[:, :P] if needs_hidden and draft_hidden is not None else None,
+        head_candidates=cand,
+    )
+    res = _decide(rule, inputs, generators, trace)
+    res = dataclasses.replace(res, target_argmax=target_logits[:, : N - 1].argmax(dim=-1))
+    if check:
+        res = _sparse_check(
+            res, inputs, hidden, lm_head, rule, heads, generators, states, positions, given
+        )
+    return res
+
+
+def _round_heads(
+    rule: Any,
+    hidden: torch.Tensor | None,
+    lm_head: LMHead | None,
+    heads: HeadSpec,
+    generators: Sequence[torch.Generator | None],
+    P: int,
+    draft_probs: torch.Tensor | None,
+    target_logits: torch.Tensor | None,
+) -> tuple[int, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """:func:`head_logits` at the positions ``rule`` reads among a round's first P drafts (+ the bonus position
+    unless ``rule.heads_at_drafts_only``), and that number of positions."""
+    N = (hidden if hidden is not None else target_logits).shape[1]
+    positions = P if getattr(rule, "heads_at_drafts_only", False) else min(N, P + 1)
+    return positions, *head_logits(
         hidden,
         lm_head,
         heads,
@@ -213,45 +257,11 @@ def verify_round(
         positions=positions,
         draft_probs=draft_probs,
         target_logits=target_logits,
-    )  # [B, N, V], [B, P, K, V or C], [B, P, C]
-    needs_hidden = bool(getattr(rule, "needs_hidden", False))
-    if P < N - 1:  # the round cut to its first P drafts (heads already computed there only)
-        draft_token_ids, target_logits = draft_token_ids[:, :P], target_logits[:, : P + 1]
-        draft_hidden = None if draft_hidden is None else draft_hidden[:, :P]
-        hidden = None if hidden is None else hidden[:, : P + 1]
-        N = P + 1
-    inputs = VerifyInputs(
-        draft_token_ids=draft_token_ids,
-        target_logits=target_logits,
-        draft_probs=draft_probs,
-        head_logits=head_l,
-        temperature=float(temperature),
-        generator=None,
-        target_hidden=hidden if needs_hidden else None,
-        draft_hidden=draft_hidden if needs_hidden else None,
-        head_candidates=cand,
     )
-    res = _decide(rule, inputs, generators, trace)
-    res = dataclasses.replace(res, target_argmax=target_logits[:, : N - 1].argmax(dim=-1))
-    if check:
-        res = _sparse_check(
-            res,
-            inputs,
-            hidden,
-            lm_head,
-            rule,
-            heads,
-            generators,
-            states,
-            positions,
-            draft_probs,
-            given,
-        )
-    return res
 
 
 def _check_round(
-    shaped: torch.Tensor | None,
+    hidden: torch.Tensor | None,
     target_logits: torch.Tensor | None,
     draft_token_ids: torch.Tensor,
     rule: Any,
@@ -261,6 +271,7 @@ def _check_round(
     trace: bool,
 ) -> tuple[int, int, int]:
     """``(B, N = L + 1, P)`` of a round, P the drafts decided; raises the ValueErrors of :func:`verify_round`."""
+    shaped = hidden if hidden is not None else target_logits
     if shaped is None or shaped.ndim != 3:
         raise ValueError(
             f"hidden must be [B, L+1, d]; got {None if shaped is None else tuple(shaped.shape)}"
@@ -296,9 +307,13 @@ def _check_round(
 
 
 def _cut_draft_probs(
-    draft_probs: torch.Tensor | None, lm_head: LMHead | None, target_logits: torch.Tensor | None
+    draft_probs: torch.Tensor | None,
+    lm_head: LMHead | None,
+    target_logits: torch.Tensor | None,
+    positions: int | None = None,
 ) -> torch.Tensor | None:
-    """``draft_probs`` cut to the target's vocabulary V (the draft's padded rows dropped).
+    """``draft_probs`` cut to the target's vocabulary V (the draft's padded rows dropped) and to its first
+    ``positions`` drafts (the round cut by ``max_positions``; None: all).
 
     Raises:
         ValueError: the draft covers fewer rows than V.
@@ -308,6 +323,8 @@ def _cut_draft_probs(
         V = target_logits.shape[-1]
     else:
         V = lm_head.vocab_size if lm_head.gather is not None else lm_head.rows()[0].shape[0]
+    if draft_probs is not None and positions is not None:
+        draft_probs = draft_probs[:, :positions]
     if draft_probs is None or V is None or draft_probs.shape[-1] == V:
         return draft_probs
     if draft_probs.shape[-1] < V:
@@ -340,7 +357,6 @@ def _sparse_check(
     generators: Sequence[torch.Generator | None],
     states: list,
     positions: int,
-    draft_probs: torch.Tensor | None,
     given: torch.Tensor | None = None,
 ) -> AcceptResult:
     """The same round decided again with the sparse variant (``heads.check_top_n``) on the same dropout masks
@@ -359,7 +375,7 @@ def _sparse_check(
         spec,
         gens,
         positions=positions,
-        draft_probs=draft_probs,
+        draft_probs=inputs.draft_probs,
         target_logits=given,
     )
     shadow = _decide(

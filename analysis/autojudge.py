@@ -160,6 +160,13 @@ def judge_footer(runs: pd.DataFrame, thresholds) -> list[str]:
             continue
         m, jm = info.get("mining") or {}, info["judge"]["mining"]
         auc = info.get("roc_auc_val")
+        ci = info.get("roc_auc_val_ci")
+        auc_text = (
+            "n/a"
+            if auc is None
+            else f"{auc:.3f}"
+            + (f" [{ci[0]:.3f}, {ci[1]:.3f}] (95% bootstrap over prompts)" if ci else "")
+        )
         cv = (
             info.get("selection") == "cv"
         )  # roc_auc_val / val_p / val_y are then out-of-fold over all prompts
@@ -177,11 +184,11 @@ def judge_footer(runs: pd.DataFrame, thresholds) -> list[str]:
             (
                 f"judge training: C of logistic regression by leave-one-prompt-out cross-validation "
                 f"({info.get('num_folds')} folds over {info['num_prompts']} prompts, {info['num_mismatches']} mismatches), "
-                f"C={info.get('C')}, refitted on all; out-of-fold ROC AUC {'n/a' if auc is None else f'{auc:.3f}'}"
+                f"C={info.get('C')}, refitted on all; out-of-fold ROC AUC {auc_text}"
                 if cv
                 else f"judge training: {info['num_train_prompts']}/{info['num_val_prompts']} prompts train/val "
                 f"({info['num_train']}/{info['num_val']} mismatches), logistic regression C={info.get('C')}, "
-                f"val ROC AUC {'n/a' if auc is None else f'{auc:.3f}'}"
+                f"val ROC AUC {auc_text}"
             )
             + (" (one class only: constant head)" if info.get("degenerate") else ""),
             f"judge recall of important mismatches {'out of fold' if cv else 'on the val split'} at each threshold: {rec}",

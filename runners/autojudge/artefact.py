@@ -64,8 +64,9 @@ def mining_dataset_config(mining: Mapping[str, Any]) -> dict:
 
 # ``method.judge.mining`` fields that say how the mining is scheduled, not what it finds: left out of the mining
 # key (and of a decoding run's config), so records mined at any batch size are one artefact. ``batch_size``: the
-# prompts whose searches are decoded together; each search's labels are those of the sequential search.
-SCHEDULING = ("batch_size",)
+# prompts whose searches are decoded together; ``lookahead``: tokens guessed per row and forward (the kept tokens
+# are the target's greedy ones); each search's labels are those of the sequential search.
+SCHEDULING = ("batch_size", "lookahead")
 
 
 def mining_fields(mining: Mapping[str, Any]) -> dict:

@@ -82,11 +82,11 @@ def outcome_function(
 
 
 def check_mining(judge_cfg: Mapping[str, Any]) -> dict:
-    """``method.judge.mining`` as a dict, its ``label``, ``features`` and ``batch_size`` checked.
+    """``method.judge.mining`` as a dict, its ``label``, ``features``, ``batch_size`` and ``lookahead`` checked.
 
     Raises:
-        runners.config.validate.ConfigError: a value outside :data:`LABELS` / ``dd_dt, dt``, or a
-            ``batch_size`` that is not an integer >= 1.
+        runners.config.validate.ConfigError: a value outside :data:`LABELS` / ``dd_dt, dt``, a ``batch_size``
+            that is not an integer >= 1, or a ``lookahead`` that is not an integer in [0, 64].
     """
     m = dict(judge_cfg["mining"])
     if m.get("label") not in LABELS:
@@ -104,6 +104,13 @@ def check_mining(judge_cfg: Mapping[str, Any]) -> dict:
             f"searches are decoded together; 1: one prompt at a time)"
         )
     m["batch_size"] = bs
+    la = m.get("lookahead", 0)
+    if isinstance(la, bool) or not isinstance(la, int) or not 0 <= la <= 64:
+        raise ConfigError(
+            f"method.judge.mining.lookahead={la!r} is invalid; allowed: an integer >= 0 and <= 64 (tokens "
+            f"guessed per continuation and forward from the prompt's earlier continuations; 0: none)"
+        )
+    m["lookahead"] = la
     return m
 
 
@@ -183,8 +190,9 @@ def mine_prompts(
 
     ``todo``: ``(index, sample)`` pairs, ``index`` the prompt's position in the mining data set (stored in its
     record: training reads the prompts in that order whatever order they were written in). ``m["batch_size"]``
-    1: one prompt at a time (:func:`runners.autojudge.mining.mine_prompt`); B > 1: B prompts' searches decoded
-    together (:func:`runners.autojudge.batch_mining.mine_batched`), same labels; a prompt finished while others
+    1 with ``lookahead`` 0: one prompt at a time (:func:`runners.autojudge.mining.mine_prompt`); otherwise B
+    prompts' searches decoded together, each row with up to ``m["lookahead"]`` guessed tokens per forward
+    (:func:`runners.autojudge.batch_mining.mine_batched`), same labels; a prompt finished while others
     still decode is written at once, so an interruption loses only the prompts still decoding.
     """
     scorer = build(SCORERS, {"name": dataset.scorer})
@@ -202,17 +210,22 @@ def mine_prompts(
             f"{'important' if x.important else 'unimportant'} ({time.perf_counter() - t0:.0f} s)"
         )
 
+    finished_prompts = [0, 0]  # prompts and mismatches written so far
+
     def done(k: int, item: MinedItem, wall_s: float) -> None:
         index, sample = todo[k - 1]
         record.append(mined_record(sample, index, item, scorer, text.decode, pair, wall_s))
-        el = time.perf_counter() - t_start
+        finished_prompts[0] += 1
+        finished_prompts[1] += len(item.mismatches)
+        c, el = finished_prompts[0], time.perf_counter() - t_start
         log(
-            f"{head}: {k}/{len(todo)} prompts, {len(item.mismatches)} mismatches "
-            f"({sum(x.important for x in item.mismatches)} important) in {wall_s:.0f} s, "
-            f"ETA {el / k * (len(todo) - k):.0f} s"
+            f"{head}: prompt {k} done, {len(item.mismatches)} mismatches "
+            f"({sum(x.important for x in item.mismatches)} important); {c}/{len(todo)} prompts, "
+            f"{finished_prompts[1]} mismatches in {el:.0f} s ({60 * finished_prompts[1] / el:.1f}/min), "
+            f"ETA {el / c * (len(todo) - c):.0f} s"
         )
 
-    if int(m["batch_size"]) == 1:
+    if int(m["batch_size"]) == 1 and not m.get("lookahead"):
         for k, (_, sample) in enumerate(todo, 1):
             t0 = time.perf_counter()
             item = mine_prompt(
@@ -239,6 +252,7 @@ def mine_prompts(
         )
         for k, (_, sample) in enumerate(todo, 1)
     )
+    stats: dict = {}
     for index, item, wall_s in mine_batched(
         pair.target,
         searches,
@@ -246,8 +260,21 @@ def mine_prompts(
         max_new_tokens=cap,
         finished=text.finished,
         prefix_cache=caches[0],
+        lookahead=int(m.get("lookahead") or 0),
+        stats=stats,
     ):
         done(index + 1, item, wall_s)
+    log_lookahead(stats, head, log)
+
+
+def log_lookahead(stats: Mapping[str, int], head: str, log: Callable[[str], None]) -> None:
+    """One line on the batched decoding: target tokens per forward and the guesses confirmed."""
+    if stats.get("forwards"):
+        log(
+            f"{head}: {stats['kept']} target tokens in {stats['forwards']} batched forwards "
+            f"({stats['kept'] / stats['forwards']:.1f} per forward, {stats['fed']} fed); guessed tokens confirmed: "
+            f"{stats['accepted']}/{stats['guessed']}"
+        )
 
 
 def mined_record(

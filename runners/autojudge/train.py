@@ -150,6 +150,32 @@ def fit_head(
     }
 
 
+def auc_interval(
+    p: np.ndarray, y: np.ndarray, groups: np.ndarray, B: int = 2000, seed: int = 0
+) -> list[float] | None:
+    """95% percentile interval of the ROC AUC of scores ``p`` ``[N]`` for labels ``y`` ``[N]`` (0/1), prompts
+    resampled with replacement (``groups`` ``[N]``: a row's prompt; one answer's mismatches are not
+    independent, so the prompt is the unit, as in the split). Resamples holding one class only are dropped.
+
+    Returns:
+        ``[lo, hi]``, or None when fewer than 2 prompts or one class only.
+    """
+    prompts = np.unique(groups)
+    if len(prompts) < 2 or len(set(np.asarray(y).tolist())) < 2:
+        return None
+    rows = [np.flatnonzero(groups == g) for g in prompts]
+    rng = np.random.default_rng(seed)
+    aucs = []
+    for _ in range(B):
+        idx = np.concatenate([rows[i] for i in rng.integers(0, len(prompts), len(prompts))])
+        if 0 < y[idx].sum() < len(idx):
+            aucs.append(roc_auc_score(y[idx], p[idx]))
+    if not aucs:
+        return None
+    lo, hi = np.percentile(aucs, [2.5, 97.5])
+    return [float(lo), float(hi)]
+
+
 def prompt_folds(groups: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Group k-fold by prompt: ``[(train rows, held-out rows)]``, every prompt held out once (k <= prompts)."""
     prompts = np.unique(groups)
@@ -273,6 +299,7 @@ def select_and_fit(
             "va": everything,
             "p_va": cv["p_oof"],
             "num_folds": cv["num_folds"],
+            "auc_ci": auc_interval(cv["p_oof"], y, groups),
         }
         return {**fit, "tr_p": prompts, "va_p": prompts, **rows}
     tr_p, va_p = split_prompts(num_prompts, float(t["val_fraction"]), int(t["seed"]))
@@ -289,7 +316,8 @@ def select_and_fit(
         else np.zeros(0)
     )
     p_va = 1.0 / (1.0 + np.exp(-z_va))
-    return {**fit, "tr_p": tr_p, "va_p": va_p, "tr": tr, "va": va, "p_va": p_va, "num_folds": None}
+    rows = {"tr": tr, "va": va, "p_va": p_va, "auc_ci": auc_interval(p_va, y[va], groups[va])}
+    return {**fit, "tr_p": tr_p, "va_p": va_p, **rows, "num_folds": None}
 
 
 def save_head(path: Any, fit: Mapping[str, Any], features: str, key: str) -> None:
@@ -317,8 +345,9 @@ def judge_info(
     num_features: int,
     num_prompts: int,
 ) -> dict:
-    """What ``judge.json`` says of the fit: data sizes, C, ROC AUC, validation probabilities and labels, metrics
-    per threshold, and the mining summary's counts."""
+    """What ``judge.json`` says of the fit: data sizes, C, ROC AUC (validation or out of fold) with its 95%
+    interval over prompts (:func:`auc_interval`), validation probabilities and labels, metrics per threshold,
+    and the mining summary's counts."""
     va, p_va = fit["va"], fit["p_va"]
     q = np.linspace(0.0, 1.0, int(t.get("quantiles", 26)))
     return {
@@ -336,6 +365,7 @@ def judge_info(
         "degenerate": fit["degenerate"],
         "roc_auc_train": fit["auc_train"],
         "roc_auc_val": fit["auc_val"],
+        "roc_auc_val_ci": fit.get("auc_ci"),
         "val_p": p_va.tolist(),
         "val_y": y[va].tolist(),
         "quantile_thresholds": np.quantile(p_va, q).tolist() if len(va) else [],

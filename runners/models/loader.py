@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runners.models.attention import use_cpu_gqa
 from runners.models.dtype import resolve_dtype
 from runners.models.identity import hub_revision
 from runners.models.sources import resolve_model_dir
@@ -115,6 +116,10 @@ def _load_model(path: str, dtype: str, device: str, revision: str | None = None)
             path, dtype=getattr(torch, dtype), revision=revision
         )
         model.requires_grad_(False)
+        if device == "cpu":
+            use_cpu_gqa(
+                model
+            )  # same numbers, no per-head copy of the cache (runners.models.attention)
         _LOADED[key] = model.to(device).eval()
     return _LOADED[key]
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from runners.autojudge.artefact import mining_identity, mining_key
-from runners.autojudge.batch_mining import mine_batched
+from runners.autojudge.batch_mining import guess, mine_batched
 from runners.autojudge.mine import check_mining, mine
 from runners.autojudge.mining import Tracked, mine_prompt, search
 from runners.backends.hf_loop import HFLoopBackend
@@ -82,7 +82,7 @@ def sequential(pair, prompts, finished, max_mismatches):
     ]
 
 
-def batched(pair, prompts, finished, max_mismatches, batch_size):
+def batched(pair, prompts, finished, max_mismatches, batch_size, lookahead=0, stats=None):
     searches = (
         search(Tracked(KVState(pair.draft)), p, **kwargs(i, max_mismatches))
         for i, p in enumerate(prompts)
@@ -94,6 +94,8 @@ def batched(pair, prompts, finished, max_mismatches, batch_size):
             batch_size=batch_size,
             max_new_tokens=CAP,
             finished=finished,
+            lookahead=lookahead,
+            stats=stats,
         )
     )
     assert sorted(i for i, _, _ in out) == list(range(len(prompts)))
@@ -102,12 +104,28 @@ def batched(pair, prompts, finished, max_mismatches, batch_size):
 
 
 @pytest.mark.parametrize(
-    "finished, max_mismatches, batch_size",
-    [(never, None, 3), (stops_at_multiple_of_11, None, 2), (stops_at_multiple_of_11, 3, 8)],
+    "finished, max_mismatches, batch_size, lookahead",
+    [
+        (never, None, 3, 0),
+        (stops_at_multiple_of_11, None, 2, 0),
+        (stops_at_multiple_of_11, 3, 8, 0),
+        (never, None, 1, 6),
+        (never, None, 3, 4),
+        (stops_at_multiple_of_11, 3, 8, 30),
+    ],
 )
-def test_batched_mining_equals_sequential(pair, prompts, finished, max_mismatches, batch_size):
+def test_batched_mining_equals_sequential(
+    pair, prompts, finished, max_mismatches, batch_size, lookahead
+):
     seq = sequential(pair, prompts, finished, max_mismatches)
-    bat = batched(pair, prompts, finished, max_mismatches, batch_size)
+    stats = {}
+    bat = batched(pair, prompts, finished, max_mismatches, batch_size, lookahead, stats)
+    # with lookahead some greedy tokens come from confirmed guesses (the path is exercised)
+    assert stats["kept"] > 0
+    if lookahead:
+        assert 0 < stats["accepted"] <= stats["guessed"]
+    else:
+        assert stats["guessed"] == 0
     kinds = set()
     for a, b in zip(seq, bat):
         assert (b.response, b.outcome, b.truncated, b.skipped) == (
@@ -133,6 +151,39 @@ def test_batched_mining_equals_sequential(pair, prompts, finished, max_mismatche
     assert sum(len(x.mismatches) for x in bat) >= 10
     if max_mismatches is not None:
         assert any(x.truncated for x in bat)
+
+
+def test_guess_follows_the_reference_after_a_substitution_and_realigns_by_ngram():
+    n = 2
+    ref = [9, 9, 1, 2, 3, 4, 5, 6, 7, 8]
+    # a substituted token at position 4 (ref holds 3): the reference's tokens after position 4
+    assert guess([9, 9, 1, 2, 30], n, [ref], 3) == [4, 5, 6]
+    # the row follows the reference: its next tokens
+    assert guess([9, 9, 1, 2, 3, 4], n, [ref], 10) == [5, 6, 7, 8]
+    # diverged (an inserted token), then back on the reference's 3-gram [4, 5, 6] at another position
+    assert guess([9, 9, 1, 2, 3, 77, 4, 5, 6], n, [ref], 2) == [7, 8]
+    # no n-gram in common, or nothing to guess
+    assert guess([9, 9, 1, 2, 3, 77, 78, 79], n, [ref], 4) == []
+    # shorter n-grams, and the row's own tokens (prompt and response so far) as lookup text
+    assert guess([9, 9, 1, 2, 3, 77, 78, 5], n, [ref], 2) == [6, 7]
+    assert guess([5, 6, 7, 8, 5], 1, [], 2) == [6, 7]
+    assert guess([9, 9, 1, 2, 30], n, [ref], 0) == []
+    assert guess([9, 9, 1, 2, 30], n, [], 4) == []
+    # the latest reference wins a tie; the nearest position wins over the latest reference
+    old, new = [0, 0, 5, 6, 7, 1, 1], [0, 0, 5, 6, 7, 2, 2]
+    assert guess([0, 0, 8, 5, 6, 7], n, [old, new], 2) == [2, 2]
+    far = [0, 0, 9, 9, 9, 9, 5, 6, 7, 3]
+    assert guess([0, 0, 8, 5, 6, 7], n, [old, far], 1) == [1]
+
+
+def test_bad_lookahead_is_refused():
+    for bad in (-1, 65, 2.5, "4", True, None):
+        judge = {**JUDGE, "mining": {**JUDGE["mining"], "lookahead": bad}}
+        with pytest.raises(
+            ConfigError,
+            match=r"method\.judge\.mining\.lookahead=.* allowed: an integer >= 0 and <= 64",
+        ):
+            check_mining(judge)
 
 
 def test_batch_size_one_row_is_the_sequential_search(pair, prompts):
@@ -182,7 +233,7 @@ def test_batch_size_is_not_part_of_the_mining_key():
     pair_cfg = {"name": "tiny", "target": {"name": "t"}, "draft": {"name": "d"}, "dtype": "float32"}
     keys = {
         mining_key(pair_cfg, {**JUDGE, "mining": {**JUDGE["mining"], **extra}})
-        for extra in ({}, {"batch_size": 1}, {"batch_size": 8})
+        for extra in ({}, {"batch_size": 1}, {"batch_size": 8}, {"lookahead": 8})
     }
     assert len(keys) == 1
     assert (

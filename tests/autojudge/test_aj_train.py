@@ -15,7 +15,7 @@ import torch
 from criteria.autojudge import JudgeHead
 from runners.autojudge.artefact import judge_dir, judge_key, mining_identity, root
 from runners.autojudge.mine import encode_rows
-from runners.autojudge.train import split_prompts, threshold_metrics, train
+from runners.autojudge.train import auc_interval, split_prompts, threshold_metrics, train
 from runners.paths import REPO_ROOT
 from runners.records.record import RunRecord
 
@@ -209,6 +209,8 @@ def test_cv_selection_refits_on_all_and_reports_out_of_fold_metrics(results):
     assert info["selection"] == "cv" and info["num_folds"] == 4
     assert info["num_train"] == info["num_val"] == info["num_mismatches"] == 32
     assert info["roc_auc_val"] > 0.95  # out of fold: each prompt scored by a head that never saw it
+    lo, hi = info["roc_auc_val_ci"]
+    assert lo <= info["roc_auc_val"] <= hi <= 1.0
     assert len(info["val_p"]) == 32 and sum(info["val_y"]) == info["num_important"]
     by_t = {m["threshold"]: m for m in info["metrics_val"]}
     assert by_t[0.5]["recall_important"] > 0.8
@@ -258,3 +260,19 @@ def test_build_uses_an_existing_judge_without_its_mining_records(results):
     lines = []
     out = build(PAIR, cfg, log=lines.append)  # mining would need the (absent) model and data
     assert out["judge_key"] == info["judge_key"] and "mining and training skipped" in lines[0]
+
+
+def test_auc_interval_resamples_prompts():
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(40), 6)
+    y = rng.integers(0, 2, len(groups))
+    # a perfect score: every resample's AUC is 1
+    assert auc_interval(y.astype(float), y, groups) == [1.0, 1.0]
+    # noise: the interval holds 0.5 and is wide at 240 rows
+    lo, hi = auc_interval(rng.random(len(y)), y, groups)
+    assert lo < 0.5 < hi and hi - lo > 0.08
+    # the prompt is the unit: a prompt's rows are drawn together (one prompt, many rows: no interval)
+    p = rng.random(len(y))
+    # undefined: one class, or one prompt
+    assert auc_interval(p, np.zeros_like(y), groups) is None
+    assert auc_interval(p, y, np.zeros_like(groups)) is None

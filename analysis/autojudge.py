@@ -58,9 +58,10 @@ def select_aj(runs: pd.DataFrame, profile: Profile, datasets: tuple[str, ...]) -
 
 
 def one_judge(runs: pd.DataFrame) -> pd.DataFrame:
-    """SD runs and the AJ / AJ+DM runs of one judge: the judge with the most runs (ties: one whose ``judge.json``
-    is found, then the newest by its ``date_utc``). A rebuilt judge (new mining or training config) leaves the
-    earlier judge's runs in ``runs/``; a table mixing two judges would compare rules that are not the same rule."""
+    """SD runs and the AJ / AJ+DM runs of one judge: the newest judge whose ``judge.json`` is found (by its
+    ``date_utc``; ties and judges without a record: the one with the most runs). A rebuilt judge (new mining or
+    training config) leaves the earlier judge's runs in ``runs/``; a table mixing two judges would compare rules
+    that are not the same rule, and a table of the older judge would hide the rebuilt one's runs."""
     aj = runs[runs["method"] != "sd"]
     counts = aj["judge_key"].dropna().value_counts() if "judge_key" in aj else pd.Series(dtype=int)
     if len(counts) <= 1:
@@ -68,7 +69,7 @@ def one_judge(runs: pd.DataFrame) -> pd.DataFrame:
 
     def rank(key: str) -> tuple:
         info = judge_record(key, runs)
-        return counts[key], info is not None, str((info or {}).get("date_utc") or "")
+        return info is not None, str((info or {}).get("date_utc") or ""), counts[key]
 
     best = max(counts.index, key=rank)
     return runs[(runs["method"] == "sd") | (runs["judge_key"] == best)]

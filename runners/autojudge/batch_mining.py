@@ -109,6 +109,7 @@ class BatchTarget:
         self.model, self.prefix_cache = model, prefix_cache
         self.kv = BatchKV(model)
         self.ids: list[list[int]] = []
+        self.fed = 0  # tokens the latest feed_to fed (padding excluded)
 
     def add(self, prompt: Sequence[int]) -> torch.Tensor:
         """Prefill ``prompt`` alone (prefix cache) and append it as the last row; its last hidden ``[d]``."""
@@ -147,6 +148,7 @@ class BatchTarget:
         )
         ok = torch.tensor([[False] * (width - len(x)) + [True] * len(x) for x in lack], device=dev)
         hidden = self.kv.forward(tokens, None if bool(ok.all()) else ok)  # [B, width, d]
+        self.fed = sum(len(x) for x in lack)
         self.ids = [list(s) for s in seqs]
         if (
             self.kv.holes() > 0.25
@@ -243,11 +245,11 @@ class _Driver:
         preds = _greedy(self.target, hidden, last)
         share = (time.perf_counter() - t0) / len(self.rows)
         self.stats["forwards"] += 1
+        self.stats["fed"] += self.target.fed
         for b, row in enumerate(self.rows):
             t1 = time.perf_counter()
             g = len(row.guessed)
             a = next((i for i in range(g) if row.guessed[i] != preds[b][i]), g)
-            self.stats["fed"] += g + 1
             self.stats["guessed"] += g
             self.stats["accepted"] += a
             self.advance(row, hidden[b, -(g + 1)], row.guessed[:a] + [preds[b][a]])
@@ -272,8 +274,10 @@ def mine_batched(
     with up to ``lookahead`` guessed tokens (module docstring; 0: one token per row and forward).
 
     Args:
-        stats: if given, filled with ``forwards``, ``fed`` (tokens fed, guesses included, padding not),
-            ``guessed`` and ``kept`` (greedy tokens obtained) and ``accepted`` (guessed tokens confirmed).
+        stats: if given, filled with ``forwards`` (batched forwards), ``fed`` (tokens they fed: guesses and
+            re-fed tokens after a rollback included, padding not), ``guessed``, ``accepted`` (guessed tokens the
+            target's argmax confirmed, also those past a stop) and ``kept`` (greedy tokens appended to
+            continuations, each prompt's first one from its prefill included).
 
     Yields:
         ``(index, item, seconds)`` as each search ends (not in input order): its index in ``searches``, its

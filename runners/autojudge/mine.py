@@ -21,6 +21,7 @@ so nothing was searched, as the authors drop such prompts), ``wall_s``.
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import sys
 import time
@@ -42,6 +43,7 @@ from runners.config.errors import ConfigError
 from runners.models.loader import load_pair
 from runners.records.provenance import provenance
 from runners.records.record import RunRecord
+from runners.records.schema import read_samples
 from runners.registry import DATASETS, SCORERS, build
 
 _logger = logging.getLogger(__name__)
@@ -145,7 +147,7 @@ def mine(
             raise RuntimeError(f"{head}: another process is mining these records ({record.dir})")
         if skip is not None:
             return skip
-        done_ids = record.done_ids()
+        done_ids = record.done_ids() | reuse_other_limits(record, samples, log)
         todo = [(i, s) for i, s in enumerate(samples) if s.sample_id not in done_ids]
         log(f"{head}: {len(samples) - len(todo)} done, {len(todo)} to go")
         if todo:
@@ -156,6 +158,44 @@ def mine(
         f"{head}: {summary['num_mismatches']} mismatches, {summary['num_important']} important ({record.dir})"
     )
     return summary
+
+
+def _without_limit(identity: Mapping[str, Any]) -> dict:
+    """A mining identity without the number of prompts (``dataset.limit``, ``mining.limit``)."""
+    out = json.loads(json.dumps(identity, sort_keys=True, default=str))
+    for part in ("dataset", "mining"):
+        if isinstance(out.get(part), dict):
+            out[part].pop("limit", None)
+    return out
+
+
+def reuse_other_limits(
+    record: RunRecord, samples: Sequence[Any], log: Callable[[str], None]
+) -> set[str]:
+    """Copy into ``record`` the prompts of ``samples`` that a mining record of the same settings but another
+    ``limit`` holds (a prompt's search does not depend on how many prompts are mined), so a larger mining set
+    extends a smaller one instead of redoing it. Returns the sample ids copied."""
+    have = record.done_ids()
+    wanted = {s.sample_id for s in samples} - have
+    mine_id = _without_limit(record.cfg)
+    copied: set[str] = set()
+    for other in sorted(p for p in record.dir.parent.iterdir() if p != record.dir):
+        cfg_path = other / "config.json"
+        if not wanted - copied or not cfg_path.is_file():
+            continue
+        if _without_limit(json.loads(cfg_path.read_text())) != mine_id:
+            continue
+        lines = [
+            r for r in read_samples(other / "samples.jsonl") if r["sample_id"] in wanted - copied
+        ]
+        for r in lines:
+            record.append(r)
+            copied.add(r["sample_id"])
+        if lines:
+            log(
+                f"[mine {record.run_id}] {len(lines)} prompts reused from mining {other.name} (same settings)"
+            )
+    return copied
 
 
 class _Text:

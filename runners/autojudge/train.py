@@ -299,24 +299,26 @@ def select_and_fit(
             "va": everything,
             "p_va": cv["p_oof"],
             "num_folds": cv["num_folds"],
-            "auc_ci": auc_interval(cv["p_oof"], y, groups),
+            "auc_ci": auc_interval(cv["p_oof"], y, groups) if cv["auc_oof"] is not None else None,
         }
         return {**fit, "tr_p": prompts, "va_p": prompts, **rows}
     tr_p, va_p = split_prompts(num_prompts, float(t["val_fraction"]), int(t["seed"]))
     tr, va = np.flatnonzero(np.isin(groups, tr_p)), np.flatnonzero(np.isin(groups, va_p))
     fit = fit_head(X, y, tr, va, list(t["C_grid"]))
-    if t.get("refit_on_all") and not fit["degenerate"]:
-        fit = {
-            **fit_head(X, y, np.arange(len(y)), np.arange(0), [fit["C"]]),
-            "auc_val": fit["auc_val"],
-        }
+    # validation scores from the head fitted on the train prompts only, also when it is then refitted on all
     z_va = (
         (fit["scaler"].transform(X[va]) @ fit["coef"] + fit["intercept"])
         if len(va)
         else np.zeros(0)
     )
     p_va = 1.0 / (1.0 + np.exp(-z_va))
-    rows = {"tr": tr, "va": va, "p_va": p_va, "auc_ci": auc_interval(p_va, y[va], groups[va])}
+    ci = auc_interval(p_va, y[va], groups[va]) if fit["auc_val"] is not None else None
+    if t.get("refit_on_all") and not fit["degenerate"]:
+        fit = {
+            **fit_head(X, y, np.arange(len(y)), np.arange(0), [fit["C"]]),
+            "auc_val": fit["auc_val"],
+        }
+    rows = {"tr": tr, "va": va, "p_va": p_va, "auc_ci": ci}
     return {**fit, "tr_p": tr_p, "va_p": va_p, **rows, "num_folds": None}
 
 

@@ -309,3 +309,40 @@ def test_training_reads_records_in_data_set_order():
         {"sample_id": "c", "index": 2},
     ]
     assert [r["sample_id"] for r in in_dataset_order(old)] == ["a", "b", "c", "d"]
+
+
+def test_a_larger_limit_extends_a_smaller_mining_set(tiny_pair_dir, tmp_path, monkeypatch):
+    """Mining 2 prompts, then 4 with otherwise the same settings: the second run copies the first 2 prompts'
+    records (logged) and mines only the other 2; the records equal a 4-prompt run from scratch."""
+    spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
+    pair_cfg = {
+        "name": "tiny",
+        "dtype": "float32",
+        "target": spec("target"),
+        "draft": spec("draft"),
+    }
+    mining = {**JUDGE["mining"], "label": "correctness", "max_mismatches": 2, "batch_size": 2}
+    logs = []
+    monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path / "grow"))
+    mine(pair_cfg, {**JUDGE, "mining": {**mining, "limit": 2}}, log=logs.append)
+    grown = mine(pair_cfg, {**JUDGE, "mining": {**mining, "limit": 4}}, log=logs.append)
+    assert any("2 prompts reused from mining" in line for line in logs)
+    assert any("2 done, 2 to go" in line for line in logs)
+    assert grown["complete"] and grown["num_samples"] == 4
+    monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path / "scratch"))
+    scratch = mine(pair_cfg, {**JUDGE, "mining": {**mining, "limit": 4}}, log=lambda *_: None)
+    assert scratch["mining_key"] == grown["mining_key"]
+
+    def lines(root):
+        path = root / "autojudge" / "mining" / grown["mining_key"] / "samples.jsonl"
+        recs = [json.loads(x) for x in path.read_text().splitlines()]
+        return {r["sample_id"]: (r["mismatches"], r["response_token_ids"]) for r in recs}
+
+    assert lines(tmp_path / "grow") == lines(tmp_path / "scratch")
+    # another setting (max_mismatches) is not reused
+    logs.clear()
+    monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path / "grow"))
+    mine(
+        pair_cfg, {**JUDGE, "mining": {**mining, "limit": 2, "max_mismatches": 1}}, log=logs.append
+    )
+    assert not any("reused" in line for line in logs)

@@ -44,3 +44,22 @@ def test_on_a_tie_the_judge_with_a_record_wins(tmp_path, monkeypatch):
 def test_one_judge_is_left_alone(tmp_path):
     runs = frame([("s", "sd", None, "r/s"), ("a", "autojudge", "k", "r/a")])
     assert one_judge(runs).equals(runs)
+
+
+def test_the_newest_judge_wins_over_one_with_more_runs(tmp_path, monkeypatch):
+    """A judge rebuilt on more data whose runs cover part of an artefact so far: its runs are shown, not the
+    older judge's more numerous ones."""
+    import json
+
+    import analysis.autojudge as aj
+
+    monkeypatch.setattr(aj, "results_dir", lambda: tmp_path)
+    for key, date in (("old", "2026-12-01T14:00:00+00:00"), ("new", "2026-12-02T15:00:00+00:00")):
+        d = tmp_path / "autojudge" / "judges" / key
+        d.mkdir(parents=True)
+        (d / "judge.json").write_text(json.dumps({"date_utc": date}))
+    runs = frame(
+        [("s", "sd", None, "r/s"), ("n1", "autojudge", "new", "r/n1")]
+        + [(f"o{i}", "autojudge", "old", f"r/o{i}") for i in range(3)]
+    )
+    assert list(one_judge(runs)["run_id"]) == ["s", "n1"]

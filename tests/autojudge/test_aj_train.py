@@ -276,3 +276,19 @@ def test_auc_interval_resamples_prompts():
     # undefined: one class, or one prompt
     assert auc_interval(p, np.zeros_like(y), groups) is None
     assert auc_interval(p, y, np.zeros_like(groups)) is None
+
+
+def test_refit_on_all_keeps_held_out_validation_scores(results):
+    """With ``refit_on_all`` the head is refitted on every prompt, but the validation scores (and the AUC's
+    interval) stay those of the head that never saw the validation prompts."""
+    base = judge_cfg()
+    write_records(base)
+    infos = {}
+    for refit in (False, True):
+        cfg = {**base, "train": {**base["train"], "refit_on_all": refit}}
+        infos[refit] = train(PAIR, cfg, log=lambda *_: None)
+    assert infos[True]["judge_key"] != infos[False]["judge_key"]
+    assert infos[True]["val_p"] == infos[False]["val_p"]
+    assert infos[True]["roc_auc_val_ci"] == infos[False]["roc_auc_val_ci"] is not None
+    lo, hi = infos[True]["roc_auc_val_ci"]
+    assert lo <= infos[True]["roc_auc_val"] <= hi

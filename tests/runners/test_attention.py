@@ -20,18 +20,21 @@ class _Module(torch.nn.Module):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("B, q, S", [(1, 1, 40), (3, 1, 70), (4, 5, 90), (2, 9, 33)])
-def test_masked_gqa_equals_repeated_heads(dtype, B, q, S):
+@pytest.mark.parametrize(
+    "B, q, S, D", [(1, 1, 40, 64), (3, 1, 70, 64), (4, 5, 90, 64), (2, 9, 33, 64), (8, 9, 300, 128)]
+)
+def test_masked_gqa_equals_repeated_heads(dtype, B, q, S, D):
+    """D = 128 and 12 query heads over 2 key/value heads: the embedded Qwen2.5-1.5B target's attention shape."""
     g = torch.Generator().manual_seed(B * 100 + q)
-    Q = torch.randn(B, 12, q, 64, generator=g).to(dtype)
-    K = torch.randn(B, 2, S, 64, generator=g).to(dtype)
-    V = torch.randn(B, 2, S, 64, generator=g).to(dtype)
+    Q = torch.randn(B, 12, q, D, generator=g).to(dtype)
+    K = torch.randn(B, 2, S, D, generator=g).to(dtype)
+    V = torch.randn(B, 2, S, D, generator=g).to(dtype)
     mask = torch.rand(B, 1, q, S, generator=g) > 0.3
     mask[..., -1] = True  # every query sees something
     out, _ = sdpa_cpu_gqa(_Module(), Q, K, V, mask, scaling=0.125)
     rep = lambda t: t.repeat_interleave(6, dim=1)  # noqa: E731  (transformers' repeat_kv)
     ref = F.scaled_dot_product_attention(Q, rep(K), rep(V), attn_mask=mask, scale=0.125)
-    assert out.shape == (B, q, 12, 64)
+    assert out.shape == (B, q, 12, D)
     assert torch.equal(out, ref.transpose(1, 2).contiguous())
 
 

@@ -183,7 +183,7 @@ def judge_footer(runs: pd.DataFrame, thresholds) -> list[str]:
             f"{jm.get('max_mismatches') or 'all'} mismatches per prompt): {info['num_mismatches']} mismatches, "
             f"{info['num_important']} important; mining took {float(m.get('wall_s') or 0):.0f} s",
             (
-                f"judge training: C of logistic regression by leave-one-prompt-out cross-validation "
+                f"judge training: C of logistic regression by cross-validation over prompts "
                 f"({info.get('num_folds')} folds over {info['num_prompts']} prompts, {info['num_mismatches']} mismatches), "
                 f"C={info.get('C')}, refitted on all; out-of-fold ROC AUC {auc_text}"
                 if cv

@@ -9,7 +9,7 @@ refitted on all prompts), thresholds at quantiles of the validation probabilitie
 ``train.selection``: ``val`` is the authors' recipe above. ``cv`` is for mining sets of a few prompts (the CPU
 profile mines 3), where a 10% validation split is one prompt, often with one class only, so the validation
 ROC AUC is undefined and the smallest C wins by default (a head that scores every mismatch at the class rate):
-C is chosen by the pooled out-of-fold ROC AUC of a leave-one-prompt-out cross-validation (group k-fold by
+C is chosen by the pooled out-of-fold ROC AUC of a cross-validation over prompts (group k-fold by
 prompt, k = min(prompts, 10)), the head is refitted on all prompts, and the judge's metrics are those of the
 out-of-fold probabilities (each mismatch scored by a head that never saw its prompt).
 
@@ -45,7 +45,7 @@ from runners.records.record import RunRecord
 SELECTIONS = (
     "val",
     "cv",
-)  # C chosen on the authors' 90/10 validation split, or by leave-one-prompt-out CV
+)  # C chosen on the authors' 90/10 validation split, or by group k-fold CV over prompts
 METRIC_THRESHOLDS = tuple(round(x, 2) for x in np.linspace(0.0, 1.0, 21))
 
 

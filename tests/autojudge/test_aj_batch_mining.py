@@ -214,6 +214,12 @@ JUDGE = {
 }
 
 
+def tiny_pair_cfg(pair_dir):
+    """The tiny pair as a ``pair`` config (local paths only, float32)."""
+    spec = lambda role: {"name": role, "local_path": str(pair_dir / role), "order": ["local"]}  # noqa: E731
+    return {"name": "tiny", "dtype": "float32", "target": spec("target"), "draft": spec("draft")}
+
+
 @pytest.mark.parametrize("bad", [0, -2, 2.5, "4", True, None])
 def test_bad_batch_size_is_refused_before_any_model_loads(bad, tmp_path, monkeypatch):
     monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path))
@@ -252,13 +258,7 @@ def test_mined_records_do_not_depend_on_batch_size(tiny_pair_dir, tmp_path, monk
     from runners.autojudge.mine import decode_rows
     from runners.autojudge.train import in_dataset_order
 
-    spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
-    pair_cfg = {
-        "name": "tiny",
-        "dtype": "float32",
-        "target": spec("target"),
-        "draft": spec("draft"),
-    }
+    pair_cfg = tiny_pair_cfg(tiny_pair_dir)
     # the random tiny target never answers GSM8K: label=correctness (pass/fail) keeps every prompt
     mining = {**JUDGE["mining"], "limit": 4, "label": "correctness", "max_mismatches": 3}
     records = {}
@@ -314,13 +314,7 @@ def test_training_reads_records_in_data_set_order():
 def test_a_larger_limit_extends_a_smaller_mining_set(tiny_pair_dir, tmp_path, monkeypatch):
     """Mining 2 prompts, then 4 with otherwise the same settings: the second run copies the first 2 prompts'
     records (logged) and mines only the other 2; the records equal a 4-prompt run from scratch."""
-    spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
-    pair_cfg = {
-        "name": "tiny",
-        "dtype": "float32",
-        "target": spec("target"),
-        "draft": spec("draft"),
-    }
+    pair_cfg = tiny_pair_cfg(tiny_pair_dir)
     mining = {**JUDGE["mining"], "label": "correctness", "max_mismatches": 2, "batch_size": 2}
     logs = []
     monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path / "grow"))

@@ -242,28 +242,14 @@ def mine_prompts(
     text = _Text(pair.tokenizer, list(dataset.stop), backend.eos_ids)
     cap = int(dataset.max_new_tokens)
     skip = (lambda o: o == NO_ANSWER) if m["label"] == "answer" else None
-    t_start = time.perf_counter()
 
-    def progress(k: int, t0: float) -> Callable[[Mismatch], None]:
-        return lambda x: log(
-            f"{head}: prompt {k}/{len(todo)} mismatch at token {x.pos}: "
-            f"{'important' if x.important else 'unimportant'} ({time.perf_counter() - t0:.0f} s)"
-        )
-
-    finished_prompts = [0, 0]  # prompts and mismatches written so far
+    tally = _Tally(head, len(todo), log)
+    progress = tally.progress
 
     def done(k: int, item: MinedItem, wall_s: float) -> None:
         index, sample = todo[k - 1]
         record.append(mined_record(sample, index, item, scorer, text.decode, pair, wall_s))
-        finished_prompts[0] += 1
-        finished_prompts[1] += len(item.mismatches)
-        c, el = finished_prompts[0], time.perf_counter() - t_start
-        log(
-            f"{head}: prompt {k} done, {len(item.mismatches)} mismatches "
-            f"({sum(x.important for x in item.mismatches)} important); {c}/{len(todo)} prompts, "
-            f"{finished_prompts[1]} mismatches in {el:.0f} s ({60 * finished_prompts[1] / el:.1f}/min), "
-            f"ETA {el / c * (len(todo) - c):.0f} s"
-        )
+        tally.add(k, item)
 
     if int(m["batch_size"]) == 1 and not m.get("lookahead"):
         for k, (_, sample) in enumerate(todo, 1):
@@ -305,6 +291,33 @@ def mine_prompts(
     ):
         done(index + 1, item, wall_s)
     log_lookahead(stats, head, log)
+
+
+class _Tally:
+    """Prompts and mismatches written so far, logged with the rate and an ETA as each prompt ends."""
+
+    def __init__(self, head: str, total: int, log: Callable[[str], None]) -> None:
+        self.head, self.total, self.log = head, total, log
+        self.prompts = self.mismatches = 0
+        self.t0 = time.perf_counter()
+
+    def progress(self, k: int, t0: float) -> Callable[[Mismatch], None]:
+        """The per-mismatch log line of prompt ``k`` (its search started at ``t0``)."""
+        return lambda x: self.log(
+            f"{self.head}: prompt {k}/{self.total} mismatch at token {x.pos}: "
+            f"{'important' if x.important else 'unimportant'} ({time.perf_counter() - t0:.0f} s)"
+        )
+
+    def add(self, k: int, item: MinedItem) -> None:
+        self.prompts += 1
+        self.mismatches += len(item.mismatches)
+        el = time.perf_counter() - self.t0
+        self.log(
+            f"{self.head}: prompt {k} done, {len(item.mismatches)} mismatches "
+            f"({sum(x.important for x in item.mismatches)} important); {self.prompts}/{self.total} prompts, "
+            f"{self.mismatches} mismatches in {el:.0f} s ({60 * self.mismatches / el:.1f}/min), "
+            f"ETA {el / self.prompts * (self.total - self.prompts):.0f} s"
+        )
 
 
 def log_lookahead(stats: Mapping[str, int], head: str, log: Callable[[str], None]) -> None:

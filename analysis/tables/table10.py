@@ -21,9 +21,10 @@ from analysis.artefact import PAPER_SETTING, Artefact, Profile, Table, dm_settin
 from analysis.cells import CI_NOTE, SPEEDUP_NOTE, ItemCache, est_columns, speedup
 from analysis.footer import provenance_lines
 from analysis.judged import Judgments, split, with_judgments
-from analysis.stats import fmt
+from analysis.stats import NAN, fmt
 from analysis.tables.table7 import (
     at_setting,
+    comparable,
     eagle_footer,
     judged_columns,
     select_eagle,
@@ -65,11 +66,14 @@ def table(
         "_arm", key=lambda s: s.map(ORDER)
     )
     cells = {r["_arm"]: cache.cell(r) for _, r in runs.iterrows()}
-    eagle, sd = cells.get("EAGLE3"), cells.get("SD")
+    row = {r["_arm"]: r for _, r in runs.iterrows()}
     data, display = [], []
     for _, r in runs.iterrows():
         c = cells[r["_arm"]]
-        ve, vs = speedup(c, eagle), speedup(c, sd)
+        ve, vs = (
+            speedup(c, cells[ref]) if ref in row and comparable(r, row[ref]) else NAN
+            for ref in ("EAGLE3", "SD")
+        )
         qcols, qshown = (
             judged_columns("quality", judged.cell(str(r["run_id"])), protocol)
             if protocol is not None
@@ -118,8 +122,9 @@ def build(selected: pd.DataFrame) -> Artefact:
                 continue
             data, display = table(runs, cache, judged)
             footer = [
-                f"KoMT-Bench (Korean MT-Bench, first turn), L={L}, greedy, vLLM, batch size 1; EAGLE3 = eagle3 "
-                f"drafting, SD = draft-model drafting; +DM = DropMatch, p_drop={p:g}, K={K}.",
+                f"KoMT-Bench (Korean MT-Bench, first turn), L={L}, greedy; EAGLE3 = eagle3 drafting (vLLM), SD = "
+                f"draft-model drafting; +DM = DropMatch, p_drop={p:g}, K={K}; a speedup only between rows on the "
+                "same engine and batch size (else blank).",
                 f"cells: {CI_NOTE}",
                 SPEEDUP_NOTE,
                 *eagle_footer(runs, selected, {DATASET: "KoMT-Bench"}, judged),

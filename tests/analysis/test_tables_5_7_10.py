@@ -11,13 +11,24 @@ EAGLE = "qwen25coder_1.5b_eagle3_random"
 SDPAIR = "qwen25coder_0.5b_1.5b"
 
 
-def cfg(method, dataset, *, L, pair=SDPAIR, B=1, spec="draft_model", random_head=False, mnt=16):
+def cfg(
+    method,
+    dataset,
+    *,
+    L,
+    pair=SDPAIR,
+    B=1,
+    spec="draft_model",
+    random_head=False,
+    mnt=16,
+    backend="vllm",
+):
     dm = {"p_drop": 0.3, "K": 5, "path": 0} if method.startswith("dropmatch") else {"unused": True}
     return {
         "pair": {"name": pair, "eagle3_random_head": random_head},
         "dataset": {"name": dataset},
         "method": {"name": method},
-        "backend": {"name": "vllm", "batch_size": B, "spec_method": spec},
+        "backend": {"name": backend, "batch_size": B, "spec_method": spec},
         "profile": {"name": "default"},
         "L": L,
         "dropmatch": dm,
@@ -151,6 +162,49 @@ def test_table10_arms(results):
     ]
     md = (results / "table10" / "table10.md").read_text()
     assert "random init" in md and "KoMT-Bench" in md
+
+
+def test_table7_draft_model_rows_beside_the_eagle_rows(results):
+    """The CPU profile's judged rows (draft-model pair, HF loop, batch 10) read SD / SD+DM, each pair's engine and
+    batch size and n are in the footer, and a draft-model pair's SD-only group (Table 5's) is no row."""
+    from analysis.render import render
+
+    for ds in ("eagle_gsm8k", "mt_bench", "alpaca"):
+        kw = dict(L=5, B=10, backend="hf", mnt=512)
+        vrun(results, f"s{ds}", cfg("sd", ds, **kw), samples([[5, 6]] * 3, wall=2.0, L=5))
+        vrun(results, f"d{ds}", cfg("dropmatch_naive", ds, **kw), samples([[5]] * 3, wall=1.0, L=5))
+        kw = dict(L=3, pair=EAGLE, spec="eagle3", random_head=True)
+        vrun(results, f"e{ds}", cfg("sd", ds, **kw), samples([[5]], L=3))
+    vrun(results, "t5", cfg("sd", "eagle_gsm8k", L=10, B=2), samples([[5]] * 2, L=10))
+    (tab,) = render("table7", "default").tables
+    t = tab.display
+    assert list(zip(t["Pair"], t["L"], t["Method"])) == [
+        (SDPAIR, 5, "SD"),
+        (SDPAIR, 5, "SD+DM"),
+        (EAGLE, 3, "EAGLE3"),
+    ]
+    assert t.iloc[1]["MT-Bench speedup"] == "2.00 [2.00, 2.00]×"
+    md = (results / "table7" / "table7.md").read_text()
+    assert f"engine per pair: {SDPAIR}: hf, batch size 10; {EAGLE}: vllm, batch size 1" in md
+    assert f"{SDPAIR}: Alpaca 3 (max_new_tokens 512)" in md and f"{EAGLE}: Alpaca 1" in md
+
+
+def test_table10_speedups_only_on_one_engine(results):
+    """An SD row on the HF loop at batch 10 has no speedup vs the vLLM EAGLE3 row (blank), one vs its own SD."""
+    from analysis.render import render
+
+    vrun(
+        results,
+        "e",
+        cfg("sd", "komt_bench", L=7, pair=EAGLE, spec="eagle3", random_head=True),
+        samples([[1]], wall=2.0, L=7),
+    )
+    kw = dict(L=7, B=10, backend="hf")
+    vrun(results, "s", cfg("sd", "komt_bench", **kw), samples([[1]], wall=2.0, L=7))
+    vrun(results, "sdm", cfg("dropmatch_naive", "komt_bench", **kw), samples([[1]], wall=1.0, L=7))
+    t = render("table10", "default").tables[0].display
+    assert list(t["vs EAGLE3"]) == ["1.00 [1.00, 1.00]×", "", ""]
+    assert list(t["vs SD"]) == ["", "1.00 [1.00, 1.00]×", "2.00 [2.00, 2.00]×"]
 
 
 def test_equality_first_divergence():

@@ -106,6 +106,24 @@ class Judged:
     n_parse_failures: int
     n_call_failures: int
     complete: bool
+    per_question: dict[str, float] | None = (
+        None  # sample id -> the protocol's value (rating; win-rate unit)
+    )
+
+
+def paired_delta(a: Judged | None, b: Judged | None) -> Estimate:
+    """Judged quality of ``a`` minus that of ``b`` on the questions both scored, in the protocol's units
+    (rating points; win-rate points): mean of the per-question differences with its 95 % percentile-bootstrap
+    interval over those questions (:func:`analysis.stats.mean_ci`); NaN when either is missing or none is shared.
+    Only the single-answer protocol has per-question values on one scale in both runs: a pairwise or AlpacaEval
+    cell is already a paired comparison with its baseline's answers."""
+    if a is None or b is None or not a.per_question or not b.per_question:
+        return Estimate(math.nan, math.nan, math.nan, 0)
+    shared = sorted(set(a.per_question) & set(b.per_question))
+    if not shared:
+        return Estimate(math.nan, math.nan, math.nan, 0)
+    scale = 1.0 if a.protocol == "single" else 100.0
+    return mean_ci([a.per_question[k] - b.per_question[k] for k in shared]).scaled(scale)
 
 
 def one_protocol(rows: pd.DataFrame) -> pd.DataFrame:
@@ -175,7 +193,10 @@ class Judgments:
         summ = _json(Path(row["run_dir"]) / "summary.json")
         protocol = str(row["protocol"])
         lines = read_samples(Path(row["run_dir"]) / "samples.jsonl")
-        vals = [float(x["value"]) for x in lines if x.get("value") is not None]
+        per_q = {
+            str(x["sample_id"]): float(x["value"]) for x in lines if x.get("value") is not None
+        }
+        vals = list(per_q.values())
         scale = 1.0 if protocol == "single" else 100.0
         est = mean_ci(vals).scaled(scale) if vals else Estimate(math.nan, math.nan, math.nan, 0)
         se = scale * float(pd.Series(vals).sem()) if len(vals) > 1 else math.nan
@@ -188,6 +209,7 @@ class Judgments:
             n_parse_failures=int(summ.get("judge/num_parse_failures") or 0),
             n_call_failures=int(summ.get("judge/num_call_failures") or 0),
             complete=bool(summ.get("complete")),
+            per_question=per_q,
         )
         self._cells[source_run_id] = c
         return c
@@ -244,6 +266,12 @@ class Judgments:
             f"(*_se); {n} questions judged in {len(cells)} judging runs, {unparsed} replies without a verdict "
             f"(unscored), {failed} questions whose judge call failed (not judged: rerun the judging)"
         )
+        if "single" in judged_sets.values():
+            lines.append(
+                "Δ (single-answer ratings): the row's rating minus the exact row's (same pair and L) on the "
+                "questions both scored, mean of the per-question differences, 95% CI percentile bootstrap over "
+                "those questions; identical answers get identical judgments (a repeated request reuses the reply)"
+            )
         if self.others:
             lines.append(
                 f"other judges' records exist ({'; '.join(self.others)}); python -m runners.judging prints their "

@@ -74,8 +74,14 @@ def table(
             speedup(c, cells[ref]) if ref in row and comparable(r, row[ref]) else NAN
             for ref in ("EAGLE3", "SD")
         )
+        exact = "EAGLE3" if r["_arm"].startswith("EAGLE3") else "SD"
         qcols, qshown = (
-            judged_columns("quality", judged.cell(str(r["run_id"])), protocol)
+            judged_columns(
+                "quality",
+                judged.cell(str(r["run_id"])),
+                protocol,
+                judged.cell(str(row[exact]["run_id"])) if exact in row else None,
+            )
             if protocol is not None
             else ({}, None)
         )

@@ -31,7 +31,7 @@ from analysis.artefact import (
 from analysis.cells import CI_NOTE, SPEEDUP_NOTE, Cell, ItemCache, cap_note, est_columns, speedup
 from analysis.equality import check_runs, equality_footer
 from analysis.footer import provenance_lines
-from analysis.judged import DIGITS, Judged, Judgments, split, with_judgments
+from analysis.judged import DIGITS, Judged, Judgments, paired_delta, split, with_judgments
 from analysis.stats import NAN, fmt
 
 NAME = "table7"
@@ -179,13 +179,25 @@ def baseline_note(judged: Judgments) -> str:
     return "; ".join(sorted(notes))
 
 
-def judged_columns(key: str, j: Judged | None, protocol: str) -> tuple[dict, str]:
-    """CSV columns and the display text of a judged quality cell (protocol ``protocol``'s units)."""
+def judged_columns(
+    key: str, j: Judged | None, protocol: str, base: Judged | None = None
+) -> tuple[dict, str]:
+    """CSV columns and the display text of a judged quality cell (protocol ``protocol``'s units).
+
+    ``base``: the judged exact row of the same pair and L; a single-answer cell of another row then also shows
+    its paired difference from it (:func:`analysis.judged.paired_delta`, ``Δ``, over the questions both scored).
+    """
     name = f"{key}_score" if protocol == "single" else f"{key}_win_rate_pct"
     if j is None:
         return {**est_columns(name, NAN), f"{name}_se": NAN.value, f"{key}_judged_n": 0}, "n.j."
     shown = fmt(j.value, DIGITS.get(protocol, 2))
-    return {**est_columns(name, j.value), f"{name}_se": j.se, f"{key}_judged_n": j.value.n}, shown
+    cols = {**est_columns(name, j.value), f"{name}_se": j.se, f"{key}_judged_n": j.value.n}
+    if protocol == "single" and base is not None and base.run_id != j.run_id:
+        delta = paired_delta(j, base)
+        cols.update(est_columns(f"{name}_delta_vs_exact", delta))
+        if delta.n:
+            shown += f"; Δ {fmt(delta, DIGITS['single'])} (n={delta.n})"
+    return cols, shown
 
 
 def cell_columns(
@@ -197,7 +209,8 @@ def cell_columns(
 ) -> tuple[dict, dict]:
     """(numbers, display) of one set's columns: quality, tau, tok/s, speedup vs ``base``.
 
-    ``judged``: (the run's judged quality or None, the set's protocol) when the set has judgments in this table.
+    ``judged``: (the run's judged quality or None, the set's protocol, the exact row's judged quality or None)
+    when the set has judgments in this table.
     """
     if c is None:
         return {}, {
@@ -259,7 +272,12 @@ def build(selected: pd.DataFrame) -> Artefact:
                     c = cells.get((b, method))
                     j = None
                     if protocols[b] is not None and b not in GRADED:
-                        j = (judged.cell(c.run_id) if c is not None else None, protocols[b])
+                        ref = cells.get((b, "sd"))
+                        j = (
+                            judged.cell(c.run_id) if c is not None else None,
+                            protocols[b],
+                            judged.cell(ref.run_id) if ref is not None else None,
+                        )
                     nums, shown = cell_columns(
                         BENCH_LABEL[b], c, cells.get((b, "sd")), b in GRADED, j
                     )

@@ -66,6 +66,10 @@ def test_table7_judged_cells_and_footer(results, api_env):
     assert t.data.iloc[dm]["mt_bench_score"] == pytest.approx(6.5)  # 4, 9, 4, 9
     assert t.data.iloc[dm]["mt_bench_score_se"] == pytest.approx(statistics.stdev([4, 9, 4, 9]) / 2)
     assert t.data.iloc[dm]["mt_bench_judged_n"] == 4
+    # paired vs the exact row on the 4 questions both scored: (4-9, 9-9, 4-9, 9-9) / 4 = -2.5
+    assert t.data.iloc[dm]["mt_bench_score_delta_vs_exact"] == pytest.approx(-2.5)
+    assert t.display.iloc[dm]["MT-Bench Q"].endswith("; Δ -2.50 [-5.00, 0.00] (n=4)")
+    assert "Δ" not in t.display.iloc[sd]["MT-Bench Q"]
     assert "mt_bench_quality_pct" not in t.data and "gsm8k_quality_pct" not in t.data
     # Alpaca: vs the sd run's answers; the sd row is all draws (50 %)
     assert t.data.iloc[sd]["alpaca_win_rate_pct"] == 50.0
@@ -139,7 +143,10 @@ def test_table10_quality_column_only_when_judged(results, api_env):
         assert judge("table10", profile="default") == 0
     (t,) = render("table10", "default", echo=False).tables
     assert list(t.display["Method"]) == ["EAGLE3", "EAGLE3+DM (naive)", "SD", "SD+DM (naive)"]
-    assert list(t.display["Q"]) == ["9.00 [9.00, 9.00]", "4.00 [4.00, 4.00]"] * 2
+    dm = (
+        "4.00 [4.00, 4.00]; Δ -5.00 [-5.00, -5.00] (n=2)"  # paired vs the same drafting's exact row
+    )
+    assert list(t.display["Q"]) == ["9.00 [9.00, 9.00]", dm] * 2
     assert list(t.data["quality_score"]) == [9.0, 4.0, 9.0, 4.0]
     md = (results / "table10" / "table10.md").read_text()
     assert "KoMT-Bench Q: mean FastChat single-answer rating" in md

@@ -126,12 +126,21 @@ def paired_delta(a: Judged | None, b: Judged | None) -> Estimate:
     return mean_ci([a.per_question[k] - b.per_question[k] for k in shared]).scaled(scale)
 
 
+def baseline_kind(baseline: str | None) -> str:
+    """The kind of a judging run's baseline (its JSON ``method.baseline``): the method whose answers it compares
+    with (``sd``, ``reference``), without the run id that differs per setting; ``null`` for none."""
+    b = json.loads(baseline) if isinstance(baseline, str) and baseline else None
+    return str(b.get("method")) if isinstance(b, dict) else "null"
+
+
 def one_protocol(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per dataset, the judging runs of one protocol and baseline: the pair judging most decode runs (ties: the
-    newest), so a column never mixes e.g. 1-10 ratings with win rates, or win rates against different baselines."""
+    """Per dataset, the judging runs of one protocol and baseline kind: the pair judging most decode runs (ties:
+    the newest), so a column never mixes e.g. 1-10 ratings with win rates, or win rates against different kinds of
+    baseline (another method's answers vs the dataset's reference answers). Each row's baseline is that kind in
+    the row's own setting (its pair, L, engine: another run per setting), so the kind, not the run, is compared."""
     if rows.empty or "dataset" not in rows:
         return rows
-    combo = rows["protocol"].astype(str) + "|" + rows["baseline"].astype(str)
+    combo = rows["protocol"].astype(str) + "|" + rows["baseline"].map(baseline_kind)
     keep = []
     for _, g in rows.assign(_combo=combo).groupby("dataset", dropna=False, sort=False):
         best = (

@@ -292,6 +292,7 @@ def local_model_spec(cfg: Mapping[str, Any]) -> dict:
 LOCAL_FIELDS = (
     Field("judge.max_tokens", int, low=1, note="reply cap in tokens"),
     Field("judge.batch_size", int, low=1, note="prompts decoded together"),
+    Field("judge.no_repeat_ngram_size", int, low=0, note="0 = off"),
 )
 
 
@@ -301,7 +302,8 @@ class LocalJudge:
 
     Config (``conf/judge/local.yaml``): ``pair`` (the judge is that pair's target) or ``local_path``, ``dtype``
     (``auto``: as ``runners.models.dtype``), ``device``, ``max_tokens`` (reply cap), ``batch_size`` (prompts
-    decoded together), ``weak`` (label every footer as a weak judge).
+    decoded together), ``no_repeat_ngram_size`` (transformers' n-gram blocking over prompt and reply; 0 = off; part
+    of the identity when on), ``weak`` (label every footer as a weak judge).
     """
 
     def __init__(self, cfg: Mapping[str, Any]) -> None:
@@ -341,8 +343,14 @@ class LocalJudge:
                 "model": str(pc["target"].get("name")),
                 **source_identity(pc["target"]),
                 "dtype": resolve_dtype(pc),
+                # decoding that changes the replies is part of what the judge is (replies are reused per identity)
+                **({"no_repeat_ngram_size": self._ngram} if self._ngram else {}),
             }
         return dict(self._identity)
+
+    @property
+    def _ngram(self) -> int:
+        return int(self.cfg.get("no_repeat_ngram_size") or 0)
 
     def label(self) -> str:
         ident = self.identity()
@@ -406,13 +414,15 @@ class LocalJudge:
         return ids.to(dev), mask.to(dev)
 
     def _generate(self, seqs: list[list[int]], max_tokens: int) -> list[JudgeReply]:
-        """Greedy replies of up to ``max_tokens`` tokens (transformers ``generate``, stops at end of turn)."""
+        """Greedy replies of up to ``max_tokens`` tokens (transformers ``generate``, stops at end of turn; n-gram
+        blocking when ``no_repeat_ngram_size`` is set)."""
         ids, mask = self._batch(seqs)
         gen = GenerationConfig(
             max_new_tokens=int(max_tokens),
             do_sample=False,
             eos_token_id=sorted(self._eos),
             pad_token_id=self._pad,
+            **({"no_repeat_ngram_size": self._ngram} if self._ngram else {}),
         )
         with torch.inference_mode():
             out = self._model.generate(input_ids=ids, attention_mask=mask, generation_config=gen)

@@ -26,6 +26,10 @@ def check(capsys, *overrides: str) -> tuple[int, str]:
             ["judge=local", "judge.batch_size=0"],
             "judge.batch_size=0 is invalid; allowed: an integer >= 1",
         ),
+        (
+            ["judge=local", "judge.no_repeat_ngram_size=-1"],
+            "judge.no_repeat_ngram_size=-1 is invalid; allowed: an integer >= 0",
+        ),
         (["judge=local", "judge.pair=nope"], "judge.pair='nope' has no conf/pair/ file; allowed: "),
         (["judge=api", "judge.model="], "judge=api needs the judge model"),
         (

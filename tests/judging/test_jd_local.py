@@ -23,6 +23,7 @@ def local_args(tiny_pair_dir, monkeypatch, tmp_path):
         "judge.dtype=float32",
         "judge.max_tokens=12",
         "judge.batch_size=2",
+        "judge.no_repeat_ngram_size=0",  # plain greedy: compared with a reference loop below
     ]
 
 
@@ -163,3 +164,49 @@ def test_calibrate_with_a_second_judge(results, local_args, api_env):
     scored = [x for x in read_samples(local / "samples.jsonl") if x["question_id"] in (81, 82)]
     n = sum(x["score"] is not None for x in scored)  # the api judge rated both
     assert (f"n={n}," in line) if n else line.endswith("no question scored by both")
+
+
+def test_ngram_blocking_reaches_generate_and_the_identity(results, tiny_pair_dir, local_args):
+    """judge.no_repeat_ngram_size=N: the reply is transformers' greedy generate with that N-gram blocking (one
+    prompt at a time), not the plain greedy reply, and N is in the judge's identity (so the plain judge's replies
+    are not reused for it)."""
+    import torch
+    from transformers import GenerationConfig
+
+    from runners.datasets.base import prompt_token_ids
+    from runners.judging.judges import build_judge
+
+    cfg = decode_cfg("sd", "mt_bench", limit=2)
+    items = docs(cfg)
+    src = write_decode(results, cfg, {sid: "fine fine fine fine" for sid, _ in items})
+    args = [a for a in local_args if "no_repeat_ngram_size" not in a and "batch_size" not in a]
+    extra = ["judge.no_repeat_ngram_size=2", "judge.max_tokens=24", "judge.batch_size=1"]
+    assert run_judging(src, *args, *extra) == 0
+    c, s, d = judging_dir(results, src)
+    assert c["judge"]["identity"]["no_repeat_ngram_size"] == 2
+    judge = build_judge(
+        {"name": "local", "local_path": str(tiny_pair_dir / "target"), "dtype": "float32"}
+    )
+    judge.load()
+    plain_differs = 0
+    for line in read_samples(d / "samples.jsonl"):
+        (call,) = line["calls"]
+        assert call["cached_from"] is None
+        ids = torch.tensor([prompt_token_ids(judge._tokenizer, call["messages"])])
+        replies = []
+        for n in (2, 0):
+            gen = GenerationConfig(
+                max_new_tokens=24,
+                do_sample=False,
+                eos_token_id=sorted(judge._eos),
+                pad_token_id=judge._pad,
+                no_repeat_ngram_size=n,
+            )
+            with torch.inference_mode():
+                out = judge._model.generate(input_ids=ids, generation_config=gen)[0, ids.shape[1] :]
+            toks = [t for t in out.tolist()]
+            end = next((k for k, t in enumerate(toks) if t in judge._eos), None)
+            replies.append(judge._tokenizer.decode(toks[:end], skip_special_tokens=True))
+        assert call["reply"] == replies[0]
+        plain_differs += replies[0] != replies[1]
+    assert plain_differs >= 1  # the knob changed what the judge wrote

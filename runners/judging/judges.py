@@ -356,7 +356,9 @@ class LocalJudge:
         ident = self.identity()
         digest = ident.get("sha256") or ident.get("weights_sha256") or ident.get("revision")
         ngram = f", no_repeat_ngram_size {self._ngram}" if self._ngram else ""
-        what = f"{ident['model']} ({ident.get('source')} {str(digest)[:12]}, {ident['dtype']}{ngram})"
+        what = (
+            f"{ident['model']} ({ident.get('source')} {str(digest)[:12]}, {ident['dtype']}{ngram})"
+        )
         return (
             f"WEAK JUDGE: {what} on this machine, the model family whose answers it grades"
             if self.weak

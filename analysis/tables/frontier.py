@@ -63,6 +63,8 @@ TOLERANCE = (
     -2.0
 )  # points: the Δ acc lower bound a setting must keep to count as "no measurable loss"
 CELL = ("method", "knobs", "L")
+# no star (SD's) and a cycle longer than the colours', so no two rules share a colour and a marker
+RULE_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "h", "<", ">", "p", "d"]
 
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
@@ -299,7 +301,7 @@ def figure(data: pd.DataFrame, bench: str, footer: list[str]) -> Figure:
                 g["delta_acc_pp_vs_sd"],
                 yerr=yerr,
                 color=style.COLORS[i % len(style.COLORS)],
-                marker=style.MARKERS[i % len(style.MARKERS)],
+                marker=RULE_MARKERS[i % len(RULE_MARKERS)],
                 ls=style.LINESTYLES[i // len(style.COLORS) % len(style.LINESTYLES)],
                 ms=4,
                 lw=1.2,

@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 
+from analysis import style
 from analysis.stats import newcombe_paired_ci
 from analysis.tables import frontier
 from tests.helpers.records import item_run, item_sample, run_cfg
@@ -104,3 +105,9 @@ def test_frontier_shows_only_its_own_sweep_beside_other_artefacts_runs(results):
     assert [t.stem for t in art.tables] == ["frontier", "frontier_gsm8k"]
     manifest = json.loads((results / "frontier" / "manifest.json").read_text())
     assert set(manifest["runs"]) == {"ar", "sd", "dm"}
+
+
+def test_no_two_rules_share_a_colour_and_a_marker():
+    n, marks = len(frontier.RULE_LABEL), frontier.RULE_MARKERS
+    looks = {(style.COLORS[i % len(style.COLORS)], marks[i % len(marks)]) for i in range(n)}
+    assert len(looks) == n and "*" not in marks  # the star is SD's

@@ -215,9 +215,9 @@ def dropped_hidden(hidden: torch.Tensor, keep: torch.Tensor, p_drop: float) -> t
     Paper: Eq. (1)-(2) (inverted dropout of the LM head's input).
     """
     scaled = hidden * (1.0 / (1.0 - p_drop))  # [N, d]
-    return torch.where(
-        keep, scaled.unsqueeze(1), torch.zeros((), dtype=hidden.dtype, device=hidden.device)
-    )
+    # a product with the bool mask, not torch.where: the same values for finite hidden states (x * 1 = x,
+    # x * 0 = ±0) at a quarter of where's time on CPU in bf16 (measured at [50, 5, 1536])
+    return scaled.unsqueeze(1) * keep
 
 
 def candidate_tokens(
@@ -288,7 +288,8 @@ def heads_on_candidates(
     Returns:
         ``[M, K, C]`` logits in the weight's dtype, ``-inf`` at duplicates.
     """
-    rows = lm_head_weight.index_select(0, ids.reshape(-1)).view(*ids.shape, -1)  # [M, C, d]
+    # embedding() gathers the same rows as index_select, about twice as fast on CPU in bf16 (measured)
+    rows = torch.nn.functional.embedding(ids, lm_head_weight)  # [M, C, d]
     logits = torch.bmm(dropped, rows.transpose(1, 2))  # [M, K, C]
     if lm_head_bias is not None:
         logits = logits + lm_head_bias[ids].unsqueeze(1)

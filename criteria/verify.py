@@ -121,11 +121,10 @@ def _dropped(
     """The K heads' inputs at the first P positions, ``[B*P, K, d]`` (Eq. 1-2); each row's masks drawn for all N
     positions from its own generator (one ``torch.rand((N, K, d))``), so the stream does not depend on P."""
     B, N, d = hidden.shape
-    keep = torch.cat(
-        [dropout_masks(N, K, d, p, g, hidden.device) for g in generators]
-    )  # [B*N, K, d]
-    keep = keep.view(B, N, K, d)[:, :P].reshape(B * P, K, d)
-    return dropped_hidden(hidden[:, :P].reshape(B * P, d), keep, p)
+    keep = torch.stack(
+        [dropout_masks(N, K, d, p, g, hidden.device)[:P] for g in generators]
+    )  # [B, P, K, d]
+    return dropped_hidden(hidden[:, :P].reshape(B * P, d), keep.view(B * P, K, d), p)
 
 
 def _sparse_heads(

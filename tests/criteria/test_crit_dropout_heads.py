@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from criteria.dropout_heads import dropout_head_logits
+from criteria.dropout_heads import dropout_head_logits, dropout_masks, dropped_hidden
 
 
 def gen(seed: int) -> torch.Generator:
@@ -129,3 +129,17 @@ def test_bad_shapes_and_missing_generator_raise():
         dropout_head_logits(h, W, b[:-1], num_heads=2, p_drop=0.1, generator=gen(0))
     with pytest.raises(ValueError, match="generator"):
         dropout_head_logits(h, W, num_heads=2, p_drop=0.1, generator=None)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_dropped_hidden_equals_the_masked_definition(dtype):
+    """Eq. (2) as written, h * m / (1 - p) with m in {0, 1}, value for value (zeros compare equal to -0.0)."""
+    g = torch.Generator().manual_seed(3)
+    h = torch.randn(7, 32, generator=g).to(dtype)
+    keep = dropout_masks(7, 5, 32, 0.3, g, "cpu")
+    ref = torch.where(keep, (h * (1.0 / 0.7)).unsqueeze(1), torch.zeros((), dtype=dtype))
+    out = dropped_hidden(h, keep, 0.3)
+    assert out.dtype == dtype and out.shape == (7, 5, 32) and torch.equal(out, ref)
+    assert int((out == 0).sum()) == int(
+        (~keep).sum()
+    )  # every dropped unit, and only those (h has no zeros)

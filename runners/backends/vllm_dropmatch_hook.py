@@ -142,6 +142,23 @@ def install(
         criteria.registry.UnknownNameError: an unknown ``rule_name`` (the message lists the allowed ones).
     """
     check_vllm_version()
+    rule, head_spec = _checked_rule(runner, rule_name, rule_kwargs, heads)
+    state = HookState(
+        rule=rule,
+        heads=head_spec,
+        default_seed=default_seed,
+        record_inputs=record_inputs,
+        record_trace=record_trace,
+    )
+    _attach(runner, state)
+    return state
+
+
+def _checked_rule(
+    runner: Any, rule_name: str | None, rule_kwargs: dict, heads: dict | None
+) -> tuple[Any, HeadSpec]:
+    """The rule and heads :func:`install` puts in the verify step, refused (as :func:`install` documents) before
+    anything on ``runner`` changes."""
     spec = runner.speculative_config
     if spec is None or spec.method not in SUPPORTED_METHODS:
         raise NotImplementedError(
@@ -169,13 +186,11 @@ def install(
         )
     if rule is not None:
         _lm_head_weight(runner.model)  # refuse unsupported heads now, not mid-generation
-    state = HookState(
-        rule=rule,
-        heads=head_spec,
-        default_seed=default_seed,
-        record_inputs=record_inputs,
-        record_trace=record_trace,
-    )
+    return rule, head_spec
+
+
+def _attach(runner: Any, state: HookState) -> None:
+    """Make ``state`` the runner's: wrap its captures and sampler the first time, swap the state after."""
     if hasattr(
         runner, "_dropmatch_state"
     ):  # wrappers already in place: swap the state (and sampler)
@@ -184,12 +199,11 @@ def install(
             runner.rejection_sampler = DropMatchSampler(runner, state, runner.rejection_sampler)
         runner._dropmatch_state = state
         runner.rejection_sampler.state = state
-        return state
+        return
     runner._dropmatch_state = state
     _wrap_captures(runner)
     runner._dropmatch_native_sampler = runner.rejection_sampler
     runner.rejection_sampler = DropMatchSampler(runner, state, runner.rejection_sampler)
-    return state
 
 
 def _wrap_captures(runner: Any) -> None:

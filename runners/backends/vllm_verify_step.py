@@ -233,67 +233,83 @@ class DropMatchSampler(RejectionSampler):
         cu = metadata.cu_num_draft_tokens.tolist()
         target_idx = metadata.target_logits_indices.long()
         bonus_idx = metadata.bonus_logits_indices.long()
-        req_ids = self.runner.input_batch.req_ids
         for i in range(B):
             n = int(metadata.num_draft_tokens[i])
             start = cu[i] - n
             rows = torch.cat([target_idx[start : cu[i]], bonus_idx[i : i + 1]])  # [n+1]
-            req_id = req_ids[i]
-            sp = self.runner.requests[req_id].sampling_params
-            T = float(sp.temperature) if sp.temperature and sp.temperature > 1e-5 else 0.0
-            h = hidden[rows]  # [n+1, d]
-            gen = self._generator(req_id, h.device)
-            gen_state = gen.get_state() if st.record_inputs else None
             drafts = metadata.draft_token_ids[start : cu[i]].long()[None]  # [1, n]
-            q = None
-            if n > 0 and st.needs_draft_probs:
-                if draft_probs is None:
-                    raise RuntimeError(
-                        "the rule needs draft_probs but vLLM passed none (draft capture failed)"
-                    )
-                q = draft_probs[start : cu[i]].float()[None]  # [1, n, V]
-            # no drafts this round (another request of the batch has some): the target's own token, no heads
-            rule, heads = (
-                (st.rule, st.heads) if n > 0 else (CRITERIA.get("autoregressive")(), HeadSpec())
+            q = None if draft_probs is None else draft_probs[start : cu[i]]  # [n, V]
+            a, nxt = self._decide_request(
+                self.runner.input_batch.req_ids[i], hidden[rows], head, drafts, q
             )
-            res = verify_round(
-                h[None],
-                head,
-                drafts,
-                rule,
-                heads,
-                temperature=T,
-                generators=[gen],
-                draft_probs=q,
-                trace=st.record_trace and n > 0,
-            )
-            a, nxt = int(res.num_accepted[0]), int(res.next_token_ids[0])
             out[i, :a] = drafts[0, :a].to(torch.int32)
             out[i, a] = nxt
-            if n == 0:
-                continue
-            st.rounds.append(
-                RoundRecord(
-                    req_id=req_id,
-                    num_draft_tokens=n,
-                    num_accepted=a,
-                    next_token_id=nxt,
-                    accept_mask=res.accept_mask[0].tolist(),
-                    mismatched=(drafts[0, :a] != res.target_argmax[0, :a]).int().tolist(),
-                    trace=trace_to_json(res.trace, 0, min(a + 1, n)) if res.trace else None,
-                    inputs=dict(
-                        hidden=h.clone(),
-                        draft_token_ids=drafts.clone(),
-                        draft_probs=q,
-                        temperature=T,
-                        generator_state=gen_state,
-                    )
-                    if st.record_inputs
-                    else None,
-                )
-            )
         st.criterion_s += time.perf_counter() - t0
         return SamplerOutput(sampled_token_ids=out, logprobs_tensors=None)
+
+    def _decide_request(
+        self,
+        req_id: str,
+        h: torch.Tensor,
+        head: LMHead,
+        drafts: torch.Tensor,
+        draft_probs: torch.Tensor | None,
+    ) -> tuple[int, int]:
+        """One request's round: ``h`` ``[n+1, d]`` hidden states at its drafts and bonus position, ``drafts``
+        ``[1, n]`` int64, ``draft_probs`` ``[n, V]`` or None. Returns ``(accepted, next token id)`` and, for a round
+        with drafts, appends its :class:`RoundRecord`."""
+        st = self.state
+        n = drafts.shape[1]
+        sp = self.runner.requests[req_id].sampling_params
+        T = float(sp.temperature) if sp.temperature and sp.temperature > 1e-5 else 0.0
+        gen = self._generator(req_id, h.device)
+        gen_state = gen.get_state() if st.record_inputs else None
+        q = None
+        if n > 0 and st.needs_draft_probs:
+            if draft_probs is None:
+                raise RuntimeError(
+                    "the rule needs draft_probs but vLLM passed none (draft capture failed)"
+                )
+            q = draft_probs.float()[None]  # [1, n, V]
+        # no drafts this round (another request of the batch has some): the target's own token, no heads
+        rule, heads = (
+            (st.rule, st.heads) if n > 0 else (CRITERIA.get("autoregressive")(), HeadSpec())
+        )
+        res = verify_round(
+            h[None],
+            head,
+            drafts,
+            rule,
+            heads,
+            temperature=T,
+            generators=[gen],
+            draft_probs=q,
+            trace=st.record_trace and n > 0,
+        )
+        a, nxt = int(res.num_accepted[0]), int(res.next_token_ids[0])
+        if n == 0:
+            return a, nxt
+        st.rounds.append(
+            RoundRecord(
+                req_id=req_id,
+                num_draft_tokens=n,
+                num_accepted=a,
+                next_token_id=nxt,
+                accept_mask=res.accept_mask[0].tolist(),
+                mismatched=(drafts[0, :a] != res.target_argmax[0, :a]).int().tolist(),
+                trace=trace_to_json(res.trace, 0, min(a + 1, n)) if res.trace else None,
+                inputs=dict(
+                    hidden=h.clone(),
+                    draft_token_ids=drafts.clone(),
+                    draft_probs=q,
+                    temperature=T,
+                    generator_state=gen_state,
+                )
+                if st.record_inputs
+                else None,
+            )
+        )
+        return a, nxt
 
     def _log_native(self, metadata: Any, sampled: torch.Tensor, all_greedy: bool) -> None:
         """Record the rounds vLLM's own sampler decided (``sampled`` ``[B, max_spec_len + 1]``, placeholder-padded).

@@ -140,6 +140,5 @@ def test_dropped_hidden_equals_the_masked_definition(dtype):
     ref = torch.where(keep, (h * (1.0 / 0.7)).unsqueeze(1), torch.zeros((), dtype=dtype))
     out = dropped_hidden(h, keep, 0.3)
     assert out.dtype == dtype and out.shape == (7, 5, 32) and torch.equal(out, ref)
-    assert int((out == 0).sum()) == int(
-        (~keep).sum()
-    )  # every dropped unit, and only those (h has no zeros)
+    # every dropped unit is zero, and only those (h has no zeros)
+    assert int((out == 0).sum()) == int((~keep).sum())

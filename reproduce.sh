@@ -7,6 +7,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 ROOT=$PWD
 VENV=${DROPMATCH_VENV:-$ROOT/.venv}
 PY=$VENV/bin/python
+# glibc keeps blocks up to 32 MB in the heap: a batch-10 round's full-vocabulary tensors (10 x 5 x 151,936 float32,
+# 30 MB) would otherwise be mapped and page-faulted afresh every round, which costs more than the work on them
+# (README "Engines on a CPU"). Speed only, outputs unchanged; each run records it (meta/summary "allocator").
+# GLIBC_TUNABLES= (set, empty) keeps glibc's defaults.
+export GLIBC_TUNABLES=${GLIBC_TUNABLES-glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296}
 
 ARTEFACTS="table1 table2 table3 table4 table5 table6 table7 table8 table9 table10 fig1 fig3 fig5 fig6 sensitivity bench frontier"
 

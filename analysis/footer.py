@@ -87,6 +87,16 @@ def engine_lines(runs: pd.DataFrame) -> list[str]:
     return [line + (" -- MIXED engines in one table" if len(set(kinds)) > 1 else "")]
 
 
+def allocator_lines(runs: pd.DataFrame) -> list[str]:
+    """The memory allocator setting the runs were decoded under (provenance ``allocator``: it moves speed, not
+    outputs), with run counts; nothing when no run recorded it."""
+    if "allocator" not in runs or runs["allocator"].isna().all():
+        return []
+    missing = int(runs["allocator"].isna().sum())
+    tail = f"; not recorded in {missing} run{'s' if missing > 1 else ''}" if missing else ""
+    return [f"allocator: {_counted(runs['allocator'].dropna().astype(str).tolist())}{tail}"]
+
+
 def decision_lines(runs: pd.DataFrame) -> list[str]:
     """Decision-code fingerprints, one per rule and backend (each run's fingerprint covers the code its rule and
     backend run: :mod:`runners.records.fingerprint`); MIXED when runs of one rule and backend were decided by different
@@ -177,7 +187,25 @@ def audit_lines(runs: pd.DataFrame) -> list[str]:
         f"(Clopper-Pearson, pooled over the table's runs); the >= {AUDIT_BAR:g}% bar at positions: "
         + verdict
         + (f"; {missing} sparse run(s) NOT audited" if missing else "")
+        + audit_time(audited)
     ]
+
+
+def audit_time(audited: pd.DataFrame) -> str:
+    """Where the audit's seconds went: outside the runs' tok/s (records that say so, ``audit_outside_wall``) or
+    inside; empty for records older than the flag (their footers stay as they were built)."""
+    if "audit_outside_wall" not in audited or audited["audit_outside_wall"].isna().all():
+        return ""
+    out = audited["audit_outside_wall"].fillna(False).astype(bool)
+    # per-sample seconds are the batch's, in audit_s and wall_s alike: their ratio is the audit's share of time
+    audit, wall = (float(audited[c].fillna(0.0).sum()) for c in ("audit_s", "wall_s"))
+    size = f" ({100.0 * audit / wall:.1f}% of the decoding time)" if wall > 0 else ""
+    if out.all():
+        return f"; the audit's time{size} is left out of the runs' wall time and tok/s"
+    return (
+        f"; the audit's time{size} is left out of the wall time and tok/s of {int(out.sum())} of "
+        f"{len(out)} audited runs (MIXED: the others count it in)"
+    )
 
 
 def provenance_lines(runs: pd.DataFrame) -> list[str]:
@@ -191,6 +219,7 @@ def provenance_lines(runs: pd.DataFrame) -> list[str]:
         f"profile: {', '.join(sorted(str(p) for p in runs['profile'].unique()))}",
         *engine_lines(runs),
         f"device: {', '.join(sorted(str(d) for d in runs['device'].dropna().unique()))}",
+        *allocator_lines(runs),
         f"date (UTC): {span}; runs: {len(runs)}",
         *commit_lines(runs),
         *identity_lines(runs),

@@ -26,7 +26,7 @@ import torch
 from criteria.autojudge import as_head, check_threshold, judge_accepts
 from criteria.base import AcceptResult, VerifyInputs
 from criteria.common import check_inputs, finish_round
-from criteria.dropmatch_base import dropmatch_trace, head_tokens
+from criteria.dropmatch_base import dropmatch_trace, round_head_tokens
 from criteria.dropmatch_js import DropMatchJS
 from criteria.registry import CRITERIA
 
@@ -77,12 +77,7 @@ class AutoJudgeDropMatch:
     def tests(self, inputs: VerifyInputs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple]:
         """The two per-position tests: ``(aj [B, L] bool, dm [B, L] bool, head_token_ids [B, L, K], js)``."""
         L = inputs.draft_token_ids.shape[1]
-        if inputs.head_candidates is None:
-            heads = head_tokens(inputs.head_logits[:, :L], 0.0, None)  # [B, L, K]
-        else:  # sparse variant: a head's token among the candidates (not the rest entry), index -> token id
-            heads = inputs.head_candidates[:, :L].gather(
-                -1, head_tokens(inputs.head_logits[:, :L, :, :-1], 0.0, None)
-            )
+        heads = round_head_tokens(inputs, L, 0.0, None)  # [B, L, K]
         dm, js = self._dm.accept_test(inputs, heads)  # [B, L]
         if self._dm.include_target:
             dm = dm | (inputs.draft_token_ids == inputs.target_logits[:, :L].argmax(dim=-1))

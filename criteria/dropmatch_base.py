@@ -35,6 +35,49 @@ def head_tokens(
     return sample_categorical(torch.softmax(head_logits.float() / temperature, dim=-1), generator)
 
 
+def candidate_head_tokens(
+    head_logits: torch.Tensor,
+    candidates: torch.Tensor,
+    temperature: float,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
+    """:func:`head_tokens` of the sparse variant: each head's token among the C candidate tokens, as a token id.
+
+    At T = 0 a tie between candidates goes to the lowest token id, as the exact rule's argmax over the vocabulary
+    breaks it (its first index); the candidates come in score order, so a plain argmax over them would break
+    ties differently, and bf16 logits tie often (their spacing is 0.125 between 16 and 32). At T > 0: a sample
+    over the candidates in their order (:func:`head_tokens`).
+
+    Args:
+        head_logits: ``[B, L, K, C]`` float, the heads at the candidates (``-inf`` at a masked duplicate).
+        candidates: ``[B, L, C]`` int64 token ids.
+        temperature: ``>= 0``; generator: required when ``temperature > 0``.
+
+    Returns:
+        ``[B, L, K]`` int64 token ids.
+    """
+    if temperature > 0:
+        return candidates.gather(-1, head_tokens(head_logits, temperature, generator))
+    ids = candidates.unsqueeze(-2).expand(head_logits.shape)  # [B, L, K, C]
+    tied = head_logits == head_logits.amax(dim=-1, keepdim=True)  # [B, L, K, C]
+    return ids.masked_fill(~tied, torch.iinfo(ids.dtype).max).amin(dim=-1)
+
+
+def round_head_tokens(
+    inputs: VerifyInputs, L: int, temperature: float, generator: torch.Generator | None
+) -> torch.Tensor:
+    """The heads' tokens ``[B, L, K]`` int64 at the L drafted positions: :func:`head_tokens` over the vocabulary,
+    or, in the sparse variant (``head_candidates``), :func:`candidate_head_tokens` (never the rest entry)."""
+    if inputs.head_candidates is None:
+        return head_tokens(inputs.head_logits[:, :L], temperature, generator)
+    return candidate_head_tokens(
+        inputs.head_logits[:, :L, :, :-1],
+        inputs.head_candidates[:, :L, :-1],
+        temperature,
+        generator,
+    )
+
+
 def js_statistics(
     head_logits: torch.Tensor, draft_probs: torch.Tensor, temperature: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -252,12 +295,7 @@ class DropMatchBase:
         )
         L = inputs.draft_token_ids.shape[1]
         T, gen = inputs.temperature, inputs.generator
-        if inputs.head_candidates is None:
-            heads = head_tokens(inputs.head_logits[:, :L], T, gen)  # [B, L, K]
-        else:  # sparse variant: a head's token among the candidates (not the rest entry), index -> token id
-            heads = inputs.head_candidates[:, :L].gather(
-                -1, head_tokens(inputs.head_logits[:, :L, :, :-1], T, gen)
-            )
+        heads = round_head_tokens(inputs, L, T, gen)  # [B, L, K]
         ok, js = self.accept_test(
             inputs, heads, every_position=trace
         )  # [B, L], exact up to the first rejection

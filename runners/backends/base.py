@@ -52,10 +52,11 @@ class SampleResult:
             in the output: ``num_drafts + num_accepted_tokens == len(output_token_ids) - 1 + eos_removed``.
         num_output_tokens: ``len(output_token_ids)``, tokens.
         wall_s: generation wall time without prefill, seconds: from the sample's first round to its finish (with
-            ``backend.batch_size`` > 1 the rounds are shared with other samples; see ``share_s``).
+            ``backend.batch_size`` > 1 the rounds are shared with other samples; see ``share_s``), without the
+            exactness audit's time (``audit_s``: a measurement of the decision, not decoding).
         prefill_s: prompt prefill time (both models), seconds.
-        draft_s / verify_s / criterion_s / audit_s: split of ``wall_s``, seconds (``audit_s``: the exact rule's
-            second decision of audited rounds, :mod:`criteria.audit`; not part of ``criterion_s``).
+        draft_s / verify_s / criterion_s: split of ``wall_s``, seconds. audit_s: the exact rule's second decision
+            of audited rounds (:mod:`criteria.audit`), seconds, outside ``wall_s``, ``share_s`` and ``criterion_s``.
         accepted_per_round: accepted draft count of each round, in order, after the same cut.
         stop_reason: ``"eos"``, ``"stop"`` or ``"length"``.
         eos_removed: 1 when an EOS token ended the output (not kept in ``output_token_ids``), else 0.

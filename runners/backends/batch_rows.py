@@ -13,7 +13,9 @@ Timing of a row (seconds):
     among the rows in the batch then. Summed over the samples of a run, this is the batch run's decoding wall
     time, so ``sum(tokens) / sum(share_s)`` is the aggregate throughput (Table 5); at ``B = 1``,
     ``share_s == wall_s``;
-  - ``draft_s`` / ``verify_s`` / ``criterion_s`` / ``audit_s``: the batch's draft / verify / decision / exactness-audit time over its rounds.
+  - ``draft_s`` / ``verify_s`` / ``criterion_s`` / ``audit_s``: the batch's draft / verify / decision / exactness-audit
+    time over its rounds. The loops leave the audit's time out of ``wall_s`` and ``share_s`` (:meth:`BatchClock.skip`):
+    it measures the decision, it is not decoding.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Provenance of a run: UTC date, git commit and dirty flag, package versions, device."""
+"""Provenance of a run: UTC date, git commit and dirty flag, package versions, device, memory allocator."""
 
 from __future__ import annotations
 
@@ -79,10 +79,19 @@ def versions() -> dict:
     return out
 
 
+def allocator() -> str:
+    """The process's glibc tunables (``GLIBC_TUNABLES``, which ``reproduce.sh`` sets to keep a round's
+    full-vocabulary tensors in the heap), or ``"glibc default"``. They change speed only, never outputs."""
+    import os
+
+    return os.environ.get("GLIBC_TUNABLES") or "glibc default"
+
+
 def provenance() -> dict:
     return {
         "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "device": device_name(),
+        "allocator": allocator(),
         "versions": versions(),
         **git_state(),
     }

@@ -100,6 +100,10 @@ def summarize(
         out[f"speed/{part}"] = sum(s["speed"].get(part, 0.0) for s in samples)
     if any("audit_s" in s["speed"] for s in samples):
         out["speed/audit_s"] = sum(s["speed"].get("audit_s", 0.0) for s in samples)
+        # True when every audited sample's wall_s left the audit out (records written before that count it in)
+        out["speed/audit_outside_wall"] = all(
+            bool(s["speed"].get("audit_outside_wall")) for s in samples if "audit_s" in s["speed"]
+        )
     if aggregate is not None:
         q = aggregate([s["quality"] for s in samples]) if samples else {}
         out.update({f"quality/{k}": v for k, v in q.items()})

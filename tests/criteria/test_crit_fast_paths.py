@@ -165,6 +165,52 @@ def test_candidate_tokens_bonus_position_takes_the_targets_top_2n():
     assert ids[0, 2].tolist() == [19, 18, 17, 16, 15, 14]
 
 
+def test_sparse_head_tokens_break_ties_as_the_exact_argmax():
+    """A tie between candidates goes to the lowest token id, as the exact argmax over the vocabulary does, whatever
+    the candidates' order (bf16 head logits tie at real positions: the audit's first misses were such ties)."""
+    from criteria.dropmatch_base import candidate_head_tokens
+
+    logits = torch.tensor([5.0, 9.0, 9.0, 1.0, float("-inf")]).view(1, 1, 1, 5)
+    ids = torch.tensor([40, 17, 3, 8, 2]).view(1, 1, 5)
+    vocab = torch.full((1, 1, 1, 41), -100.0).scatter(-1, ids.view(1, 1, 1, 5), logits)
+    assert candidate_head_tokens(logits, ids, 0.0, None).item() == 3
+    assert vocab.argmax(-1).item() == 3
+
+
+def test_sparse_variant_decides_as_the_exact_rule_at_tied_heads():
+    """Two vocabulary rows equal (every head ties them), the draft the higher id: exact and sparse agree."""
+    import criteria.rules  # noqa: F401
+    from criteria.registry import CRITERIA
+
+    B, V, d = 16, 300, 16
+    g = torch.Generator().manual_seed(3)
+    W = torch.randn(V, d, generator=g)
+    W[250] = W[7] = 3.0 * torch.ones(d)  # the top token of every head, tied
+    hidden = torch.rand(B, 6, d, generator=g) + 0.5
+    drafts = torch.full((B, 5), 250)
+    q = torch.softmax(torch.randn(B, 5, V, generator=g), -1)
+    gens = lambda: [torch.Generator().manual_seed(i) for i in range(B)]  # noqa: E731
+    for rule in ("dropmatch_naive", "dropmatch_js"):
+        r = CRITERIA.get(rule)()
+        exact, sparse = (
+            verify_round(
+                hidden,
+                LMHead(W),
+                drafts,
+                r,
+                spec,
+                temperature=0.0,
+                generators=gens(),
+                draft_probs=q,
+                trace=True,
+            )
+            for spec in (HeadSpec(5, 0.3), HeadSpec(5, 0.3, top_n=4))
+        )
+        assert (exact.trace["head_token_ids"] == 7).all()
+        assert torch.equal(sparse.trace["head_token_ids"], exact.trace["head_token_ids"])
+        assert torch.equal(sparse.accept_mask, exact.accept_mask)
+
+
 @pytest.mark.parametrize("rule", ["dropmatch_js", "dropmatch_naive"])
 def test_sparse_variant_agrees_with_the_exact_rule_on_most_rounds(rule):
     """With N covering most of the heads' mass, the sparse decision equals the exact one on >= 90 % of rows (a

@@ -62,6 +62,31 @@ def test_audit_leaves_the_outputs_unchanged(pair, T):
     assert all(r.audit_s > 0.0 for r in audited.values() if r.audit["rounds"])
 
 
+def test_audit_time_is_outside_the_wall_time(pair, monkeypatch):
+    """An audit made 50 ms slower per audited round lands in audit_s, not in wall_s or share_s (tok/s): the
+    audited run's wall time stays below the plain run's plus a fraction of the added sleep."""
+    import time
+
+    import runners.backends.decide as decide
+
+    real = decide.exact_verdicts
+
+    def slow(*a, **kw):
+        time.sleep(0.05)
+        return real(*a, **kw)
+
+    heads = HeadSpec(5, 0.3, top_n=8, audit_share=1.0)
+    plain = run(pair, HeadSpec(5, 0.3, top_n=8), B=2, n=24)
+    monkeypatch.setattr(decide, "exact_verdicts", slow)
+    audited = run(pair, heads, B=2, n=24)
+    slept = 0.05 * sum(r.audit["rounds"] for r in audited.values()) / 2  # B = 2 rows share a round's audit
+    assert slept > 0.5
+    wall = lambda res: sum(r.wall_s for r in res.values())  # noqa: E731
+    share = lambda res: sum(r.share_s for r in res.values())  # noqa: E731
+    assert sum(r.audit_s for r in audited.values()) >= 2 * slept * 0.99
+    assert wall(audited) < wall(plain) + 0.5 * slept and share(audited) < share(plain) + 0.25 * slept
+
+
 def test_same_audited_rounds_alone_and_in_a_batch(pair):
     """B = 1 and B = 4 (rows leave and are refilled): each sample's audit record (audited rounds, counts) is
     the same."""

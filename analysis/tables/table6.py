@@ -60,10 +60,13 @@ def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     """Greedy, complete AR / SD / DM runs of the profile, no trace runs, one backend
     (:func:`analysis.artefact.pick_backend`, default ``hf``). Any batch size: the cells of a row share one
     (:func:`setting_runs`), and the footer names it. SD only at the draft lengths that have DropMatch runs:
-    Table 6 compares SD with SD + DM at each L (the Auto-Judge artefacts' SD references at L=8 are theirs)."""
+    Table 6 compares SD with SD + DM at each L (the Auto-Judge artefacts' SD references at L=8 are theirs).
+    Only Table 6's benchmarks: another artefact's runs on other datasets (Table 7's SD on MT-Bench) have no cell
+    and would only swell the footer's counts."""
     r = of_profile(runs, profile)
     r = r[
         (r["temperature"] == 0.0)
+        & r["dataset"].isin(BENCHMARKS)
         & r["method"].isin(list(METHOD_LABEL))
         & r["complete"].astype(bool)
         & ~r["trace"].astype(bool)

@@ -79,12 +79,16 @@ def test_audit_time_is_outside_the_wall_time(pair, monkeypatch):
     plain = run(pair, HeadSpec(5, 0.3, top_n=8), B=2, n=24)
     monkeypatch.setattr(decide, "exact_verdicts", slow)
     audited = run(pair, heads, B=2, n=24)
-    slept = 0.05 * sum(r.audit["rounds"] for r in audited.values()) / 2  # B = 2 rows share a round's audit
+    slept = (
+        0.05 * sum(r.audit["rounds"] for r in audited.values()) / 2
+    )  # B = 2 rows share a round's audit
     assert slept > 0.5
     wall = lambda res: sum(r.wall_s for r in res.values())  # noqa: E731
     share = lambda res: sum(r.share_s for r in res.values())  # noqa: E731
     assert sum(r.audit_s for r in audited.values()) >= 2 * slept * 0.99
-    assert wall(audited) < wall(plain) + 0.5 * slept and share(audited) < share(plain) + 0.25 * slept
+    assert (
+        wall(audited) < wall(plain) + 0.5 * slept and share(audited) < share(plain) + 0.25 * slept
+    )
 
 
 def test_same_audited_rounds_alone_and_in_a_batch(pair):

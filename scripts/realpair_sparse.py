@@ -35,9 +35,10 @@ def explain(rule_name, t, exact, sparse, head_row) -> str:
     kind = ("tie" if tied else "heads") if he != hs else "js"
     out = f"    {rule_name} t={t} {kind}: exact {bool(exact.accept_mask[0, t])}, heads exact {he} sparse {hs}"
     if "js_draft" in exact.trace:
-        pair = lambda tr: (
-            f"{float(tr['js_draft'][0, t]):.4f} vs {float(tr['js_heads_max'][0, t]):.4f}"
-        )  # noqa: E731
+
+        def pair(tr):
+            return f"{float(tr['js_draft'][0, t]):.4f} vs {float(tr['js_heads_max'][0, t]):.4f}"
+
         out += (
             f"; JS(draft) vs max JS(head): exact {pair(exact.trace)}, sparse {pair(sparse.trace)}"
         )

@@ -7,7 +7,7 @@ Paper: DropMatch (arXiv 2603.03333) Sec. 3.2; Leviathan et al. 2023 Alg. 1; vLLM
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Callable, Protocol, runtime_checkable
 
 import torch
 
@@ -40,6 +40,11 @@ class VerifyInputs:
         head_candidates: ``[B, P, C + 1]`` int64 or None: the sparse variant (``HeadSpec.top_n``): the token id of
             each entry of ``head_logits``' last dim (:func:`criteria.dropout_heads.candidate_tokens`), the last one
             ``-1`` (the rest of the vocabulary); None = exact heads over the whole vocabulary.
+        exact_heads: None, or with ``head_candidates`` the way back to the exact heads:
+            ``exact_heads(rows [m] int64, positions [m] int64, top_n=None)`` gives the K heads at those positions on
+            the round's dropout masks, over the whole vocabulary (``([m, K, V], None)``) or, with ``top_n``, at a
+            wider candidate set (``([m, K, C' + 1], [m, C' + 1])`` as ``head_logits`` / ``head_candidates``).
+            A rule calls it where the coarsened support cannot decide (:class:`criteria.dropmatch_js.DropMatchJS`).
     """
 
     draft_token_ids: torch.Tensor
@@ -51,6 +56,7 @@ class VerifyInputs:
     target_hidden: torch.Tensor | None = None
     draft_hidden: torch.Tensor | None = None
     head_candidates: torch.Tensor | None = None
+    exact_heads: Callable[..., tuple[torch.Tensor, torch.Tensor | None]] | None = None
 
 
 @dataclass

@@ -9,7 +9,12 @@ import torch
 
 from criteria.base import AcceptResult, VerifyInputs
 from criteria.common import check_inputs, finish_round, sample_categorical
-from criteria.divergence import agreement_pattern, centroid_probs, js_divergence, majority_token
+from criteria.divergence import (
+    LN2,
+    agreement_pattern,
+    centroid_probs,
+    majority_token,
+)
 
 
 def head_tokens(
@@ -98,10 +103,53 @@ def js_statistics(
     """
     T = temperature if temperature > 0 else 1.0
     scaled = head_logits.float() / T  # [B, L, K, V]
-    centroid = centroid_probs(scaled)  # [B, L, V]
-    js_heads = js_divergence(torch.softmax(scaled, dim=-1), centroid.unsqueeze(-2))  # [B, L, K]
-    js_draft = js_divergence(draft_probs.float(), centroid)  # [B, L]
+    # JS(p || c) = H((p + c) / 2) - (H(p) + H(c)) / 2 (entropies in nats): one log pass per distribution and one
+    # over each mixture instead of two per pair; identical p and c give the same three sums, hence exactly 0
+    c = torch.softmax(scaled.mean(dim=-2), dim=-1)  # [B, L, V], Eq. (5)
+    p = torch.softmax(scaled, dim=-1)  # [B, L, K, V]
+    h_c = torch.special.entr(c).sum(dim=-1)  # [B, L]
+    h_p = torch.special.entr(p).sum(dim=-1)  # [B, L, K]
+    h_mix = torch.special.entr(p.add_(c.unsqueeze(-2)).mul_(0.5)).sum(dim=-1)  # [B, L, K]
+    js_heads = (h_mix - 0.5 * (h_p + h_c.unsqueeze(-1))).clamp(0.0, LN2)  # [B, L, K], Eq. (6) right
+    q = draft_probs.float()
+    h_q = torch.special.entr(q).sum(dim=-1)  # [B, L]
+    js_draft = (torch.special.entr((q + c).mul_(0.5)).sum(dim=-1) - 0.5 * (h_q + h_c)).clamp(
+        0.0, LN2
+    )
     return js_draft, js_heads.amax(dim=-1)
+
+
+def lumping_slack(
+    head_logits: torch.Tensor, draft_probs: torch.Tensor, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """How far each side of Eq. (6) can rise once the sparse variant's rest entry is split back into its tokens.
+
+    Merging tokens never raises a JS divergence, and a token's term ``f(p, m) = ½ p ln(2p / (p + m)) +
+    ½ m ln(2m / (p + m))`` is at most ``½ (p + m) ln 2``. So with rest masses ``P_r`` (a distribution) and ``M_r``
+    (the centroid), the JS over the whole vocabulary lies in ``[JS_C, JS_C + ½ (P_r + M_r) ln 2 - f(P_r, M_r)]``,
+    ``JS_C`` the coarsened one (:func:`js_statistics` on :func:`js_inputs`). The heads' rest masses are those of
+    the rest entry, the plain head's mass outside the candidates, so the bound is as good as that estimate.
+
+    Args:
+        head_logits: ``[B, L, K, C + 1]`` float, the heads at the candidates plus the rest entry (last).
+        draft_probs: ``[B, L, C + 1]`` float, the draft on the same support (:func:`js_inputs`).
+        temperature: ``>= 0`` (T = 1 when greedy, as :func:`js_statistics`).
+
+    Returns:
+        ``(slack_draft [B, L], slack_heads [B, L])`` float32 nats: the most ``JS(p_hat || p_bar)`` and
+        ``max_i JS(p^(i) || p_bar)`` can exceed their coarsened values.
+    """
+    T = temperature if temperature > 0 else 1.0
+    scaled = head_logits.float() / T  # [B, L, K, C + 1]
+    m = centroid_probs(scaled)[..., -1]  # [B, L]
+    heads = torch.softmax(scaled, dim=-1)[..., -1]  # [B, L, K]
+
+    def slack(p: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        half = (0.5 * (p + m)).clamp_min(torch.finfo(torch.float32).tiny)  # [...]
+        term = 0.5 * (torch.xlogy(p, p / half) + torch.xlogy(m, m / half))  # f(P_r, M_r)
+        return (half * LN2 - term).clamp_min(0.0)
+
+    return slack(draft_probs[..., -1].float(), m), slack(heads, m.unsqueeze(-1)).amax(dim=-1)
 
 
 def js_inputs(inputs: VerifyInputs, L: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -116,12 +164,26 @@ def js_inputs(inputs: VerifyInputs, L: int) -> tuple[torch.Tensor, torch.Tensor]
     cand = inputs.head_candidates
     if cand is None:
         return heads, inputs.draft_probs
-    q = inputs.draft_probs.gather(-1, cand[:, :L, :-1]).float()  # [B, L, C]
-    q = q.masked_fill(torch.isneginf(heads[:, :, 0, :-1]), 0.0)  # duplicates count once
-    q = torch.cat(
-        [q, (1.0 - q.sum(dim=-1, keepdim=True)).clamp_min(0.0)], dim=-1
-    )  # + the rest entry
-    return heads, q / q.sum(dim=-1, keepdim=True)
+    return heads, coarsened_draft(inputs.draft_probs, cand[:, :L], heads)
+
+
+def coarsened_draft(
+    draft_probs: torch.Tensor, candidates: torch.Tensor, heads: torch.Tensor
+) -> torch.Tensor:
+    """The draft distribution on the sparse variant's support: its probabilities at the C candidates (0 at a
+    masked duplicate, whose head logit is ``-inf``) plus its mass outside them.
+
+    Args:
+        draft_probs: ``[..., V]`` float; candidates: ``[..., C + 1]`` int64 (the last, ``-1``, the rest entry);
+        heads: ``[..., K, C + 1]`` the heads on that support.
+
+    Returns:
+        ``[..., C + 1]`` float32 probabilities summing to 1.
+    """
+    q = draft_probs.gather(-1, candidates[..., :-1]).float()  # [..., C]
+    q = q.masked_fill(torch.isneginf(heads[..., 0, :-1]), 0.0)  # duplicates count once
+    q = torch.cat([q, (1.0 - q.sum(dim=-1, keepdim=True)).clamp_min(0.0)], dim=-1)  # + the rest
+    return q / q.sum(dim=-1, keepdim=True)
 
 
 def dropmatch_trace(

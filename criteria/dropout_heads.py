@@ -36,6 +36,9 @@ class HeadSpec:
         audit_share: a number in ``[0, 1]`` (``dropmatch.audit_share``): with the sparse variant (``top_n``), the
             share of rounds also decided by the exact rule on the same dropout masks (:mod:`criteria.audit`;
             the run keeps the sparse decision); 0 = no audit. Stored as 0.0 when ``K = 0``.
+        escape: with the sparse variant only (``dropmatch.sparse_escape``): the rounds carry
+            ``VerifyInputs.exact_heads``, so the JS rule decides its unsure positions again on a wider support and
+            then on the exact heads (:meth:`criteria.dropmatch_js.DropMatchJS._unlump`). Default False.
 
     Raises:
         ValueError: a field out of range, or an audit of an exact run; the message names ``dropmatch.K`` /
@@ -47,6 +50,7 @@ class HeadSpec:
     top_n: int | None = None
     check_top_n: int | None = None
     audit_share: float = 0.0
+    escape: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.K, bool) or not isinstance(self.K, int) or self.K < 0:
@@ -97,7 +101,18 @@ class HeadSpec:
                 "dropmatch.sparse_top_n=null makes the run exact; allowed: sparse_top_n=N with the audit, "
                 "or audit_share=0"
             )
+        if not isinstance(self.escape, bool):
+            raise ValueError(
+                f"dropmatch.sparse_escape={self.escape!r} is invalid; allowed values: true, false"
+            )
+        if self.escape and n is None and self.K > 0:
+            raise ValueError(
+                "dropmatch.sparse_escape=true takes the sparse variant back to the exact heads where it is "
+                "unsure, but dropmatch.sparse_top_n=null makes the run exact; allowed: sparse_top_n=N with "
+                "the escape, or sparse_escape=false"
+            )
         object.__setattr__(self, "audit_share", float(a) if self.K > 0 else 0.0)
+        object.__setattr__(self, "escape", self.escape and self.K > 0)
         object.__setattr__(self, "p_drop", float(p) if self.K > 0 else 0.0)
         object.__setattr__(self, "top_n", n if self.K > 0 else None)
         object.__setattr__(self, "check_top_n", c if self.K > 0 else None)
@@ -114,6 +129,7 @@ class HeadSpec:
             **({"sparse_top_n": self.top_n} if self.top_n else {}),
             **({"sparse_check_top_n": self.check_top_n} if self.check_top_n else {}),
             **({"audit_share": self.audit_share} if self.audit_share else {}),
+            **({"sparse_escape": True} if self.escape else {}),
         }
 
 

@@ -17,7 +17,7 @@ numerics of the forward pass that produced ``hidden``).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -67,9 +67,32 @@ def head_logits(
         (sparse), None when K = 0; ``candidates`` ``[B, P, C + 1]`` int64 token ids of the sparse heads' last dim
         (``-1`` for the rest entry), else None.
     """
+    return _heads(
+        hidden,
+        lm_head,
+        heads,
+        generators,
+        positions=positions,
+        draft_probs=draft_probs,
+        target_logits=target_logits,
+    )[:3]
+
+
+def _heads(
+    hidden: torch.Tensor | None,
+    lm_head: LMHead | None,
+    heads: HeadSpec,
+    generators: Sequence[torch.Generator | None],
+    *,
+    positions: int | None = None,
+    draft_probs: torch.Tensor | None = None,
+    target_logits: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, Callable | None]:
+    """:func:`head_logits`, plus the sparse variant's way back to the exact heads
+    (``VerifyInputs.exact_heads``; None unless ``heads.top_n``)."""
     given = target_logits is not None
     if given and not heads.active:
-        return target_logits.float(), None, None
+        return target_logits.float(), None, None, None
     if hidden is None or lm_head is None:
         raise ValueError(
             "head_logits needs hidden and lm_head unless target_logits is given without heads"
@@ -83,6 +106,7 @@ def head_logits(
             lm_head.full(torch.nn.functional.linear(flat, W, b)).float().view(B, N, -1),
             None,
             None,
+            None,
         )
     K, p = heads.K, heads.p_drop
     if p == 0:  # every head is the plain head: copy it so the rows are bitwise identical
@@ -90,7 +114,12 @@ def head_logits(
             target_logits.float() if given else lm_head.full(torch.nn.functional.linear(flat, W, b))
         )
         plain = plain.view(B, N, -1)
-        return plain.float(), plain[:, :P, None].expand(B, P, K, plain.shape[-1]).contiguous(), None
+        return (
+            plain.float(),
+            plain[:, :P, None].expand(B, P, K, plain.shape[-1]).contiguous(),
+            None,
+            None,
+        )
     dropped = _dropped(hidden, generators, K, p, P)  # [B*P, K, d], Eq. (1)-(2)
     if heads.top_n is None:
         # plain rows first (unless given), then the head rows: [B*N + B*P*K, V], Eq. (3), one matmul
@@ -98,7 +127,7 @@ def head_logits(
         logits = lm_head.full(torch.nn.functional.linear(rows, W, b))
         V = logits.shape[-1]
         plain = target_logits.float() if given else logits[: B * N].float().view(B, N, V)
-        return plain, logits[logits.shape[0] - B * P * K :].view(B, P, K, V), None
+        return plain, logits[logits.shape[0] - B * P * K :].view(B, P, K, V), None, None
     if lm_head.gather is not None:
         raise ValueError(
             "dropmatch.sparse_top_n needs the whole LM head; under tensor parallelism use the exact rule "
@@ -109,10 +138,10 @@ def head_logits(
         if given
         else torch.nn.functional.linear(flat, W, b).float().view(B, N, -1)
     )  # [B, N, V]
-    sparse, cand = _sparse_heads(
-        target[:, :P], dropped.view(B, P, K, d), W, b, draft_probs, heads.top_n
-    )
-    return target, sparse, cand
+    dropped = dropped.view(B, P, K, d)
+    sparse, cand = _sparse_heads(target[:, :P], dropped, W, b, draft_probs, heads.top_n)
+    exact = _exact_heads_at(dropped, W, b, target[:, :P], draft_probs) if heads.escape else None
+    return target, sparse, cand, exact
 
 
 def _dropped(
@@ -125,6 +154,36 @@ def _dropped(
         [dropout_masks(N, K, d, p, g, hidden.device)[:P] for g in generators]
     )  # [B, P, K, d]
     return dropped_hidden(hidden[:, :P].reshape(B * P, d), keep.view(B * P, K, d), p)
+
+
+def _exact_heads_at(
+    dropped: torch.Tensor,
+    W: torch.Tensor,
+    b: torch.Tensor | None,
+    target: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+) -> Callable[..., tuple[torch.Tensor, torch.Tensor | None]]:
+    """``VerifyInputs.exact_heads`` of a sparse round, from its own head inputs ``dropped`` ``[B, P, K, d]`` (the
+    same masks), plain logits ``target`` ``[B, P, V]`` float32 and ``draft_probs`` ``[B, L, V]``.
+
+    ``at(rows [m], positions [m], top_n=None)`` returns the K heads at those positions: over the whole vocabulary
+    (``[m, K, V]`` in the matmul's dtype, Eq. 3; candidates None), or with ``top_n`` the sparse variant's heads at
+    a wider candidate set (``[m, K, C + 1]`` float32 and ``[m, C + 1]`` ids, :func:`_sparse_heads`)."""
+
+    def at(
+        rows: torch.Tensor, positions: torch.Tensor, top_n: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        x = dropped[rows, positions]  # [m, K, d]
+        if top_n is not None:
+            q = None if draft_probs is None else draft_probs[rows, positions].unsqueeze(1)
+            heads, cand = _sparse_heads(
+                target[rows, positions].unsqueeze(1), x.unsqueeze(1), W, b, q, top_n
+            )
+            return heads[:, 0], cand[:, 0]
+        m, K, d = x.shape
+        return torch.nn.functional.linear(x.reshape(m * K, d), W, b).view(m, K, -1), None
+
+    return at
 
 
 def _sparse_heads(
@@ -209,7 +268,7 @@ def verify_round(
     given = target_logits  # the engine's plain logits (None: computed from hidden here)
     states = [None if g is None else g.get_state() for g in generators] if check else None
     # [B, N, V], [B, P', K, V or C], [B, P', C] at P' positions (DropMatch: no heads at the bonus)
-    positions, target_logits, head_l, cand = _round_heads(
+    positions, target_logits, head_l, cand, exact = _round_heads(
         rule, hidden, lm_head, heads, generators, P, draft_probs, target_logits
     )
     if P < N - 1:  # the round cut to its first P drafts (heads already computed there only)
@@ -224,6 +283,7 @@ def verify_round(
         target_hidden=hidden if needs_hidden else None,
         draft_hidden=draft_hidden[:, :P] if needs_hidden and draft_hidden is not None else None,
         head_candidates=cand,
+        exact_heads=exact,
     )
     res = _decide(rule, inputs, generators, trace)
     res = dataclasses.replace(res, target_argmax=target_logits[:, : N - 1].argmax(dim=-1))
@@ -243,12 +303,12 @@ def _round_heads(
     P: int,
     draft_probs: torch.Tensor | None,
     target_logits: torch.Tensor | None,
-) -> tuple[int, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """:func:`head_logits` at the positions ``rule`` reads among a round's first P drafts (+ the bonus position
+) -> tuple[int, torch.Tensor, torch.Tensor | None, torch.Tensor | None, Callable | None]:
+    """:func:`_heads` at the positions ``rule`` reads among a round's first P drafts (+ the bonus position
     unless ``rule.heads_at_drafts_only``), and that number of positions."""
     N = (hidden if hidden is not None else target_logits).shape[1]
     positions = P if getattr(rule, "heads_at_drafts_only", False) else min(N, P + 1)
-    return positions, *head_logits(
+    return positions, *_heads(
         hidden,
         lm_head,
         heads,
@@ -368,7 +428,7 @@ def _sparse_check(
         for g, s in zip(generators, states)
     ]
     spec = HeadSpec(heads.K, heads.p_drop, top_n=heads.check_top_n)
-    _, sparse, cand = head_logits(
+    _, sparse, cand, exact = _heads(
         hidden,
         lm_head,
         spec,
@@ -378,7 +438,10 @@ def _sparse_check(
         target_logits=given,
     )
     shadow = _decide(
-        rule, dataclasses.replace(inputs, head_logits=sparse, head_candidates=cand), gens, False
+        rule,
+        dataclasses.replace(inputs, head_logits=sparse, head_candidates=cand, exact_heads=exact),
+        gens,
+        False,
     )
     trace = dict(res.trace or {})
     trace.update(exact_accept=res.accept_mask, sparse_accept=shadow.accept_mask)
@@ -399,6 +462,9 @@ def _row(inputs: VerifyInputs, i: int, generator: torch.Generator | None) -> Ver
         target_hidden=pick(inputs.target_hidden),
         draft_hidden=pick(inputs.draft_hidden),
         head_candidates=pick(inputs.head_candidates),
+        exact_heads=None
+        if inputs.exact_heads is None
+        else lambda rows, positions, top_n=None: inputs.exact_heads(rows + i, positions, top_n),
     )
 
 

@@ -50,6 +50,7 @@ def head_spec(c: Mapping[str, Any]) -> Any:
             top_n=None if top_n is None else int(top_n),
             check_top_n=None if check is None else int(check),
             audit_share=float(c["dropmatch"].get("audit_share") or 0.0),
+            escape=bool(c["dropmatch"].get("sparse_escape", False)),
         )
     return HeadSpec()
 

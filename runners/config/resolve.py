@@ -83,6 +83,8 @@ def resolve_run_config(
         dm.pop(
             "audit_share", None
         )  # nothing audited: the config (and run id) of a run without the field
+    if not dm.get("sparse_escape"):
+        dm.pop("sparse_escape", None)  # likewise: runs without the escape keep their run ids
     if method.get("uses_dropmatch") or method.get("measure"):
         dm["path"] = 0
     elif method.get("ar_dropout_path"):  # one path: K = 1; the rule's settings do not apply

@@ -170,6 +170,17 @@ def _validate_fields(cfg: Mapping[str, Any]) -> None:
                 f"with the exact rule, but dropmatch.sparse_top_n={dm['sparse_top_n']} makes the run "
                 "sparse; allowed: sparse_top_n=null with the check, or sparse_check_top_n=null"
             )
+    escape = dm.get("sparse_escape", False)
+    if not isinstance(escape, bool):
+        raise ConfigError(
+            f"dropmatch.sparse_escape={escape!r} is invalid; allowed values: true, false"
+        )
+    if escape and dm.get("sparse_top_n") is None:
+        raise ConfigError(
+            "dropmatch.sparse_escape=true takes the sparse variant back to the exact heads where it is unsure, "
+            "but dropmatch.sparse_top_n=null makes the run exact; allowed: sparse_top_n=N with the escape, or "
+            "sparse_escape=false"
+        )
     backend = str((cfg.get("backend") or {}).get("name"))
     if (
         dm.get("audit_share")

@@ -145,3 +145,30 @@ def test_exact_runs_keep_their_run_ids():
 def test_bad_audit_settings_are_config_errors(overrides, match):
     with pytest.raises(ConfigError, match=match):
         resolve_run_config(_cfg(*overrides))
+
+
+def test_sparse_escape_reaches_the_head_spec_and_keeps_other_run_ids():
+    """dropmatch.sparse_escape=true reaches the HeadSpec and makes another run; false is the config (and run id)
+    of a run made before the field existed."""
+    from runners.records.run_id import run_id_of
+
+    plain = resolve_run_config(_cfg("dropmatch.sparse_top_n=64"))
+    assert "sparse_escape" not in plain["dropmatch"] and not head_spec(plain).escape
+    escaped = resolve_run_config(_cfg("dropmatch.sparse_top_n=64", "dropmatch.sparse_escape=true"))
+    assert head_spec(escaped).escape and head_spec(escaped).top_n == 64
+    assert run_id_of(escaped) != run_id_of(plain)
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (("dropmatch.sparse_top_n=64", "dropmatch.sparse_escape=2"), "dropmatch.sparse_escape=2"),
+        (
+            ("dropmatch.sparse_top_n=null", "dropmatch.sparse_escape=true"),
+            "sparse_top_n=N with the escape",
+        ),
+    ],
+)
+def test_bad_escape_settings_are_config_errors(overrides, match):
+    with pytest.raises(ConfigError, match=match):
+        resolve_run_config(_cfg(*overrides))

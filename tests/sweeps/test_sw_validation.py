@@ -95,7 +95,7 @@ BAD = [
         ["+dropmatch.pdrop=0.3"],
         r"^dropmatch.pdrop is not a config key \(nothing reads it; added with \+dropmatch.pdrop=...\?\); "
         r"did you mean dropmatch.p_drop\? allowed under dropmatch: K, audit_share, include_target, majority, "
-        r"p_drop, path, sparse_check_top_n, sparse_top_n$",
+        r"p_drop, path, sparse_check_top_n, sparse_escape, sparse_top_n$",
     ),
     (
         ["++decoding.temprature=0.7"],

@@ -45,6 +45,12 @@ class VerifyInputs:
             the round's dropout masks, over the whole vocabulary (``([m, K, V], None)``) or, with ``top_n``, at a
             wider candidate set (``([m, K, C' + 1], [m, C' + 1])`` as ``head_logits`` / ``head_candidates``).
             A rule calls it where the coarsened support cannot decide (:class:`criteria.dropmatch_js.DropMatchJS`).
+        sparse_support: None, or with ``head_candidates`` (the sparse variant as the verify round builds it) the
+            support of Eq. (6): ``sparse_support(rows [m] int64, positions [m] int64)`` gives the K heads at those
+            positions on the round's dropout masks at the candidate tokens plus the rest entry, and their ids
+            (``([m, K, C + 1] float32, [m, C + 1] int64)``, :func:`criteria.verify._sparse_heads`). ``head_logits``
+            then holds the heads at the tokens their argmax needs only (the rest entry ``-inf``), and rules read
+            the support through :func:`criteria.dropmatch_base.js_inputs`, or where they need it.
     """
 
     draft_token_ids: torch.Tensor
@@ -57,6 +63,7 @@ class VerifyInputs:
     draft_hidden: torch.Tensor | None = None
     head_candidates: torch.Tensor | None = None
     exact_heads: Callable[..., tuple[torch.Tensor, torch.Tensor | None]] | None = None
+    sparse_support: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
 
 
 @dataclass

@@ -158,13 +158,20 @@ def js_inputs(inputs: VerifyInputs, L: int) -> tuple[torch.Tensor, torch.Tensor]
     Exact heads: ``head_logits[:, :L]`` ``[B, L, K, V]`` and ``draft_probs`` ``[B, L, V]``. Sparse variant
     (``head_candidates``): the heads at the C candidate tokens plus the rest-of-vocabulary entry, and the
     draft's probabilities there plus its mass outside the candidates (a masked duplicate candidate gets 0), so
-    Eq. (5)-(6) compare distributions on one coarsened support of C + 1 entries.
+    Eq. (5)-(6) compare distributions on one coarsened support of C + 1 entries; read from
+    ``inputs.sparse_support`` at every position when the round left it there.
     """
     heads = inputs.head_logits[:, :L]
     cand = inputs.head_candidates
     if cand is None:
         return heads, inputs.draft_probs
-    return heads, coarsened_draft(inputs.draft_probs, cand[:, :L], heads)
+    if inputs.sparse_support is not None:
+        B = heads.shape[0]
+        span = torch.arange(L, device=heads.device)
+        rows, positions = span.new_tensor(range(B)).repeat_interleave(L), span.repeat(B)
+        heads, cand = inputs.sparse_support(rows, positions)  # [B*L, K, C + 1], [B*L, C + 1]
+        heads, cand = heads.view(B, L, *heads.shape[1:]), cand.view(B, L, -1)
+    return heads, coarsened_draft(inputs.draft_probs[:, :L], cand[:, :L], heads)
 
 
 def coarsened_draft(
@@ -180,8 +187,14 @@ def coarsened_draft(
     Returns:
         ``[..., C + 1]`` float32 probabilities summing to 1.
     """
-    q = draft_probs.gather(-1, candidates[..., :-1]).float()  # [..., C]
-    q = q.masked_fill(torch.isneginf(heads[..., 0, :-1]), 0.0)  # duplicates count once
+    return coarsen(draft_probs.gather(-1, candidates[..., :-1]), heads)
+
+
+def coarsen(at_candidates: torch.Tensor, heads: torch.Tensor) -> torch.Tensor:
+    """:func:`coarsened_draft` from the draft's probabilities already gathered at the C candidates ``[..., C]``."""
+    q = at_candidates.float().masked_fill(
+        torch.isneginf(heads[..., 0, :-1]), 0.0
+    )  # duplicates count once
     q = torch.cat([q, (1.0 - q.sum(dim=-1, keepdim=True)).clamp_min(0.0)], dim=-1)  # + the rest
     return q / q.sum(dim=-1, keepdim=True)
 

@@ -10,6 +10,7 @@ import torch
 from criteria.base import VerifyInputs
 from criteria.dropmatch_base import (
     DropMatchBase,
+    coarsen,
     coarsened_draft,
     js_inputs,
     js_statistics,
@@ -55,11 +56,15 @@ class DropMatchJS(DropMatchBase):
         each row's first rejection, one position at a time over the rows still accepting. The values it computes
         there are those of the full computation (same per-row operations), so the decisions are the same; the
         test is then exact up to the first rejection only, and no JS values are returned. The sparse variant
-        (``head_candidates``) tests every position at once either way (its JS is over C + 1 entries).
+        (``head_candidates``) tests every position at once (its JS is over C + 1 entries), unless the round left
+        its support to ``sparse_support``: then, without ``every_position``, only the positions that decide
+        (:meth:`_reached_js`).
         """
         L = inputs.draft_token_ids.shape[1]
         majority, valid = majority_vote(head_token_ids, self.majority)  # [B, L], [B, L]
         by_majority = valid & (majority == inputs.draft_token_ids)  # [B, L]
+        if inputs.sparse_support is not None and not every_position and inputs.exact_heads is None:
+            return self._reached_js(inputs, by_majority), None
         heads, draft_probs = js_inputs(
             inputs, L
         )  # [B, L, K, V], [B, L, V] (or C: the sparse variant)
@@ -89,6 +94,36 @@ class DropMatchJS(DropMatchBase):
             if not bool(alive.any()):
                 break
         return ok, None
+
+    @staticmethod
+    def _reached_js(inputs: VerifyInputs, by_majority: torch.Tensor) -> torch.Tensor:
+        """The sparse variant's Eq. (6) where it decides the round: ``[B, L]`` bool, exact up to each row's first
+        rejection (``by_majority`` after it).
+
+        The support (``inputs.sparse_support``: the draft's top-N, the heads at the candidates, the rest entry;
+        each a pass over the vocabulary) is built only at those positions, in waves: each row's first position
+        the majority (Eq. 7) does not accept, then, for the rows Eq. (6) accepted there, their next one. Each
+        position gets the values the whole support would give it (the same per-row operations).
+        """
+        T = inputs.temperature
+        ok = by_majority.clone()  # [B, L]
+        L = ok.shape[1]
+        span = torch.arange(L, device=ok.device)
+        start = torch.zeros(
+            ok.shape[0], dtype=torch.long, device=ok.device
+        )  # [B] next position to test
+        while True:
+            pending = ~by_majority & (span >= start[:, None])  # [B, L]
+            rows = pending.any(dim=-1).nonzero().squeeze(-1)  # [m]
+            if rows.numel() == 0:
+                return ok
+            positions = pending[rows].byte().argmax(dim=-1)  # [m] each row's first pending position
+            heads, cand = inputs.sparse_support(rows, positions)  # [m, K, C + 1], [m, C + 1]
+            q = coarsen(inputs.draft_probs[rows[:, None], positions[:, None], cand[:, :-1]], heads)
+            js_draft, js_heads_max = js_statistics(heads.unsqueeze(1), q.unsqueeze(1), T)  # [m, 1]
+            accepted = js_draft[:, 0] <= js_heads_max[:, 0]  # [m]
+            ok[rows, positions] = accepted
+            start[rows] = torch.where(accepted, positions + 1, L)  # a rejection ends the row
 
     @staticmethod
     def _unlump(

@@ -17,6 +17,7 @@ numerics of the forward pass that produced ``hidden``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, Sequence
 
 import torch
@@ -28,8 +29,10 @@ from criteria.dropout_heads import (
     candidate_tokens,
     dropout_masks,
     dropped_hidden,
+    head_token_candidates,
     heads_on_candidates,
     rest_logsumexp,
+    with_draft_top,
 )
 
 
@@ -87,12 +90,20 @@ def _heads(
     positions: int | None = None,
     draft_probs: torch.Tensor | None = None,
     target_logits: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, Callable | None]:
-    """:func:`head_logits`, plus the sparse variant's way back to the exact heads
-    (``VerifyInputs.exact_heads``; None unless ``heads.top_n``)."""
+    draft_token_ids: torch.Tensor | None = None,
+    lazy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, dict[str, Callable | None]]:
+    """:func:`head_logits`, plus the sparse variant's closures as :class:`VerifyInputs` fields (both None unless
+    ``heads.top_n``): ``sparse_support`` (with ``lazy``) and ``exact_heads`` (with ``heads.escape``).
+
+    With ``lazy`` the sparse heads are those of the heads' tokens only (:func:`_token_heads`, the drafts
+    ``draft_token_ids`` ``[B, L]`` among the candidates) and Eq. (6)'s support is left to ``sparse_support``, which
+    a rule calls at the positions it needs; without, the heads carry that support at every position
+    (:func:`_sparse_heads`)."""
+    none = {"sparse_support": None, "exact_heads": None}
     given = target_logits is not None
     if given and not heads.active:
-        return target_logits.float(), None, None, None
+        return target_logits.float(), None, None, none
     if hidden is None or lm_head is None:
         raise ValueError(
             "head_logits needs hidden and lm_head unless target_logits is given without heads"
@@ -106,7 +117,7 @@ def _heads(
             lm_head.full(torch.nn.functional.linear(flat, W, b)).float().view(B, N, -1),
             None,
             None,
-            None,
+            none,
         )
     K, p = heads.K, heads.p_drop
     if p == 0:  # every head is the plain head: copy it so the rows are bitwise identical
@@ -118,7 +129,7 @@ def _heads(
             plain.float(),
             plain[:, :P, None].expand(B, P, K, plain.shape[-1]).contiguous(),
             None,
-            None,
+            none,
         )
     dropped = _dropped(hidden, generators, K, p, P)  # [B*P, K, d], Eq. (1)-(2)
     if heads.top_n is None:
@@ -127,7 +138,7 @@ def _heads(
         logits = lm_head.full(torch.nn.functional.linear(rows, W, b))
         V = logits.shape[-1]
         plain = target_logits.float() if given else logits[: B * N].float().view(B, N, V)
-        return plain, logits[logits.shape[0] - B * P * K :].view(B, P, K, V), None, None
+        return plain, logits[logits.shape[0] - B * P * K :].view(B, P, K, V), None, none
     if lm_head.gather is not None:
         raise ValueError(
             "dropmatch.sparse_top_n needs the whole LM head; under tensor parallelism use the exact rule "
@@ -139,9 +150,20 @@ def _heads(
         else torch.nn.functional.linear(flat, W, b).float().view(B, N, -1)
     )  # [B, N, V]
     dropped = dropped.view(B, P, K, d)
-    sparse, cand = _sparse_heads(target[:, :P], dropped, W, b, draft_probs, heads.top_n)
-    exact = _exact_heads_at(dropped, W, b, target[:, :P], draft_probs) if heads.escape else None
-    return target, sparse, cand, exact
+    closures = {
+        "sparse_support": None,
+        "exact_heads": _exact_heads_at(dropped, W, b, target[:, :P], draft_probs)
+        if heads.escape
+        else None,
+    }
+    if not lazy:
+        sparse, cand = _sparse_heads(target[:, :P], dropped, W, b, draft_probs, heads.top_n)
+        return target, sparse, cand, closures
+    sparse, cand = _token_heads(target[:, :P], dropped, W, b, draft_token_ids, heads.top_n)
+    closures["sparse_support"] = functools.partial(
+        _support_at, dropped, W, b, target[:, :P], draft_probs, cand[..., :-2], heads.top_n
+    )
+    return target, sparse, cand, closures
 
 
 def _dropped(
@@ -186,6 +208,29 @@ def _exact_heads_at(
     return at
 
 
+def _support_at(
+    dropped: torch.Tensor,
+    W: torch.Tensor,
+    b: torch.Tensor | None,
+    target: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    target_top: torch.Tensor,
+    top_n: int,
+    rows: torch.Tensor,
+    positions: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``VerifyInputs.sparse_support`` of a round (bound to all but ``rows`` / ``positions``): Eq. (6)'s support of
+    the sparse variant at those positions, as :func:`_sparse_heads` builds it, from the plain head's top-N the
+    heads' tokens already needed (``target_top`` ``[B, P, N]``).
+
+    Returns ``([m, K, C + 1] float32, [m, C + 1] int64)``: the heads at the plain head's and the draft's top-N and
+    the rest entry (id ``-1``; logit the plain head's log-sum-exp outside the candidates)."""
+    q = None if draft_probs is None else draft_probs[rows, positions]  # [m, V]
+    ids, dup = with_draft_top(target_top[rows, positions], q, top_n)  # [m, C]
+    heads = heads_on_candidates(dropped[rows, positions], W, b, ids, dup).float()  # [m, K, C]
+    return _with_rest(heads, ids, rest_logsumexp(target[rows, positions], ids))  # rest: [m]
+
+
 def _sparse_heads(
     target: torch.Tensor,
     dropped: torch.Tensor,
@@ -205,11 +250,44 @@ def _sparse_heads(
     )  # [B*P, K, C]
     # the rest of the vocabulary as one more entry: its logit is the plain head's log-sum-exp outside the
     # candidates (the heads' expectation there, Eq. 2 preserves it), its id -1 (never a head token)
-    rest = rest_logsumexp(target, ids)  # [B, P]
-    sparse = torch.cat(
-        [sparse.float().view(B, P, K, C), rest[:, :, None, None].expand(B, P, K, 1)], dim=-1
+    return _with_rest(
+        sparse.float().view(B, P, K, C), ids, rest_logsumexp(target, ids)
+    )  # rest: [B, P]
+
+
+def _with_rest(
+    heads: torch.Tensor, ids: torch.Tensor, rest: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Heads at candidates ``[..., K, C]`` float32 and their ids ``[..., C]`` with the rest entry appended: logit
+    ``rest`` ``[...]`` for every head (``-inf`` when None), id ``-1``."""
+    if rest is None:
+        rest = heads.new_full(heads.shape[:-2], float("-inf"))
+    rest = rest[..., None, None].expand(*heads.shape[:-1], 1)
+    return torch.cat([heads, rest], dim=-1), torch.cat(
+        [ids, ids.new_full((*ids.shape[:-1], 1), -1)], dim=-1
     )
-    return sparse, torch.cat([ids, ids.new_full((B, P, 1), -1)], dim=-1)
+
+
+def _token_heads(
+    target: torch.Tensor,
+    dropped: torch.Tensor,
+    W: torch.Tensor,
+    b: torch.Tensor | None,
+    draft_token_ids: torch.Tensor | None,
+    top_n: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sparse heads the heads' tokens need: ``[B, P, K, N + 2]`` float32 logits at the plain head's top-N and
+    the draft token (:func:`criteria.dropout_heads.head_token_candidates`) plus a ``-inf`` entry in the rest
+    entry's place (id ``-1``), and their ids ``[B, P, N + 2]``. ``target`` ``[B, P, V]`` float32 plain logits,
+    ``dropped`` ``[B, P, K, d]`` head inputs (Eq. 1-2)."""
+    B, P, K, d = dropped.shape
+    ids, dup = head_token_candidates(target, draft_token_ids, top_n)  # [B, P, C]
+    C = ids.shape[-1]
+    logits = heads_on_candidates(
+        dropped.reshape(B * P, K, d), W, b, ids.reshape(B * P, C), dup.reshape(B * P, C)
+    )  # [B*P, K, C]
+    # no rest entry: Eq. (6) reads VerifyInputs.sparse_support; the shape stays that of the full support
+    return _with_rest(logits.float().view(B, P, K, C), ids, None)
 
 
 def verify_round(
@@ -268,8 +346,16 @@ def verify_round(
     given = target_logits  # the engine's plain logits (None: computed from hidden here)
     states = [None if g is None else g.get_state() for g in generators] if check else None
     # [B, N, V], [B, P', K, V or C], [B, P', C] at P' positions (DropMatch: no heads at the bonus)
-    positions, target_logits, head_l, cand, exact = _round_heads(
-        rule, hidden, lm_head, heads, generators, P, draft_probs, target_logits
+    positions, target_logits, head_l, cand, closures = _round_heads(
+        rule,
+        hidden,
+        lm_head,
+        heads,
+        generators,
+        P,
+        draft_probs,
+        target_logits,
+        draft_token_ids[:, :P],
     )
     if P < N - 1:  # the round cut to its first P drafts (heads already computed there only)
         hidden, N = (None if hidden is None else hidden[:, : P + 1]), P + 1
@@ -283,7 +369,7 @@ def verify_round(
         target_hidden=hidden if needs_hidden else None,
         draft_hidden=draft_hidden[:, :P] if needs_hidden and draft_hidden is not None else None,
         head_candidates=cand,
-        exact_heads=exact,
+        **closures,
     )
     res = _decide(rule, inputs, generators, trace)
     res = dataclasses.replace(res, target_argmax=target_logits[:, : N - 1].argmax(dim=-1))
@@ -303,9 +389,10 @@ def _round_heads(
     P: int,
     draft_probs: torch.Tensor | None,
     target_logits: torch.Tensor | None,
-) -> tuple[int, torch.Tensor, torch.Tensor | None, torch.Tensor | None, Callable | None]:
-    """:func:`_heads` at the positions ``rule`` reads among a round's first P drafts (+ the bonus position
-    unless ``rule.heads_at_drafts_only``), and that number of positions."""
+    draft_token_ids: torch.Tensor,
+) -> tuple[int, torch.Tensor, torch.Tensor | None, torch.Tensor | None, dict[str, Callable | None]]:
+    """:func:`_heads` (``lazy``) at the positions ``rule`` reads among a round's first P drafts (+ the bonus
+    position unless ``rule.heads_at_drafts_only``), and that number of positions."""
     N = (hidden if hidden is not None else target_logits).shape[1]
     positions = P if getattr(rule, "heads_at_drafts_only", False) else min(N, P + 1)
     return positions, *_heads(
@@ -316,6 +403,8 @@ def _round_heads(
         positions=positions,
         draft_probs=draft_probs,
         target_logits=target_logits,
+        draft_token_ids=draft_token_ids,
+        lazy=True,
     )
 
 
@@ -428,7 +517,7 @@ def _sparse_check(
         for g, s in zip(generators, states)
     ]
     spec = HeadSpec(heads.K, heads.p_drop, top_n=heads.check_top_n)
-    _, sparse, cand, exact = _heads(
+    _, sparse, cand, closures = _heads(
         hidden,
         lm_head,
         spec,
@@ -436,10 +525,12 @@ def _sparse_check(
         positions=positions,
         draft_probs=inputs.draft_probs,
         target_logits=given,
+        draft_token_ids=inputs.draft_token_ids,
+        lazy=True,
     )
     shadow = _decide(
         rule,
-        dataclasses.replace(inputs, head_logits=sparse, head_candidates=cand, exact_heads=exact),
+        dataclasses.replace(inputs, head_logits=sparse, head_candidates=cand, **closures),
         gens,
         False,
     )
@@ -465,6 +556,9 @@ def _row(inputs: VerifyInputs, i: int, generator: torch.Generator | None) -> Ver
         exact_heads=None
         if inputs.exact_heads is None
         else lambda rows, positions, top_n=None: inputs.exact_heads(rows + i, positions, top_n),
+        sparse_support=None
+        if inputs.sparse_support is None
+        else lambda rows, positions: inputs.sparse_support(rows + i, positions),
     )
 
 

@@ -72,7 +72,7 @@ def test_exact_heads_at_are_the_rounds_heads_on_the_same_masks(top_n):
     B, P = 3, 4
     hidden, W, drafts, q = hidden_round(5, B, 300, 0.8, L=P)
     gens = lambda: [torch.Generator().manual_seed(7 + i) for i in range(B)]  # noqa: E731
-    _, _, _, at = _heads(
+    _, _, _, closures = _heads(
         hidden,
         LMHead(W),
         HeadSpec(5, 0.3, top_n=4, escape=True),
@@ -80,6 +80,7 @@ def test_exact_heads_at_are_the_rounds_heads_on_the_same_masks(top_n):
         positions=P,
         draft_probs=q,
     )
+    at = closures["exact_heads"]
     rows, positions = torch.tensor([0, 2, 2]), torch.tensor([1, 0, 3])
     got, cand = at(rows, positions, top_n)
     _, want, want_cand = head_logits(

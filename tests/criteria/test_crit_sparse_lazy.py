@@ -1,0 +1,122 @@
+"""The sparse DropMatch JS test builds Eq. (6)'s support only where it decides the round, and decides there as the
+whole support does."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import criteria.rules  # noqa: F401
+from criteria.base import VerifyInputs
+from criteria.dropout_heads import HeadSpec, LMHead, head_token_candidates, top_ids
+from criteria.registry import CRITERIA
+from criteria.verify import _heads, verify_round
+from tests.helpers.verify_inputs import hidden_round
+
+
+def test_head_token_candidates_add_the_draft_token_once():
+    """Top-N of the plain head, then the draft token (a duplicate when already there); the bonus position repeats
+    the top-1, masked."""
+    logits = torch.tensor(
+        [[[0.0, 5.0, 1.0, 4.0], [3.0, 0.0, 2.0, 1.0], [0.0, 1.0, 9.0, 2.0]]]
+    )  # [1, 3, 4]
+    drafts = torch.tensor([[2, 0]])  # position 1's draft is its top-1
+    ids, dup = head_token_candidates(logits, drafts, 2)
+    assert ids.tolist() == [[[1, 3, 2], [0, 2, 0], [2, 3, 2]]]
+    assert dup.tolist() == [[[False, False, False], [False, False, True], [False, False, True]]]
+
+
+def _inputs(seed: int, B: int, L: int, top_n: int, calls: list):
+    hidden, W, drafts, q = hidden_round(seed, B, 400, 0.5, L=L)
+    gens = [torch.Generator().manual_seed(50 + i) for i in range(B)]
+    target, heads, cand, closures = _heads(
+        hidden,
+        LMHead(W),
+        HeadSpec(5, 0.3, top_n=top_n),
+        gens,
+        positions=L,
+        draft_probs=q,
+        draft_token_ids=drafts,
+        lazy=True,
+    )
+
+    def support(rows, positions):
+        calls.extend(zip(rows.tolist(), positions.tolist()))
+        return closures["sparse_support"](rows, positions)
+
+    return VerifyInputs(
+        draft_token_ids=drafts,
+        target_logits=target,
+        draft_probs=q,
+        head_logits=heads,
+        head_candidates=cand,
+        sparse_support=support,
+    )
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_reached_positions_only_and_the_whole_supports_decision(seed):
+    """Without a trace the support is built exactly at the positions that decide (reached, not accepted by the
+    majority), in waves, and the round decides as with the support at every position (the traced path)."""
+    B, L = 8, 5
+    rule = CRITERIA.get("dropmatch_js")()
+    lazy_calls, full_calls = [], []
+    lazy = rule(_inputs(seed, B, L, 8, lazy_calls))
+    full = rule(_inputs(seed, B, L, 8, full_calls), trace=True)
+    assert torch.equal(lazy.accept_mask, full.accept_mask)
+    assert torch.equal(lazy.next_token_ids, full.next_token_ids)
+    assert len(full_calls) == B * L  # the whole support: every position
+    by_majority = full.trace["draft_agrees_majority"]  # [B, L]
+    deciding = {
+        (b, t)
+        for b in range(B)
+        for t in range(min(int(full.num_accepted[b]) + 1, L))
+        if not bool(by_majority[b, t])
+    }
+    assert sorted(lazy_calls) == sorted(deciding)
+    assert 0 < len(lazy_calls) < B * L
+    accepted_by_js = [(b, t) for b, t in lazy_calls if t < int(full.num_accepted[b])]
+    assert accepted_by_js, (
+        "no row was tested again after Eq. (6) accepted it: the waves are not exercised"
+    )
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_verify_round_lazy_equals_traced(temperature):
+    """Through verify_round (each row alone at T > 0): the untraced round accepts what the traced one does."""
+    B, L = 6, 5
+    hidden, W, drafts, q = hidden_round(9, B, 400, 0.5, L=L)
+    rule = CRITERIA.get("dropmatch_js")()
+
+    def run(trace):
+        return verify_round(
+            hidden,
+            LMHead(W),
+            drafts,
+            rule,
+            HeadSpec(5, 0.3, top_n=8),
+            temperature=temperature,
+            generators=[torch.Generator().manual_seed(70 + i) for i in range(B)],
+            draft_probs=q,
+            trace=trace,
+        )
+
+    lazy, traced = run(False), run(True)
+    assert torch.equal(lazy.num_accepted, traced.num_accepted)
+    assert torch.equal(lazy.next_token_ids, traced.next_token_ids)
+
+
+@pytest.mark.parametrize("V", [128 * 300, 128 * 300 + 5, 151665, 1000])
+def test_top_ids_are_topks_set(V):
+    """The block scan finds the same top-k as torch.topk (distinct values: the same ids), largest first, also with
+    a short last block (its top entry planted there) and on rows too short for blocks (torch.topk itself)."""
+    g = torch.Generator().manual_seed(V)
+    logits = torch.randn(3, 4, V, generator=g)
+    logits[0, 0, 5000 % V : 5000 % V + 40] += (
+        10.0  # the top-k crowded in one block and its neighbours
+    )
+    for k in (1, 16, 64):
+        got = top_ids(logits, k)
+        want = logits.topk(k, dim=-1)
+        assert torch.equal(got.sort(dim=-1).values, want.indices.sort(dim=-1).values)
+        assert torch.equal(logits.gather(-1, got), want.values)

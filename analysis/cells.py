@@ -9,6 +9,7 @@ the bootstrap and the paired interval are documented in :mod:`analysis.stats`.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,9 +35,15 @@ CI_NOTE = (
     f"value [95% CI]: percentile bootstrap over items (B={B_DEFAULT}, seed {SEED}); τ pooled over items "
     "(1 + Σaccepted / Σrounds), accuracy and tok/s as means over items"
 )
+# Two runs finished further apart than this were timed in different sessions, possibly on another host or a host
+# running at another speed: their tok/s ratio would measure the host as much as the rule, so it is not printed.
+SAME_SESSION_HOURS = 6.0
+
 SPEEDUP_NOTE = (
     "speedup = mean per-item tok/s of the row / that of its reference on the items both runs hold "
-    "(Spec-Bench's speedup ratio), 95% CI by paired bootstrap over those items"
+    "(Spec-Bench's speedup ratio), 95% CI by paired bootstrap over those items; only between runs finished "
+    f"within {SAME_SESSION_HOURS:g} h of each other (one session: across sessions the host's speed differs, and "
+    "such a cell is left empty)"
 )
 
 
@@ -56,6 +63,7 @@ class Cell:
     items: pd.DataFrame = field(repr=False)
     comparable_metric: str | None = None
     comparable: Estimate = NAN
+    timed: str | None = None  # the run's date_utc (ISO 8601), when its records have one
 
 
 def comparable_of(run: pd.Series) -> str | None:
@@ -95,12 +103,14 @@ class ItemCache:
             comparable=mean_ci(it["comparable"]).scaled(100.0)
             if other and it["comparable"].notna().any()
             else NAN,
+            timed=run.get("date_utc") if isinstance(run.get("date_utc"), str) else None,
         )
 
 
 def speedup(a: Cell | None, b: Cell | None) -> Estimate:
-    """Speedup of cell ``a`` over cell ``b`` on the items both hold (paired); NaN when either is missing."""
-    if a is None or b is None:
+    """Speedup of cell ``a`` over cell ``b`` on the items both hold (paired); NaN when either is missing or they
+    were not timed in one session (:func:`timed_together`)."""
+    if a is None or b is None or not timed_together(a, b):
         return NAN
     m = (
         a.items[["sample_id", "tok_per_s"]]
@@ -108,6 +118,14 @@ def speedup(a: Cell | None, b: Cell | None) -> Estimate:
         .dropna()
     )
     return paired_speedup(m["tok_per_s_a"], m["tok_per_s_b"])
+
+
+def timed_together(a: Cell, b: Cell) -> bool:
+    """Whether two runs finished within :data:`SAME_SESSION_HOURS` of each other (True when either lacks a date)."""
+    if a.timed is None or b.timed is None:
+        return True
+    gap = dt.datetime.fromisoformat(a.timed) - dt.datetime.fromisoformat(b.timed)
+    return abs(gap.total_seconds()) <= SAME_SESSION_HOURS * 3600
 
 
 DELTA_ACC_NOTE = (

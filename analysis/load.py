@@ -5,7 +5,7 @@ include_target (``dropmatch.include_target``: bool, False when the record lacks 
 majority (``dropmatch.majority``: strict | plurality, strict when absent), threshold and judge_key (Auto-Judge
 methods), temperature, seed, repeats, tok_per_s_repeat_std,
 n (samples done), n_expected, offset, trace (criterion trace recorded), complete, accuracy, accuracy_stderr, tau, acceptance_rate,
-per_position_rate (list), num_drafts (rounds, from ``spec/counters``; None when absent), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, device, date_utc,
+per_position_rate (list), num_drafts (rounds, from ``spec/counters``; None when absent), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, verify_s (seconds in verify passes), device, date_utc,
 git_sha, git_shas (every commit that wrote to the run, sorted tuple), git_dirty, model_identity (text),
 decision_code (text or None), run_dir, plus every ``quality/*`` metric as ``q_<name>``; quality_metric (the primary
 metric's name, what accuracy is) and comparable_metric (lm-eval's own number when the primary is another, e.g.
@@ -165,6 +165,7 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "tok_per_s_total": summary.get("speed/tok_per_s_total"),
         "num_output_tokens": summary.get("speed/num_output_tokens"),
         "wall_s": summary.get("speed/wall_s"),
+        "verify_s": summary.get("speed/verify_s"),
         "audit_s": summary.get("speed/audit_s"),
         "audit_outside_wall": summary.get("speed/audit_outside_wall"),
         "device": summary.get("device"),

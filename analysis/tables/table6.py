@@ -43,6 +43,7 @@ from analysis.cells import (
     speedup,
     timing_note,
 )
+from analysis.drift import drift_line
 from analysis.figures import per_position
 from analysis.footer import provenance_lines, quality_lines
 from analysis.load import SETTING, one_setting
@@ -213,6 +214,19 @@ def batch_text(runs: pd.DataFrame) -> str:
     return f"batch size {'/'.join(map(str, sizes))} (that many items decoded together, one verify forward per round)"
 
 
+def _dm_sd_pairs(runs: pd.DataFrame) -> list[tuple[str, pd.Series, pd.Series]]:
+    """``(benchmark [L], DropMatch run, SD run)`` at each benchmark and L with both (the speedup's pairs)."""
+    pairs = []
+    several = runs[runs["method"] == "dropmatch"]["L"].nunique() > 1
+    for (bench, L), g in runs.groupby(["dataset", "L"], sort=False):
+        dm, sd = g[g["method"] == "dropmatch"], g[g["method"] == "sd"]
+        if not dm.empty and not sd.empty:
+            label = BENCH_LABEL.get(bench, bench) + (f" L={L}" if several else "")
+            pairs.append((label, dm.iloc[0], sd.iloc[0]))
+    order = {b: i for i, b in enumerate(BENCH_LABEL.values())}
+    return sorted(pairs, key=lambda p: order.get(p[0].split(" ")[0], len(order)))
+
+
 def footer(
     runs: pd.DataFrame, p_drop: float, K: int, by_bench: dict[str, list[Cell]], ns: dict
 ) -> list[str]:
@@ -236,6 +250,7 @@ def footer(
         timing_note(cells),
         f"{SPEEDUP_NOTE}: SD vs AR, SD+DM vs SD at the same L (SD+DM vs AR: point value; its CI is in the CSV)",
         f"{DELTA_ACC_NOTE}: SD vs AR, SD+DM vs SD at the same L and vs AR",
+        *drift_line(_dm_sd_pairs(runs), "SD+DM vs SD"),
         *quality_lines(runs),
         *provenance_lines(runs),
     ]

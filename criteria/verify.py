@@ -112,33 +112,27 @@ def _heads(
     P = N if positions is None else positions
     W, b = lm_head.rows()
     flat = hidden.reshape(B * N, d)
-    if not heads.active:
-        return (
-            lm_head.full(torch.nn.functional.linear(flat, W, b)).float().view(B, N, -1),
-            None,
-            None,
-            none,
-        )
-    K, p = heads.K, heads.p_drop
-    if p == 0:  # every head is the plain head: copy it so the rows are bitwise identical
+    if not heads.active or heads.p_drop == 0:
         plain = (
-            target_logits.float() if given else lm_head.full(torch.nn.functional.linear(flat, W, b))
+            target_logits.float()
+            if given
+            else lm_head.full(torch.nn.functional.linear(flat, W, b)).view(B, N, -1)
         )
-        plain = plain.view(B, N, -1)
-        return (
-            plain.float(),
-            plain[:, :P, None].expand(B, P, K, plain.shape[-1]).contiguous(),
-            None,
-            none,
+        # p = 0: every head is the plain head; copies, so the rows are bitwise identical
+        copies = (
+            plain[:, :P, None].expand(B, P, heads.K, plain.shape[-1]).contiguous()
+            if heads.active
+            else None
         )
-    dropped = _dropped(hidden, generators, K, p, P)  # [B*P, K, d], Eq. (1)-(2)
+        return plain.float(), copies, None, none
+    dropped = _dropped(hidden, generators, heads.K, heads.p_drop, P)  # [B*P, K, d], Eq. (1)-(2)
     if heads.top_n is None:
         # plain rows first (unless given), then the head rows: [B*N + B*P*K, V], Eq. (3), one matmul
-        rows = torch.cat([flat[: 0 if given else B * N], dropped.reshape(B * P * K, d)])
+        rows = torch.cat([flat[: 0 if given else B * N], dropped.reshape(B * P * heads.K, d)])
         logits = lm_head.full(torch.nn.functional.linear(rows, W, b))
         V = logits.shape[-1]
         plain = target_logits.float() if given else logits[: B * N].float().view(B, N, V)
-        return plain, logits[logits.shape[0] - B * P * K :].view(B, P, K, V), None, none
+        return plain, logits[logits.shape[0] - B * P * heads.K :].view(B, P, heads.K, V), None, none
     if lm_head.gather is not None:
         raise ValueError(
             "dropmatch.sparse_top_n needs the whole LM head; under tensor parallelism use the exact rule "
@@ -149,21 +143,43 @@ def _heads(
         if given
         else torch.nn.functional.linear(flat, W, b).float().view(B, N, -1)
     )  # [B, N, V]
-    dropped = dropped.view(B, P, K, d)
+    return target, *_sparse_round_heads(
+        target[:, :P],
+        dropped.view(B, P, heads.K, d),
+        W,
+        b,
+        heads,
+        draft_probs,
+        draft_token_ids,
+        lazy,
+    )
+
+
+def _sparse_round_heads(
+    target: torch.Tensor,
+    dropped: torch.Tensor,
+    W: torch.Tensor,
+    b: torch.Tensor | None,
+    heads: HeadSpec,
+    draft_probs: torch.Tensor | None,
+    draft_token_ids: torch.Tensor | None,
+    lazy: bool,
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, Callable | None]]:
+    """The sparse variant's heads, candidates and closures for :func:`_heads` (``heads.top_n`` set), from the plain
+    logits ``target`` ``[B, P, V]`` float32 and the head inputs ``dropped`` ``[B, P, K, d]`` (Eq. 1-2)."""
     closures = {
         "sparse_support": None,
-        "exact_heads": _exact_heads_at(dropped, W, b, target[:, :P], draft_probs)
+        "exact_heads": _exact_heads_at(dropped, W, b, target, draft_probs)
         if heads.escape
         else None,
     }
     if not lazy:
-        sparse, cand = _sparse_heads(target[:, :P], dropped, W, b, draft_probs, heads.top_n)
-        return target, sparse, cand, closures
-    sparse, cand = _token_heads(target[:, :P], dropped, W, b, draft_token_ids, heads.top_n)
+        return *_sparse_heads(target, dropped, W, b, draft_probs, heads.top_n), closures
+    sparse, cand = _token_heads(target, dropped, W, b, draft_token_ids, heads.top_n)
     closures["sparse_support"] = functools.partial(
-        _support_at, dropped, W, b, target[:, :P], draft_probs, cand[..., :-2], heads.top_n
+        _support_at, dropped, W, b, target, draft_probs, cand[..., :-2], heads.top_n
     )
-    return target, sparse, cand, closures
+    return sparse, cand, closures
 
 
 def _dropped(
@@ -345,8 +361,7 @@ def verify_round(
     check = trace and heads.check_top_n is not None and heads.active
     given = target_logits  # the engine's plain logits (None: computed from hidden here)
     states = [None if g is None else g.get_state() for g in generators] if check else None
-    # [B, N, V], [B, P', K, V or C], [B, P', C] at P' positions (DropMatch: no heads at the bonus)
-    positions, target_logits, head_l, cand, closures = _round_heads(
+    positions, inputs = _round_inputs(
         rule,
         hidden,
         lm_head,
@@ -355,32 +370,20 @@ def verify_round(
         P,
         draft_probs,
         target_logits,
-        draft_token_ids[:, :P],
-    )
-    if P < N - 1:  # the round cut to its first P drafts (heads already computed there only)
-        hidden, N = (None if hidden is None else hidden[:, : P + 1]), P + 1
-    needs_hidden = bool(getattr(rule, "needs_hidden", False))
-    inputs = VerifyInputs(
-        draft_token_ids=draft_token_ids[:, :P],
-        target_logits=target_logits[:, :N],
-        draft_probs=draft_probs,
-        head_logits=head_l,
-        temperature=float(temperature),
-        target_hidden=hidden if needs_hidden else None,
-        draft_hidden=draft_hidden[:, :P] if needs_hidden and draft_hidden is not None else None,
-        head_candidates=cand,
-        **closures,
+        draft_token_ids,
+        draft_hidden,
+        temperature,
     )
     res = _decide(rule, inputs, generators, trace)
-    res = dataclasses.replace(res, target_argmax=target_logits[:, : N - 1].argmax(dim=-1))
-    if check:
+    res = dataclasses.replace(res, target_argmax=inputs.target_logits[:, :P].argmax(dim=-1))
+    if check:  # (the check refuses a cut round: hidden is the whole round's)
         res = _sparse_check(
             res, inputs, hidden, lm_head, rule, heads, generators, states, positions, given
         )
     return res
 
 
-def _round_heads(
+def _round_inputs(
     rule: Any,
     hidden: torch.Tensor | None,
     lm_head: LMHead | None,
@@ -390,12 +393,15 @@ def _round_heads(
     draft_probs: torch.Tensor | None,
     target_logits: torch.Tensor | None,
     draft_token_ids: torch.Tensor,
-) -> tuple[int, torch.Tensor, torch.Tensor | None, torch.Tensor | None, dict[str, Callable | None]]:
-    """:func:`_heads` (``lazy``) at the positions ``rule`` reads among a round's first P drafts (+ the bonus
-    position unless ``rule.heads_at_drafts_only``), and that number of positions."""
+    draft_hidden: torch.Tensor | None,
+    temperature: float,
+) -> tuple[int, VerifyInputs]:
+    """The rule's :class:`VerifyInputs` for a round's first P drafts, and the number of positions with heads:
+    :func:`_heads` (``lazy``) at the positions ``rule`` reads (+ the bonus position unless
+    ``rule.heads_at_drafts_only``). Heads ``[B, P', K, V or C]``, candidates ``[B, P', C]`` at those P'."""
     N = (hidden if hidden is not None else target_logits).shape[1]
     positions = P if getattr(rule, "heads_at_drafts_only", False) else min(N, P + 1)
-    return positions, *_heads(
+    plain, head_l, cand, closures = _heads(
         hidden,
         lm_head,
         heads,
@@ -403,8 +409,20 @@ def _round_heads(
         positions=positions,
         draft_probs=draft_probs,
         target_logits=target_logits,
-        draft_token_ids=draft_token_ids,
+        draft_token_ids=draft_token_ids[:, :P],
         lazy=True,
+    )
+    needs_hidden = bool(getattr(rule, "needs_hidden", False))
+    return positions, VerifyInputs(
+        draft_token_ids=draft_token_ids[:, :P],
+        target_logits=plain[:, : P + 1],
+        draft_probs=draft_probs,
+        head_logits=head_l,
+        temperature=float(temperature),
+        target_hidden=hidden[:, : P + 1] if needs_hidden and hidden is not None else None,
+        draft_hidden=draft_hidden[:, :P] if needs_hidden and draft_hidden is not None else None,
+        head_candidates=cand,
+        **closures,
     )
 
 

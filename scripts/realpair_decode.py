@@ -9,7 +9,10 @@ greedy, ``--max-new`` tokens, L = ``--L``:
     (one forward over prompt + common prefix, same dtype);
   - ``--hf``: transformers ``generate`` (AR) and assisted generation (``assistant_model`` = the draft,
     ``num_assistant_tokens`` = L, constant schedule) on the same prompts, tokens/s with the same wall definition
-    (prefill included there: HF's ``generate`` cannot split it; our rates are also printed with prefill).
+    (prefill included there: HF's ``generate`` cannot split it; our rates are also printed with prefill);
+  - ``--attention sdpa,grouped``: each arm with PyTorch's SDPA kernel for decode and verify (the loop's
+    attention before ``runners.backends.cpu_attention`` computed them as grouped matmuls) and with the grouped
+    matmuls, one after the other, so a drifting host affects both alike.
 Load the real pair only under the machine-wide lock:
 
     flock /tmp/dropmatch-realpair.lock env PYTHONPATH=$PWD DROPMATCH_THREADS=2 \\
@@ -63,12 +66,12 @@ def main() -> None:
     ap.add_argument("--batch", type=lambda s: [int(x) for x in s.split(",")], default=[1])
     ap.add_argument("--hf", action="store_true")
     ap.add_argument("--sparse-top-n", type=int, default=None)
+    ap.add_argument("--attention", default="grouped", help="comma list of sdpa, grouped")
     args = ap.parse_args()
 
     import criteria.rules  # noqa: F401
     from criteria.dropout_heads import HeadSpec
-    from criteria.registry import CRITERIA
-    from runners.backends.base import DecodingConfig
+    from runners.backends import cpu_attention
     from runners.backends.hf_loop import HFLoopBackend
 
     pair, samples, stops = load(args.dtype, args.n)
@@ -82,55 +85,46 @@ def main() -> None:
         "dm": (args.L, "dropmatch_js", HeadSpec(5, 0.3)),
         "naive": (args.L, "dropmatch_naive", HeadSpec(5, 0.3)),
     }
-    outs: dict[tuple[str, int], dict] = {}
-    rates: dict[tuple[str, int], float] = {}
+    grouped_max = cpu_attention.GROUPED_MAX_QUERY
+    attentions = args.attention.split(",")
+    runs: dict[tuple[str, int, str], tuple[dict, float]] = {}
     for B in args.batch:
         for m in args.methods.split(","):
-            L, crit, heads = methods[m]
-            be = HFLoopBackend(pair, batch_size=B)
-            dec = DecodingConfig(num_speculative_tokens=L, max_new_tokens=args.max_new, stop=stops)
-            t0 = time.perf_counter()
-            res = {r.sample_id: r for r in be.generate(samples, dec, CRITERIA.get(crit)(), heads)}
-            total = time.perf_counter() - t0
-            tokens = sum(r.num_output_tokens for r in res.values())
-            wall = sum(r.wall_s for r in res.values())
-            share = sum(r.share_s for r in res.values())
-            prefill = sum(r.prefill_s for r in res.values())
-            drafts = sum(r.counters.num_drafts for r in res.values())
-            acc = sum(r.counters.num_accepted_tokens for r in res.values())
-            tau = 1 + acc / drafts if drafts else 1.0
-            rate = tokens / share
-            rates[(m, B)] = rate
-            outs[(m, B)] = res
-            parts = {
-                k: sum(getattr(r, f"{k}_s") for r in res.values())
-                for k in ("draft", "verify", "criterion")
-            }
-            print(
-                f"  {m:6s} B={B}: {tokens} tokens, tau {tau:.2f}, {rate:.2f} tok/s (tokens / sum share_s {share:.1f} s;"
-                f" sum wall_s {wall:.1f} s), with prefill {tokens / (share + prefill):.2f} tok/s, run {total:.1f} s;"
-                f" split of wall: draft {parts['draft']:.1f} s, verify {parts['verify']:.1f} s,"
-                f" decide {parts['criterion']:.1f} s"
-            )
-    for B in args.batch:
-        base = rates.get(("ar", B))
-        if base:
-            print(
-                f"  B={B} ratios to AR: "
-                + ", ".join(
-                    f"{m} {rates[(m, B)] / base:.2f}x"
-                    for m in args.methods.split(",")
-                    if (m, B) in rates
+            for a in attentions:  # adjacent, so host drift hits both kernels alike
+                cpu_attention.GROUPED_MAX_QUERY = grouped_max if a == "grouped" else 0
+                runs[(m, B, a)] = run_arm(pair, samples, stops, args, methods[m], m, B, a)
+    cpu_attention.GROUPED_MAX_QUERY = grouped_max
+    rates = {k: v[1] for k, v in runs.items()}
+    for a in attentions:
+        for B in args.batch:
+            base = rates.get(("ar", B, a))
+            if base:
+                print(
+                    f"  {a} B={B} ratios to AR: "
+                    + ", ".join(
+                        f"{m} {rates[(m, B, a)] / base:.2f}x"
+                        for m in args.methods.split(",")
+                        if (m, B, a) in rates
+                    )
                 )
-            )
-        if B != args.batch[0]:
+            if B != args.batch[0]:
+                print(
+                    f"  {a} B={B} vs B={args.batch[0]}: "
+                    + ", ".join(
+                        f"{m} {rates[(m, B, a)] / rates[(m, args.batch[0], a)]:.2f}x"
+                        for m in args.methods.split(",")
+                    )
+                )
+    if len(attentions) > 1:
+        for B in args.batch:
             print(
-                f"  B={B} vs B={args.batch[0]}: "
+                f"  B={B} {attentions[-1]} vs {attentions[0]}: "
                 + ", ".join(
-                    f"{m} {rates[(m, B)] / rates[(m, args.batch[0])]:.2f}x"
+                    f"{m} {rates[(m, B, attentions[-1])] / rates[(m, B, attentions[0])]:.2f}x"
                     for m in args.methods.split(",")
                 )
             )
+    outs = {(m, B): res for (m, B, a), (res, _) in runs.items() if a == attentions[-1]}
     for B in args.batch:
         if ("ar", B) in outs and ("sd", B) in outs:
             for s in samples:
@@ -157,6 +151,39 @@ def main() -> None:
             print(f"  AR B={B} vs B=1: {same}/{len(samples)} items token-identical")
     if args.hf:
         hf_generate(pair, samples, args)
+
+
+def run_arm(pair, samples, stops, args, method, m: str, B: int, a: str) -> tuple[dict, float]:
+    """Decode ``samples`` with one method at batch B; print its line; return the results and tok/s."""
+    import criteria.rules  # noqa: F401
+    from criteria.registry import CRITERIA
+    from runners.backends.base import DecodingConfig
+    from runners.backends.hf_loop import HFLoopBackend
+
+    L, crit, heads = method
+    be = HFLoopBackend(pair, batch_size=B)
+    dec = DecodingConfig(num_speculative_tokens=L, max_new_tokens=args.max_new, stop=stops)
+    t0 = time.perf_counter()
+    res = {r.sample_id: r for r in be.generate(samples, dec, CRITERIA.get(crit)(), heads)}
+    total = time.perf_counter() - t0
+    tokens = sum(r.num_output_tokens for r in res.values())
+    wall = sum(r.wall_s for r in res.values())
+    share = sum(r.share_s for r in res.values())
+    prefill = sum(r.prefill_s for r in res.values())
+    drafts = sum(r.counters.num_drafts for r in res.values())
+    acc = sum(r.counters.num_accepted_tokens for r in res.values())
+    tau = 1 + acc / drafts if drafts else 1.0
+    parts = {
+        k: sum(getattr(r, f"{k}_s") for r in res.values()) for k in ("draft", "verify", "criterion")
+    }
+    print(
+        f"  {m:6s} B={B} {a}: {tokens} tokens, tau {tau:.2f}, {tokens / share:.2f} tok/s (tokens / sum share_s"
+        f" {share:.1f} s; sum wall_s {wall:.1f} s), with prefill {tokens / (share + prefill):.2f} tok/s, run"
+        f" {total:.1f} s; split of wall: draft {parts['draft']:.1f} s, verify {parts['verify']:.1f} s,"
+        f" decide {parts['criterion']:.1f} s",
+        flush=True,
+    )
+    return res, tokens / share
 
 
 @torch.inference_mode()

@@ -35,6 +35,7 @@ from criteria.verify import trace_to_json, verify_round
 from runners.backends.base import DecodingConfig, SampleResult
 from runners.backends.batch_kv import BatchKV
 from runners.backends.batch_rows import BatchClock, Row, StopCheck
+from runners.backends.cpu_attention import use_cpu_gqa
 from runners.backends.decide import decide_round
 from runners.backends.kv_state import KVState, PrefixCache
 from runners.backends.output import (
@@ -125,6 +126,11 @@ class HFLoopBackend:
                 f"backend.batch_size={batch_size!r} is invalid; allowed: an integer >= 1"
             )
         self.pair = pair
+        for model in (
+            pair.target,
+            getattr(pair, "draft", None),
+        ):  # the loop's CPU attention, however the pair was loaded
+            use_cpu_gqa(model)
         self.tokenizer = pair.tokenizer
         self.chat_template_kwargs = dict(
             getattr(pair, "chat_template_kwargs", None) or {}

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from runners.models.attention import use_cpu_gqa
+from runners.backends.cpu_attention import use_cpu_gqa
 from runners.models.dtype import resolve_dtype
 from runners.models.identity import hub_revision
 from runners.models.sources import resolve_model_dir
@@ -119,7 +119,7 @@ def _load_model(path: str, dtype: str, device: str, revision: str | None = None)
         if device == "cpu":
             use_cpu_gqa(
                 model
-            )  # same numbers, no per-head copy of the cache (runners.models.attention)
+            )  # decode and verify as grouped matmuls (runners.backends.cpu_attention)
         _LOADED[key] = model.to(device).eval()
     return _LOADED[key]
 

@@ -1,13 +1,11 @@
 """Milliseconds of one layer's attention at the embedded target's shapes, on random tensors (no model loads).
 
-The target (Qwen2.5-Coder 1.5B) has 12 query heads sharing 2 key/value heads (GQA), head size 128. transformers
-runs its attention through ``torch.nn.functional.scaled_dot_product_attention`` (``attn_implementation="sdpa"``).
-This script times that call against a grouped matmul: each group's 6 query heads multiply the group's key/value
-heads directly, so no copy of K and V is made. It does so for a decode step (1 new token) and a verify pass
-(L + 1 new tokens) at batch sizes B over a KV cache of S tokens with left padding masked. It prints the CPU
-flags, medians over repeats, and the largest difference between the two outputs.
-
-The grouped matmul is not wired into the loops: this measures what it would save.
+The target (Qwen2.5-Coder 1.5B) has 12 query heads sharing 2 key/value heads (GQA), head size 128. transformers'
+``sdpa`` attention runs it through ``torch.nn.functional.scaled_dot_product_attention``. This script times that
+call against the transformers loop's CPU attention, :func:`runners.backends.cpu_attention.grouped_attention`
+(each group's query heads times the group's key/value heads, no copy of K and V). It does so for a decode step
+(1 new token) and a verify pass (L + 1 new tokens) at batch sizes B over a KV cache of S tokens with left padding
+masked. It prints the CPU flags, medians over repeats, and the largest difference between the two outputs.
 
     python scripts/attention_cost.py --threads 2
 """
@@ -24,23 +22,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from runners.backends.cpu_attention import grouped_attention  # noqa: E402
 from runners.models.dtype import cpu_flags  # noqa: E402
 
 HEADS, KV_HEADS, HEAD_DIM = 12, 2, 128  # Qwen2.5-Coder 1.5B (the embedded target)
-
-
-def grouped(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """Attention of ``q`` ``[B, H, n, D]`` over ``k``, ``v`` ``[B, Hk, S, D]`` (H a multiple of Hk), ``keep``
-    ``[B, 1, n, S]`` bool; the query heads of a group attend their shared K, V without repeating them."""
-    B, H, n, D = q.shape
-    Hk = k.shape[1]
-    g = H // Hk
-    scores = (
-        torch.matmul(q.reshape(B, Hk, g * n, D), k.transpose(-1, -2)) * D**-0.5
-    )  # [B, Hk, g*n, S]
-    scores = scores.view(B, Hk, g, n, -1).masked_fill(~keep[:, :, None], float("-inf"))
-    p = torch.softmax(scores.float(), dim=-1).to(q.dtype).view(B, Hk, g * n, -1)
-    return torch.matmul(p, v).reshape(B, H, n, D)
 
 
 def median_ms(fn, args: tuple, repeats: int, **kw) -> float:
@@ -74,9 +59,11 @@ def main() -> None:
         )
         keep[..., :3] = False
         ref = sdpa(q, k, v, attn_mask=keep, enable_gqa=True)
-        diff = float((ref.float() - grouped(q, k, v, keep).float()).abs().max())
+        scale = HEAD_DIM**-0.5
+        mine = grouped_attention(q, k, v, keep, scale)
+        diff = float((ref.float() - mine.float()).abs().max())
         a = median_ms(sdpa, (q, k, v), args.repeats, attn_mask=keep, enable_gqa=True)
-        b = median_ms(grouped, (q, k, v, keep), args.repeats)
+        b = median_ms(grouped_attention, (q, k, v, keep, scale), args.repeats)
         print(
             f"B={B:>2} S={S} new tokens {n}: sdpa {a:7.3f} ms, grouped matmul {b:7.3f} ms per layer "
             f"({a / b:4.1f}x; x28 layers: {28 * (a - b):6.1f} ms per forward); max |diff| {diff:.4f}"

@@ -190,12 +190,17 @@ def test_batch_above_the_prompts_refused():
 
 
 def test_default_batch_sizes_keep_the_run_id():
-    """``[1]`` (the default) is dropped: the config and run id of a bench run made before the field; other sizes
-    are sorted into the config and change the id."""
+    """``[1]`` (the method's default; the default profile asks for ``[1, 8]``) is dropped: the config and run id of
+    a bench run made before the field; other sizes are sorted into the config and change the id."""
     from omegaconf import open_dict
 
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="run", overrides=["experiment=bench", "profile=default"])
+        assert list(cfg.method.batch_sizes) == [1, 8] and cfg.dataset.limit == 8
+        cfg = compose(
+            config_name="run",
+            overrides=["experiment=bench", "profile=default", "method.batch_sizes=[1]"],
+        )
     assert list(cfg.method.batch_sizes) == [1]
     before = cfg.copy()
     with open_dict(before):
@@ -206,7 +211,7 @@ def test_default_batch_sizes_keep_the_run_id():
     assert run_id_of(default) == run_id_of(old)
     b8 = _resolve("method.batch_sizes=[8,1]", "dataset.limit=8")
     assert b8["method"]["batch_sizes"] == [1, 8]
-    assert run_id_of(b8) != run_id_of(_resolve("dataset.limit=8"))
+    assert run_id_of(b8) != run_id_of(_resolve("method.batch_sizes=[1]", "dataset.limit=8"))
     assert run_id_of(b8) == run_id_of(_resolve("method.batch_sizes=[1,8]", "dataset.limit=8"))
 
 

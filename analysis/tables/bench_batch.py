@@ -86,6 +86,10 @@ def batch_rows(
                     if arm == ref
                     else est_columns("x_ar", repeat_ratio_ci(paired_repeats(lines, B, arm, ref)))
                 ),
+                "decode_tok_per_s": g.get("decode_tok_per_s", np.nan),
+                **est_columns(
+                    "decode_x_batch1", repeat_ratio_ci(paired_repeats(lines, B, arm, decode=True))
+                ),
                 "tau": g.get("tau", np.nan),
                 "identical_to_batch1": g["identical_to_batch1"],
                 "outputs": g["num_outputs"],
@@ -112,6 +116,13 @@ def format_batch(t: pd.DataFrame) -> pd.DataFrame:
         f[name] = [
             fmt(Estimate(v, lo, hi, 1)) for v, lo, hi in zip(t[col], t[f"{col}_lo"], t[f"{col}_hi"])
         ]
+    f["tok/s at B, prefill excl."] = [
+        "" if pd.isna(v) else f"{v:.2f}" for v in t["decode_tok_per_s"]
+    ]
+    f["× batch 1, prefill excl. [95% CI]"] = [
+        "" if pd.isna(v) else fmt(Estimate(v, lo, hi, 1))
+        for v, lo, hi in zip(t["decode_x_batch1"], t["decode_x_batch1_lo"], t["decode_x_batch1_hi"])
+    ]
     f["τ"] = ["" if pd.isna(v) else f"{v:.2f}" for v in t["tau"]]
     f["= batch-1 tokens"] = [
         f"{int(a)}/{int(b)}" for a, b in zip(t["identical_to_batch1"], t["outputs"])
@@ -150,6 +161,10 @@ def batch_footer(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
         "repeats; ± = std over repeats; tok/s at batch 1 = the same arm on the same B prompts and repeats, one "
         "prompt at a time (the batch-1 table's calls); × its AR at B = over our AR at B (llama.cpp arms: "
         "llama.cpp's AR at B)",
+        "prefill excl. = the rounds only: (output tokens less each prompt's first, which its prefill emits) / "
+        "(the call's wall seconds less its prefills, one prompt at a time, and its exactness audit); × batch 1, "
+        "prefill excl. = over the same arm's batch-1 rate after the prefill on the same prompts and repeats (the "
+        "batch-1 table's prefill-excl. rate); blank: a run recorded before batch calls kept their prefill times",
         f"[95% CI]: percentile bootstrap over repeats ({B_DEFAULT} resamples, seed {SEED}; each repeat's batch call "
         "paired with that repeat's reference calls); one repeat: no interval",
         "= batch-1 tokens: outputs (prompt x repeat) equal to the same arm's batch-1 output (greedy; batched "

@@ -82,9 +82,12 @@ def our_generate_batch(
 
     Returns:
         ``tokens`` (output tokens of all samples), ``seconds`` (wall time of the whole call: every prefill and
-        round, until the last sample finished), ``outputs``: per sample in the order of ``samples``
-        ``{prompt_id, output_token_ids, tokens, rounds, accepted, verify_passes}`` (rounds and accepted counted
-        as :func:`our_generate` counts them).
+        round, until the last sample finished), ``prefill_s`` (the samples' prefills summed: the loop prefills
+        one sample at a time, outside the rounds), ``decode_s`` (``seconds`` less the prefills and the exactness
+        audit: the rounds, as :func:`our_generate`'s ``decode_s`` at batch 1), ``decode_tokens`` (``tokens`` less
+        each sample's first token, which its prefill emits), ``outputs``: per sample in the order of ``samples``
+        ``{prompt_id, output_token_ids, tokens, rounds, accepted, verify_passes, prefill_s}`` (rounds and
+        accepted counted as :func:`our_generate` counts them).
 
     Raises:
         ValueError: the backend returned other sample ids than it was given.
@@ -97,10 +100,21 @@ def our_generate_batch(
     wanted = [s.sample_id for s in samples]
     if sorted(by_id) != sorted(wanted) or len(results) != len(wanted):
         raise ValueError(f"the backend returned samples {sorted(by_id)}, not {sorted(wanted)}")
-    outputs = [{"prompt_id": sid, **_output_fields(by_id[sid], L)} for sid in wanted]
+    outputs = [
+        {"prompt_id": sid, **_output_fields(by_id[sid], L), "prefill_s": by_id[sid].prefill_s}
+        for sid in wanted
+    ]
+    prefill = sum(o["prefill_s"] for o in outputs)
+    # every sample joins before the first round (the batch holds them all), so the row that finishes last saw
+    # every round, and its audit_s (the batch's audit time over its rounds) is the call's
+    audit = max((r.audit_s for r in results), default=0.0)
+    tokens = sum(o["tokens"] for o in outputs)
     return {
-        "tokens": sum(o["tokens"] for o in outputs),
+        "tokens": tokens,
         "seconds": seconds,
+        "prefill_s": prefill,
+        "decode_s": max(seconds - prefill - audit, 0.0),
+        "decode_tokens": tokens - sum(1 for o in outputs if o["tokens"]),
         "outputs": outputs,
     }
 

@@ -11,6 +11,9 @@ the B prompts decoded together, the wall seconds of that one call and each promp
   - ``<arm>/batch1_tok_per_s``: the same arm at batch 1 (the ``<prompt>#<repeat>`` lines) on the same B prompts
     and repeats, Σ tokens / Σ seconds; ``<arm>/x_batch1``: the ratio of the two rates;
   - ``<arm>/x_<ref>``: rate ratio to the engine's AR at batch B (``ar``; llama.cpp arms: ``lc_ar``);
+  - ``<arm>/decode_tok_per_s``, ``<arm>/batch1_decode_tok_per_s``, ``<arm>/decode_x_batch1``: the same with the
+    prefills left out (the batch call's ``decode_tokens`` / ``decode_s``: each prompt's first token and its
+    prefill excluded; batch 1: the calls' own ``decode_*``), absent in lines recorded before those fields;
   - ``<arm>/tau``: 1 + accepted / rounds over the B prompts and repeats (speculative arms);
   - ``<arm>/identical_to_batch1`` of ``<arm>/num_outputs``: outputs (prompt x repeat) equal to the same arm's
     batch-1 output of that prompt and repeat; ``<arm>/first_mismatches``: ``{prompt_id, repeat, position,
@@ -81,6 +84,11 @@ def _arm(
         ),
         f"{key}/x_batch1": pooled_ratio(one),
     }
+    dec = paired_repeats(lines, B, arm, decode=True)
+    if dec and sum(p[1] for p in dec) > 0 and sum(p[3] for p in dec) > 0:
+        out[f"{key}/decode_tok_per_s"] = sum(p[0] for p in dec) / sum(p[1] for p in dec)
+        out[f"{key}/batch1_decode_tok_per_s"] = sum(p[2] for p in dec) / sum(p[3] for p in dec)
+        out[f"{key}/decode_x_batch1"] = pooled_ratio(dec)
     ref = engine_ar(arm)
     if ref != arm and any(ref in ln["arms"] for ln in bl):
         out[f"{key}/x_{ref}"] = pooled_ratio(paired_repeats(lines, B, arm, ref))

@@ -25,7 +25,7 @@ def engine_ar(arm: str) -> str:
 
 
 def paired_repeats(
-    lines: Sequence[Mapping[str, Any]], B: int, arm: str, ref: str = "batch1"
+    lines: Sequence[Mapping[str, Any]], B: int, arm: str, ref: str = "batch1", decode: bool = False
 ) -> list[tuple[float, float, float, float]]:
     """Per repeat (ascending): ``(tokens, seconds)`` of ``arm`` at batch B, then ``(tokens, seconds)`` of the
     reference.
@@ -33,13 +33,17 @@ def paired_repeats(
     Args:
         ref: ``"batch1"``: the same arm's batch-1 calls on the same B prompts in that repeat (summed); an arm
             name: that arm's batch-B call in the same repeat.
+        decode: False: the whole calls (``tokens``, ``seconds``: prefill included); True: the decoding after the
+            prefills (``decode_tokens``, ``decode_s`` on both sides; a batch call records them since the
+            bench's prefill-excluded batch columns, so older lines hold no pair).
 
     Returns:
         One tuple per repeat that holds both sides; empty when none does.
     """
+    tk, sk = ("decode_tokens", "decode_s") if decode else ("tokens", "seconds")
     out = []
     for ln in batch_lines(lines, B):
-        if arm not in ln["arms"]:
+        if arm not in ln["arms"] or sk not in ln["arms"][arm]:
             continue
         a = ln["arms"][arm]
         if ref == "batch1":
@@ -52,12 +56,12 @@ def paired_repeats(
                 and p["prompt_id"] in wanted
                 and arm in p["arms"]
             ]
-            if len(one) != len(wanted):
+            if len(one) != len(wanted) or any(r.get(sk) is None for r in one):
                 continue
-            t, s = sum(r["tokens"] for r in one), sum(r["seconds"] for r in one)
-        elif ref in ln["arms"]:
-            t, s = ln["arms"][ref]["tokens"], ln["arms"][ref]["seconds"]
+            t, s = sum(r[tk] for r in one), sum(r[sk] for r in one)
+        elif ref in ln["arms"] and sk in ln["arms"][ref]:
+            t, s = ln["arms"][ref][tk], ln["arms"][ref][sk]
         else:
             continue
-        out.append((a["tokens"], a["seconds"], t, s))
+        out.append((a[tk], a[sk], t, s))
     return out

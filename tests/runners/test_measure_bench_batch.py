@@ -51,6 +51,11 @@ def test_batched_outputs_equal_batch1_outputs(tiny3, criterion, L):
     ]
     assert together["tokens"] == sum(a["tokens"] for a in alone) > 0
     assert math.isfinite(together["seconds"]) and together["seconds"] > 0
+    # prefill excluded: each prompt's first token and prefill out, the rest of the call's seconds in
+    assert together["decode_tokens"] == together["tokens"] - 3
+    assert together["prefill_s"] == pytest.approx(sum(o["prefill_s"] for o in together["outputs"]))
+    assert all(o["prefill_s"] > 0 for o in together["outputs"])
+    assert 0 < together["decode_s"] < together["seconds"] - together["prefill_s"] + 1e-9
     if L > 0:  # the same rounds and acceptances as alone (greedy SD is deterministic)
         assert [(o["rounds"], o["accepted"]) for o in together["outputs"]] == [
             (a["rounds"], a["accepted"]) for a in alone
@@ -165,6 +170,57 @@ def test_batch_ratio_intervals_over_repeats():
     assert list(t["arm"]) == ["ar", "sd"] and list(t["B"]) == [2, 2]
     assert t["x_batch1"].tolist() == pytest.approx([4 / 3, 1.25])
     assert t.loc[1, "x_ar"] == pytest.approx(1.875) and t.loc[0, "x_ar"] == 1.0
+
+
+def _with_decode(lines):
+    """``_lines()`` with the prefill-excluded fields: alone, 9 tokens after the first in 1.5 s (ar) and 0.5 s (sd)
+    per prompt; together, ar 18 tokens in 1.0 s (repeat 0) and 2.0 s (repeat 1), sd 18 in 0.9 s."""
+    for ln in lines:
+        for arm, r in ln["arms"].items():
+            if ln["kind"] == "prompt":
+                r["decode_tokens"], r["decode_s"] = (
+                    9,
+                    (1.5 if arm == "ar" else 0.5) * (100 if ln["prompt_id"] == "c" else 1),
+                )
+            else:
+                r["decode_tokens"] = 18
+                r["decode_s"] = (1.0 + ln["repeat"]) if arm == "ar" else 0.9
+    return lines
+
+
+def test_prefill_excluded_batch_rates_by_hand():
+    """ar: 36 tokens / 3 s together against 36 / 6 s alone (c left out): 12 tok/s, 2x batch 1; sd: 36 / 1.8 s
+    against 36 / 2 s: 1.111x. Lines recorded without the fields give no such keys and blank columns."""
+    from analysis.tables import bench_batch
+
+    lines = _with_decode(_lines())
+    s = summarize_batches(lines, ["ar", "sd"])
+    k = "bench/batch2"
+    assert s[f"{k}/ar/decode_tok_per_s"] == pytest.approx(12.0)
+    assert s[f"{k}/ar/batch1_decode_tok_per_s"] == pytest.approx(6.0)
+    assert s[f"{k}/ar/decode_x_batch1"] == pytest.approx(2.0)
+    assert s[f"{k}/sd/decode_x_batch1"] == pytest.approx(2.0 / 1.8)
+    assert s[f"{k}/ar/x_batch1"] == pytest.approx(4 / 3)  # the prefill-included ratio is unchanged
+    assert paired_repeats(lines, 2, "ar", decode=True) == [(18, 1.0, 18, 3.0), (18, 2.0, 18, 3.0)]
+    t = bench_batch.batch_rows(
+        {**s, "bench/arms": ["ar", "sd"], "bench/L": 3},
+        lines,
+        {},
+        {"ar": "float32", "sd": "float32"},
+    )
+    assert t["decode_x_batch1"].tolist() == pytest.approx([2.0, 2.0 / 1.8])
+    e = t.loc[0]
+    assert e["decode_x_batch1_lo"] == pytest.approx(1.5) and e[
+        "decode_x_batch1_hi"
+    ] == pytest.approx(3.0)
+    f = bench_batch.format_batch(t)
+    assert f["tok/s at B, prefill excl."].tolist() == ["12.00", "20.00"]
+    old = summarize_batches(_lines(), ["ar"])
+    assert not any("decode" in key for key in old)
+    t_old = bench_batch.batch_rows(
+        {**old, "bench/arms": ["ar"], "bench/L": 3}, _lines(), {}, {"ar": "float32"}
+    )
+    assert bench_batch.format_batch(t_old)["× batch 1, prefill excl. [95% CI]"].tolist() == [""]
 
 
 def _resolve(*overrides):

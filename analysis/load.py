@@ -254,6 +254,8 @@ ITEM_COLUMNS = (
     "output",
     "mismatched",
     "comparable",
+    "verify_passes",
+    "verify_s",
 )
 
 
@@ -281,7 +283,10 @@ def load_items(run_dir: str | Path, comparable: str | None = None) -> pd.DataFra
     by, e.g. :func:`analysis.stats.paired_accuracy`'s ``n_diverged``); mismatched (accepted draft tokens that
     differ from the target's argmax, ``spec.num_accepted_mismatched``; NaN in records without it); comparable
     (0/1: the item's ``quality[comparable]``, a metric the records carry beside the primary, e.g.
-    ``"exact_match,strict-match"``; NaN when ``comparable`` is None or the item lacks it).
+    ``"exact_match,strict-match"``; NaN when ``comparable`` is None or the item lacks it); verify_passes (target
+    passes after the prefill: the length of ``accepted_per_round``, one per round, an AR step included); verify_s
+    (``speed.verify_s``, seconds: the verify passes of the rounds the item was in, each the whole batch's pass;
+    NaN when not recorded).
     """
     rows = []
     for s in read_samples(Path(run_dir) / "samples.jsonl"):
@@ -312,6 +317,10 @@ def load_items(run_dir: str | Path, comparable: str | None = None) -> pd.DataFra
                 if "num_accepted_mismatched" in spec
                 else float("nan"),
                 "comparable": float(other) if isinstance(other, (int, float)) else float("nan"),
+                "verify_passes": len(s.get("accepted_per_round") or []),
+                "verify_s": float(speed["verify_s"])
+                if isinstance(speed.get("verify_s"), (int, float))
+                else float("nan"),
             }
         )
     return pd.DataFrame(rows, columns=list(ITEM_COLUMNS))

@@ -47,6 +47,7 @@ from analysis.drift import drift_line
 from analysis.figures import per_position
 from analysis.footer import provenance_lines, quality_lines
 from analysis.load import SETTING, one_setting
+from analysis.physics import regime_line, verify_step_ratio
 from analysis.render import NoRuns, render
 from analysis.stats import NAN, NAN_DIFF, PairedDiff, fmt, fmt_diff
 
@@ -227,8 +228,35 @@ def _dm_sd_pairs(runs: pd.DataFrame) -> list[tuple[str, pd.Series, pd.Series]]:
     return sorted(pairs, key=lambda p: order.get(p[0].split(" ")[0], len(order)))
 
 
+def regime_lines(runs: pd.DataFrame, cache: ItemCache) -> list[str]:
+    """The cost-regime line (:mod:`analysis.physics`) per draft length: verify(L+1) / decode of each benchmark's SD
+    run over its AR run (same pair, batch size and items)."""
+    lines = []
+    several = runs["pair"].nunique() > 1
+    for L in sorted({int(v) for v in runs[runs["method"] == "sd"]["L"]}):
+        ratios = []
+        for (pair, b), g in runs.groupby(["pair", "dataset"], sort=False):
+            sd, ar = g[(g["method"] == "sd") & (g["L"] == L)], g[g["method"] == "ar"]
+            if sd.empty or ar.empty:
+                continue
+            label = BENCH_LABEL.get(b, b) + (f" ({pair})" if several else "")
+            ratios.append(
+                (label, verify_step_ratio(cache.items(sd.iloc[0]), cache.items(ar.iloc[0])))
+            )
+        order = {lab: i for i, lab in enumerate(BENCH_LABEL.values())}
+        ratios.sort(key=lambda r: order.get(r[0].split(" ")[0], len(order)))
+        sizes = "/".join(map(str, sorted({int(v) for v in runs["batch_size"]})))
+        lines += regime_line(ratios, L, sizes)
+    return lines
+
+
 def footer(
-    runs: pd.DataFrame, p_drop: float, K: int, by_bench: dict[str, list[Cell]], ns: dict
+    runs: pd.DataFrame,
+    p_drop: float,
+    K: int,
+    by_bench: dict[str, list[Cell]],
+    ns: dict,
+    regime: list[str] | None = None,
 ) -> list[str]:
     cells = [c for cs in by_bench.values() for c in cs]
     caps = runs.groupby("dataset")["max_new_tokens"].max()
@@ -251,6 +279,7 @@ def footer(
         f"{SPEEDUP_NOTE}: SD vs AR, SD+DM vs SD at the same L (SD+DM vs AR: point value; its CI is in the CSV)",
         f"{DELTA_ACC_NOTE}: SD vs AR, SD+DM vs SD at the same L and vs AR",
         *drift_line(_dm_sd_pairs(runs), "SD+DM vs SD"),
+        *(regime or []),
         *quality_lines(runs),
         *provenance_lines(runs),
     ]
@@ -278,7 +307,7 @@ def build(selected: pd.DataFrame) -> Artefact:
             base = set(_setting_keys(runs))
         data, display, by_bench, ns = build_setting(runs, cache)
         stem = setting_stem(NAME, p, K)
-        lines = footer(runs, p, K, by_bench, ns)
+        lines = footer(runs, p, K, by_bench, ns, regime_lines(runs, cache))
         art.tables.append(
             Table(
                 stem=stem,

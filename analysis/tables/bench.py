@@ -27,6 +27,7 @@ from analysis.measure_runs import lines_of, newest, of_method, used, varying
 from analysis.stats import B_DEFAULT, NAN, SEED, Estimate, bootstrap, fmt
 from analysis.tables.bench_batch import batch_rows, batch_table
 from analysis.timings import CI_NOTE, median_ci, ratios, seconds_frame
+from runners.records.bench_lines import decision_per_pass
 
 NAME = "bench"
 ARM_LABELS = {
@@ -87,6 +88,23 @@ def rate_ratio_ci(lines: Sequence[Mapping[str, Any]], arm: str, ref: str) -> Est
     return bootstrap(stat, [m["tokens_a"], m["seconds_a"], m["tokens_b"], m["seconds_b"]])
 
 
+def decision_share_ci(lines: Sequence[Mapping[str, Any]], pre: str = "") -> Estimate:
+    """The DropMatch decision's own share of a verify pass in the loop, pooled over prompt lines
+    (:func:`runners.records.bench_lines.decision_share` of SD+DM against SD of the engine ``pre``: ``""`` ours,
+    ``"lc_"`` llama.cpp), percentile bootstrap over the lines; :data:`analysis.stats.NAN` without them."""
+    rows = decision_per_pass(lines, f"{pre}sd_dm", f"{pre}sd")
+    if not rows:
+        return NAN
+
+    def stat(ca, pa, cb, vb, pb):
+        sums = [x.sum(axis=-1) for x in (ca, pa, cb, vb, pb)]
+        return (sums[0] / sums[1] - sums[2] / sums[4]) / (sums[3] / sums[4])
+
+    cols = [np.array([r[i] for r in rows], dtype=float) for i in range(5)]
+    est = bootstrap(stat, cols)
+    return Estimate(100 * est.value, 100 * est.lo, 100 * est.hi, est.n)
+
+
 def arm_dtype(summary: Mapping, arm: str) -> str:
     """The precision ``arm`` computed in: the pair's dtype, llama.cpp's arms the GGUF's own types."""
     return (
@@ -144,6 +162,14 @@ def cost_note(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> str:
         k = f"bench/in_situ/{pre}dm_audit_share"
         return f"; its exactness audit {pct(k)} more" if summary.get(k) is not None else ""
 
+    def decision(
+        pre: str,
+    ) -> str:  # the decision alone, from the lines (records before the key included)
+        e = decision_share_ci(lines, pre)
+        if np.isnan(e.value):
+            return "n/a"
+        return f"{e.value:.1f}%" + ("" if np.isnan(e.lo) else f" [{e.lo:.1f}, {e.hi:.1f}]")
+
     sec = seconds_frame([ln for ln in lines if ln.get("kind") == "latency"])
     if sec:
         r = ratios(sec)
@@ -159,8 +185,9 @@ def cost_note(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> str:
         f"{summary['bench/prompt_tokens_mean']:.0f} prompt tokens) x {summary['bench/repeats']} repeats; "
         f"verify(L+1)/decode {vd} (timed, {summary.get('bench/latency/context', '?')}-token KV, {timed}) / "
         f"{f('bench/in_situ/verify_over_decode')} (in the loop: SD verify pass vs AR step); DM decision overhead "
-        f"{dm} of the verify pass (timed: K extra head rows + JS) / {pct('bench/in_situ/dm_overhead_share')} "
-        f"(in the loop: SD+DM vs SD verify+criterion per pass{audit('')}); torch threads {summary.get('model/threads')}; "
+        f"{dm} of the verify pass (timed: K extra head rows + JS) / {decision('')} (in the loop: SD+DM's decision "
+        f"seconds per pass less SD's{audit('')}; with the two arms' verify forwards too, whose difference is the "
+        f"forward's own variation: {pct('bench/in_situ/dm_overhead_share')}); torch threads {summary.get('model/threads')}; "
         f"max 1-min load average {f('bench/loadavg_1min_max', '.1f')}"
         + (
             f"; CPU ISA: {' '.join(summary['model/isa']) or 'none of avx2/avx512/amx/asimd'}"
@@ -170,7 +197,8 @@ def cost_note(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> str:
         + (
             f"; llama.cpp ({summary.get('model/gguf_precision')}): verify(L+1)/decode "
             f"{f('bench/in_situ/lc_verify_over_decode')} (in the loop), DM decision overhead "
-            f"{pct('bench/in_situ/lc_dm_overhead_share')} of its verify pass (in the loop{audit('lc_')})"
+            f"{decision('lc_')} of its verify pass (in the loop, decision seconds{audit('lc_')}; with the "
+            f"forwards: {pct('bench/in_situ/lc_dm_overhead_share')})"
             if "bench/in_situ/lc_verify_over_decode" in summary
             else ""
         )

@@ -14,7 +14,11 @@ Keys (``bench/`` namespace; units in the suffix):
   - ``bench/in_situ/verify_over_decode``: our SD's mean verify seconds per pass / our AR's per step, inside
     the loop; ``bench/in_situ/dm_overhead_share``: SD+DM's extra verify + criterion seconds per pass over SD's,
     as a share of SD's verify pass (the exactness audit not included: ``bench/in_situ/dm_audit_share``, the
-    audit's seconds per pass over SD's verify pass); ``bench/in_situ/lc_*``: the same for the llama.cpp arms;
+    audit's seconds per pass over SD's verify pass); ``bench/in_situ/dm_decision_share``: the decision alone,
+    SD+DM's criterion seconds per pass less SD's over SD's verify pass
+    (:func:`runners.records.bench_lines.decision_share`: the two arms' forwards do the same work, so their
+    difference is the forward's own variation, not the decision); ``bench/in_situ/lc_*``: the same for the
+    llama.cpp arms;
   - ``bench/latency/*``: :func:`runners.measure.latency.summarize_timings` of the ``latency/<k>`` lines.
 """
 
@@ -25,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runners.measure.latency import summarize_timings
+from runners.records.bench_lines import decision_per_pass, decision_share
 
 REFS = ("ar", "hf_ar", "hf_assisted", "lc_ar")
 SPEC_ARMS = ("sd", "hf_assisted", "sd_dm", "lc_sd", "lc_sd_dm")
@@ -87,7 +92,7 @@ def summarize_bench(
     for p in prompts:  # greedy AR must repeat itself exactly
         ar_runs.setdefault(p["prompt_id"], set()).add(tuple(p["arms"]["ar"]["output_token_ids"]))
     out["bench/ar/deterministic"] = all(len(v) == 1 for v in ar_runs.values())
-    out.update(_in_situ(arms, arm_results))
+    out.update(_in_situ(arms, arm_results, prompts))
     lat = [ln for ln in lines if ln.get("kind") == "latency"]
     out.update(
         {k.replace("latency/", "bench/latency/", 1): v for k, v in summarize_timings(lat).items()}
@@ -182,7 +187,7 @@ def _identical_to_ar(arm: str, prompts: Sequence[Mapping[str, Any]], ref_ar: str
     return {f"bench/{arm}/identical_to_ar": same, f"bench/{arm}/first_mismatches": mism}
 
 
-def _in_situ(arms: Sequence[str], results: _Results) -> dict:
+def _in_situ(arms: Sequence[str], results: _Results, prompts: Sequence[Mapping[str, Any]]) -> dict:
     """Verify pass over decode step and the DropMatch decision's share of a verify pass, as the loop ran them."""
 
     def per_pass(arm: str, *parts: str) -> float:
@@ -202,6 +207,10 @@ def _in_situ(arms: Sequence[str], results: _Results) -> dict:
                     f"{pre}sd", "verify_s", "criterion_s"
                 )
                 out[f"bench/in_situ/{pre}dm_overhead_share"] = extra / sd_verify
+                # the decision alone: the rounds' criterion time, without the forward's own variation
+                out[f"bench/in_situ/{pre}dm_decision_share"] = decision_share(
+                    decision_per_pass(prompts, f"{pre}sd_dm", f"{pre}sd")
+                )
                 # the exactness audit (a measurement on top of the sparse decision, criteria/audit.py)
                 out[f"bench/in_situ/{pre}dm_audit_share"] = (
                     per_pass(f"{pre}sd_dm", "audit_s") / sd_verify

@@ -65,3 +65,46 @@ def paired_repeats(
             continue
         out.append((a[tk], a[sk], t, s))
     return out
+
+
+def decision_per_pass(
+    lines: Sequence[Mapping[str, Any]], arm: str, ref: str
+) -> list[tuple[float, float, float, float, float]]:
+    """Per prompt line holding both arms: ``(criterion_s, passes)`` of ``arm``, ``(criterion_s, verify_s, passes)``
+    of ``ref``, each summed over the line's calls (batch 1, one prompt and repeat per line).
+
+    ``criterion_s`` is the rounds' decision time (in our loops: the LM head and the rule; the dropout heads and the
+    JS test for DropMatch), ``verify_s`` the target's forward passes, ``passes`` the verify passes after the
+    prefill. Lines recorded without these fields are left out.
+    """
+    out = []
+    for ln in lines:
+        if ln.get("kind") != "prompt" or arm not in ln["arms"] or ref not in ln["arms"]:
+            continue
+        a, b = ln["arms"][arm], ln["arms"][ref]
+        if any(
+            r.get(k) is None for r in (a, b) for k in ("criterion_s", "verify_s", "verify_passes")
+        ):
+            continue
+        out.append(
+            (
+                float(a["criterion_s"]),
+                float(a["verify_passes"]),
+                float(b["criterion_s"]),
+                float(b["verify_s"]),
+                float(b["verify_passes"]),
+            )
+        )
+    return out
+
+
+def decision_share(rows: Sequence[Sequence[float]]) -> float:
+    """The decision's extra time per verify pass over the reference's forward per pass, pooled over prompts:
+    ``(Σ crit_a / Σ passes_a − Σ crit_b / Σ passes_b) / (Σ verify_b / Σ passes_b)`` of
+    :func:`decision_per_pass`'s rows; NaN without rows or passes."""
+    if not rows:
+        return float("nan")
+    ca, pa, cb, vb, pb = (sum(r[i] for r in rows) for i in range(5))
+    if pa <= 0 or pb <= 0 or vb <= 0:
+        return float("nan")
+    return (ca / pa - cb / pb) / (vb / pb)

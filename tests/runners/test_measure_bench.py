@@ -157,6 +157,22 @@ def test_summarize_bench_by_hand():
 
     s.update({"model/dtype": "float32", "bench/L": 5, "bench/prompt_tokens_mean": 100.0})
     assert "its exactness audit 5.0% more" in cost_note(s, [])
+    # the decision alone: DM 0.05 s of criterion per pass less SD's 0.01 = 0.04 s = 20% of SD's 0.2 s verify pass
+    # (the 0.05 s/pass the two arms' forwards differ by is not the decision)
+    assert s["bench/in_situ/dm_decision_share"] == pytest.approx(0.2)
+    note = cost_note(s, lines)
+    assert "20.0% [20.0, 20.0] (in the loop: SD+DM's decision seconds per pass less SD's" in note
+    assert "forward's own variation: 45.0%" in note
+    old = [
+        {
+            **ln,
+            "arms": {
+                a: {k: v for k, v in r.items() if k != "criterion_s"} for a, r in ln["arms"].items()
+            },
+        }
+        for ln in lines
+    ]
+    assert "/ n/a (in the loop" in cost_note(s, old)  # lines recorded without decision seconds
     assert s["bench/ar/deterministic"] and s["bench/num_prompts"] == 2 and s["bench/repeats"] == 2
 
 

@@ -27,7 +27,7 @@ from analysis.measure_runs import lines_of, newest, of_method, used, varying
 from analysis.stats import B_DEFAULT, NAN, SEED, Estimate, bootstrap, fmt
 from analysis.tables.bench_batch import batch_rows, batch_table
 from analysis.timings import CI_NOTE, median_ci, ratios, seconds_frame
-from runners.records.bench_lines import decision_per_pass
+from runners.records.bench_lines import decision_per_pass, share_of_sums
 
 NAME = "bench"
 ARM_LABELS = {
@@ -96,9 +96,8 @@ def decision_share_ci(lines: Sequence[Mapping[str, Any]], pre: str = "") -> Esti
     if not rows:
         return NAN
 
-    def stat(ca, pa, cb, vb, pb):
-        sums = [x.sum(axis=-1) for x in (ca, pa, cb, vb, pb)]
-        return (sums[0] / sums[1] - sums[2] / sums[4]) / (sums[3] / sums[4])
+    def stat(*cols):
+        return share_of_sums(*(x.sum(axis=-1) for x in cols))
 
     cols = [np.array([r[i] for r in rows], dtype=float) for i in range(5)]
     est = bootstrap(stat, cols)
@@ -162,9 +161,8 @@ def cost_note(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> str:
         k = f"bench/in_situ/{pre}dm_audit_share"
         return f"; its exactness audit {pct(k)} more" if summary.get(k) is not None else ""
 
-    def decision(
-        pre: str,
-    ) -> str:  # the decision alone, from the lines (records before the key included)
+    def decision(pre: str) -> str:
+        """The decision alone, from the lines (so records made before the summary key get it too)."""
         e = decision_share_ci(lines, pre)
         if np.isnan(e.value):
             return "n/a"

@@ -231,21 +231,20 @@ def _dm_sd_pairs(runs: pd.DataFrame) -> list[tuple[str, pd.Series, pd.Series]]:
 def regime_lines(runs: pd.DataFrame, cache: ItemCache) -> list[str]:
     """The cost-regime line (:mod:`analysis.physics`) per draft length: verify(L+1) / decode of each benchmark's SD
     run over its AR run (same pair, batch size and items)."""
-    lines = []
-    several = runs["pair"].nunique() > 1
+    lines, pairs = [], sorted(runs["pair"].unique())
+    sizes = "/".join(map(str, sorted({int(v) for v in runs["batch_size"]})))
     for L in sorted({int(v) for v in runs[runs["method"] == "sd"]["L"]}):
         ratios = []
-        for (pair, b), g in runs.groupby(["pair", "dataset"], sort=False):
-            sd, ar = g[(g["method"] == "sd") & (g["L"] == L)], g[g["method"] == "ar"]
-            if sd.empty or ar.empty:
-                continue
-            label = BENCH_LABEL.get(b, b) + (f" ({pair})" if several else "")
-            ratios.append(
-                (label, verify_step_ratio(cache.items(sd.iloc[0]), cache.items(ar.iloc[0])))
-            )
-        order = {lab: i for i, lab in enumerate(BENCH_LABEL.values())}
-        ratios.sort(key=lambda r: order.get(r[0].split(" ")[0], len(order)))
-        sizes = "/".join(map(str, sorted({int(v) for v in runs["batch_size"]})))
+        for pair in pairs:
+            for b in BENCHMARKS:
+                g = runs[(runs["pair"] == pair) & (runs["dataset"] == b)]
+                sd, ar = g[(g["method"] == "sd") & (g["L"] == L)], g[g["method"] == "ar"]
+                if sd.empty or ar.empty:
+                    continue
+                label = BENCH_LABEL[b] + (f" ({pair})" if len(pairs) > 1 else "")
+                ratios.append(
+                    (label, verify_step_ratio(cache.items(sd.iloc[0]), cache.items(ar.iloc[0])))
+                )
         lines += regime_line(ratios, L, sizes)
     return lines
 

@@ -92,7 +92,7 @@ def summarize_bench(
     for p in prompts:  # greedy AR must repeat itself exactly
         ar_runs.setdefault(p["prompt_id"], set()).add(tuple(p["arms"]["ar"]["output_token_ids"]))
     out["bench/ar/deterministic"] = all(len(v) == 1 for v in ar_runs.values())
-    out.update(_in_situ(arms, arm_results, prompts))
+    out.update(_in_situ(arms, arm_results))
     lat = [ln for ln in lines if ln.get("kind") == "latency"]
     out.update(
         {k.replace("latency/", "bench/latency/", 1): v for k, v in summarize_timings(lat).items()}
@@ -187,7 +187,7 @@ def _identical_to_ar(arm: str, prompts: Sequence[Mapping[str, Any]], ref_ar: str
     return {f"bench/{arm}/identical_to_ar": same, f"bench/{arm}/first_mismatches": mism}
 
 
-def _in_situ(arms: Sequence[str], results: _Results, prompts: Sequence[Mapping[str, Any]]) -> dict:
+def _in_situ(arms: Sequence[str], results: _Results) -> dict:
     """Verify pass over decode step and the DropMatch decision's share of a verify pass, as the loop ran them."""
 
     def per_pass(arm: str, *parts: str) -> float:
@@ -209,7 +209,7 @@ def _in_situ(arms: Sequence[str], results: _Results, prompts: Sequence[Mapping[s
                 out[f"bench/in_situ/{pre}dm_overhead_share"] = extra / sd_verify
                 # the decision alone: the rounds' criterion time, without the forward's own variation
                 out[f"bench/in_situ/{pre}dm_decision_share"] = decision_share(
-                    decision_per_pass(prompts, f"{pre}sd_dm", f"{pre}sd")
+                    decision_per_pass(results.prompts, f"{pre}sd_dm", f"{pre}sd")
                 )
                 # the exactness audit (a measurement on top of the sparse decision, criteria/audit.py)
                 out[f"bench/in_situ/{pre}dm_audit_share"] = (

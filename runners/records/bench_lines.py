@@ -100,11 +100,16 @@ def decision_per_pass(
 
 def decision_share(rows: Sequence[Sequence[float]]) -> float:
     """The decision's extra time per verify pass over the reference's forward per pass, pooled over prompts:
-    ``(Σ crit_a / Σ passes_a − Σ crit_b / Σ passes_b) / (Σ verify_b / Σ passes_b)`` of
-    :func:`decision_per_pass`'s rows; NaN without rows or passes."""
+    :func:`share_of_sums` of :func:`decision_per_pass`'s rows summed; NaN without rows or passes."""
     if not rows:
         return float("nan")
     ca, pa, cb, vb, pb = (sum(r[i] for r in rows) for i in range(5))
     if pa <= 0 or pb <= 0 or vb <= 0:
         return float("nan")
+    return share_of_sums(ca, pa, cb, vb, pb)
+
+
+def share_of_sums(ca, pa, cb, vb, pb):
+    """``(ca / pa − cb / pb) / (vb / pb)`` from the summed columns of :func:`decision_per_pass` (floats or numpy
+    arrays of bootstrap resamples alike)."""
     return (ca / pa - cb / pb) / (vb / pb)

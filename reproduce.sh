@@ -193,25 +193,13 @@ run_artefact() {
   local profile
   profile=$(profile_of "${overrides[@]+"${overrides[@]}"}")
   local t0=$SECONDS
-  if [[ $JUDGED_ARTEFACTS == *" $name "* ]]; then
-    check_judge "$name" "${judging[@]+"${judging[@]}"}"
-  fi
-  local runpy=$PY
-  if uses_vllm "$name" "${overrides[@]+"${overrides[@]}"}"; then
-    setup_vllm
-    runpy=$VLLM_PY
-  fi
-  if [[ $JUDGE_ARTEFACTS == *" $name "* ]]; then
-    build_judge "$name" "${overrides[@]+"${overrides[@]}"}"
-  fi
-  local exp xpy extra_var="EXTRA_SWEEPS_$name" a
+  local exp extra_var="EXTRA_SWEEPS_$name" a sweeps=()
   # <name>_measure: measurement runs that read the sweep's records (fig3); EXTRA_SWEEPS_<name>: more sweeps (fig1 b);
   # conf/experiment/<name>/*.yaml: one sweep each, same pair (frontier: one per rule; _*.yaml are shared parts)
   local parts=() f
   for f in conf/experiment/"$name"/[!_]*.yaml; do [ -f "$f" ] && parts+=("$name/$(basename "$f" .yaml)"); done
   for exp in "$name" "${name}_measure" ${!extra_var:-} "${parts[@]+"${parts[@]}"}"; do
     if [ -f "conf/experiment/$exp.yaml" ] && grep -q "sweeper" "conf/experiment/$exp.yaml"; then
-      xpy=$runpy
       if [[ " ${!extra_var:-} " == *" $exp "* ]]; then  # an extra sweep has its own pair: a pair= override skips it
         for a in "${overrides[@]+"${overrides[@]}"}"; do
           if [[ $a == pair=* ]]; then
@@ -220,10 +208,34 @@ run_artefact() {
           fi
         done
       fi
-      if [ "$exp" != "$name" ] && uses_vllm "$exp" "${overrides[@]+"${overrides[@]}"}"; then setup_vllm; xpy=$VLLM_PY; fi
-      echo "[reproduce] $name: sweep $exp (profile=$profile)" >&2
-      "$xpy" -m runners.main --multirun "experiment=$exp" "${overrides[@]+"${overrides[@]}"}"
+      sweeps+=("$exp")
     fi
+  done
+  # every sweep's points are checked before anything is installed, built or decoded: a bad override in the
+  # artefact's last sweep must not cost the first one's runs (nor a vLLM install)
+  for exp in "${sweeps[@]+"${sweeps[@]}"}"; do
+    if ! DROPMATCH_CHECK_ONLY=1 "$PY" -m runners.main --multirun "experiment=$exp" "${overrides[@]+"${overrides[@]}"}" \
+        >/dev/null; then
+      echo "[reproduce] $name refused before running anything: sweep $exp is invalid (reason above)" >&2
+      exit 2
+    fi
+  done
+  if [[ $JUDGED_ARTEFACTS == *" $name "* ]]; then
+    check_judge "$name" "${judging[@]+"${judging[@]}"}"
+  fi
+  local runpy=$PY xpy
+  if uses_vllm "$name" "${overrides[@]+"${overrides[@]}"}"; then
+    setup_vllm
+    runpy=$VLLM_PY
+  fi
+  if [[ $JUDGE_ARTEFACTS == *" $name "* ]]; then
+    build_judge "$name" "${overrides[@]+"${overrides[@]}"}"
+  fi
+  for exp in "${sweeps[@]+"${sweeps[@]}"}"; do
+    xpy=$runpy
+    if [ "$exp" != "$name" ] && uses_vllm "$exp" "${overrides[@]+"${overrides[@]}"}"; then setup_vllm; xpy=$VLLM_PY; fi
+    echo "[reproduce] $name: sweep $exp (profile=$profile)" >&2
+    "$xpy" -m runners.main --multirun "experiment=$exp" "${overrides[@]+"${overrides[@]}"}"
   done
   if [[ $JUDGED_ARTEFACTS == *" $name "* ]]; then
     # judge the answers the table shows, with the judge check_judge validated before the sweep

@@ -92,8 +92,11 @@ def check(
         "decision_code": now,
         "recorded": stale,
     }
+    noted = record.read_meta().get("stale_reuses") or []
     try:
-        record.note("stale_reuses", entry)
+        # once per checkout's code: re-rendering an artefact must not rewrite its committed records every time
+        if not any(n.get("decision_code") == now and n.get("recorded") == stale for n in noted):
+            record.note("stale_reuses", entry)
     except Exception as e:  # noqa: BLE001  (a locked or read-only record is still reused, and said so)
         log(f"[run {record.run_id}] could not note the stale reuse in meta.json: {e}")
     log(f"{what}; reused as is (reuse=warn; rerun with reuse=strict to recompute)")

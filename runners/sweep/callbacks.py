@@ -13,7 +13,9 @@
   a bad value exits 2 and writes nothing;
 - before launching, every sweep point is composed and validated (:func:`invalid_sweep_points`); any invalid
   point refuses the whole sweep (exit 2, each distinct error printed once with the points it refuses, then
-  ``refused before launching: 8 of 12 sweep points invalid``), so nothing runs;
+  ``refused before launching: 8 of 12 sweep points invalid``), so nothing runs; with ``DROPMATCH_CHECK_ONLY=1``
+  a valid sweep stops there too (exit 0, ``[sweep] checked: 12 points valid``): ``reproduce.sh`` checks every
+  sweep of an artefact this way before it installs anything or runs the first one;
 - the launching process prints one line when the sweep ends (also when it stops on a failure or
   Ctrl-C, from an ``atexit`` hook), read back from those status files, e.g.
   ``[sweep] ended after 0:10:02: 12 runs: 9 done, 3 skipped, 0 concurrent, 0 failed, 0 unreported (...)``.
@@ -210,6 +212,11 @@ def refuse_invalid_run(config: DictConfig) -> None:
         return
 
 
+def check_only() -> bool:
+    """True when ``DROPMATCH_CHECK_ONLY`` is set (not empty, not ``0``): a sweep is validated, then stops."""
+    return os.environ.get("DROPMATCH_CHECK_ONLY", "") not in ("", "0")
+
+
 def _multirun(config: DictConfig) -> bool:
     return str(OmegaConf.select(config, "hydra.mode")).endswith("MULTIRUN")
 
@@ -246,6 +253,11 @@ class SweepSummary(Callback):
             for line in refusal_lines(bad, total):
                 self._print(line)
             sys.exit(2)
+        if check_only():
+            self._print(
+                f"[sweep] checked: {total if total is not None else '?'} points valid; nothing ran"
+            )
+            sys.exit(0)
         self.sweep_dir = str(config.hydra.sweep.dir)
         self.total = count_jobs(config)
         self.t0 = time.time()

@@ -200,7 +200,8 @@ def test_build_refuses_what_it_cannot_build(tmp_path):
 
 @pytest.mark.subprocess
 def test_reproduce_refuses_when_the_judge_cannot_be_built(tmp_path):
-    """./reproduce.sh table8 with a pair whose judge cannot be built here: exit 2 and the reason, no sweep."""
+    """./reproduce.sh table8 with a GPU-only pair on a CPU: exit 2 and the reason before the judge or the sweep
+    (the sweep's points are checked first), nothing written."""
     import hashlib
 
     venv = tmp_path / "venv"
@@ -226,6 +227,6 @@ def test_reproduce_refuses_when_the_judge_cannot_be_built(tmp_path):
         timeout=300,
     )
     assert out.returncode == 2, out.stderr[-2000:]
-    assert "cannot build the judge here" in out.stderr and "CUDA GPU" in out.stderr
-    assert "table8 refused: its Auto-Judge judge is missing and cannot be built here" in out.stderr
-    assert "sweep table8" not in out.stderr and not (tmp_path / "results" / "runs").exists()
+    assert "pair=llama31_8b_70b needs a CUDA GPU" in out.stderr
+    assert "table8 refused before running anything: sweep table8 is invalid" in out.stderr
+    assert "sweep table8 (profile" not in out.stderr and not (tmp_path / "results").exists()

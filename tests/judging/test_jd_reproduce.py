@@ -11,13 +11,14 @@ from runners.paths import REPO_ROOT
 
 def fake_venv(tmp_path, fail: str):
     """A venv whose python records its arguments and succeeds, except for commands containing ``fail``
-    (setup() sees it installed)."""
+    (setup() sees it installed). A check pass (``DROPMATCH_CHECK_ONLY`` set) is logged as ``check: <args>``."""
     venv, log = tmp_path / "venv", tmp_path / "calls.log"
     (venv / "bin").mkdir(parents=True, exist_ok=True)
     log.unlink(missing_ok=True)
     py = venv / "bin" / "python"
     py.write_text(
-        f'#!/bin/sh\necho "$*" >> {log}\ncase "$*" in *"{fail}"*) exit 1;; esac\nexit 0\n'
+        f'#!/bin/sh\necho "${{DROPMATCH_CHECK_ONLY:+check: }}$*" >> {log}\n'
+        f'case "${{DROPMATCH_CHECK_ONLY:+check: }}$*" in *"{fail}"*) exit 1;; esac\nexit 0\n'
     )
     py.chmod(0o755)
     stamp = hashlib.sha256((REPO_ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
@@ -47,6 +48,13 @@ def reproduce(tmp_path, *args, fail: str = "no-such-command"):
     )
     calls = log.read_text().splitlines() if log.exists() else []
     return out, [c for c in calls if c.startswith("-m ")]
+
+
+def checks(tmp_path) -> list[str]:
+    """The check passes of the last :func:`reproduce` call, in order (``check: -m runners.main ...``)."""
+    log = tmp_path / "calls.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [c for c in lines if c.startswith("check: ")]
 
 
 def test_table7_sweeps_then_judges_then_renders(tmp_path):
@@ -105,3 +113,27 @@ def test_an_invalid_judge_config_refuses_before_the_sweep(tmp_path):
         ]
     out, calls = reproduce(tmp_path, "all", "judge=nope", fail="--check")
     assert out.returncode == 2 and calls == ["-m runners.judging --check judge=nope"]
+
+
+def test_every_sweep_is_checked_before_anything_runs(tmp_path):
+    """An artefact of several sweeps: each sweep's points are checked (DROPMATCH_CHECK_ONLY) before the judge
+    check, the vLLM set-up or the first sweep, so a bad point in the last sweep costs nothing."""
+    out, calls = reproduce(tmp_path, "table7", "L=3")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert checks(tmp_path) == [
+        "check: -m runners.main --multirun experiment=table7 L=3",
+        "check: -m runners.main --multirun experiment=table7_eagle L=3",
+    ]
+    log = (tmp_path / "calls.log").read_text().splitlines()
+    assert log.index(checks(tmp_path)[-1]) < log.index(
+        "-m runners.main --multirun experiment=table7 L=3"
+    )
+    out, calls = reproduce(
+        tmp_path, "table7", "L=3", fail="check: -m runners.main --multirun experiment=table7_eagle"
+    )
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert (
+        "[reproduce] table7 refused before running anything: sweep table7_eagle is invalid"
+        in out.stderr
+    )
+    assert calls == [] and len(checks(tmp_path)) == 2  # no judge check, no sweep, no render

@@ -117,6 +117,12 @@ def test_stale_record_is_warned_about_or_rerun(main_env):
     (reuse,) = json.loads((run_dir / "meta.json").read_text())["stale_reuses"]
     assert reuse["decision_code"] == now and reuse["recorded"] == [OTHER]
     assert (run_dir / "samples.jsonl").read_text() == samples
+    meta = (run_dir / "meta.json").read_text()
+    again = run_main(
+        main_env, *RUN, multirun=True
+    )  # the same reuse again: noted once, the record unchanged
+    assert again.returncode == 0 and "reused as is" in again.stdout, again.stdout + again.stderr
+    assert (run_dir / "meta.json").read_text() == meta
 
     strict = run_main(main_env, *RUN, "reuse=strict", multirun=True)
     assert strict.returncode == 0, strict.stdout + strict.stderr

@@ -527,3 +527,23 @@ def test_results_variable_naming_a_file_is_refused_by_the_autojudge_entry(main_e
     assert p.returncode == 2, p.stdout + p.stderr
     assert f"config error: DROPMATCH_RESULTS={afile} is invalid: {afile} is a file" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+@pytest.mark.subprocess
+def test_check_only_validates_a_sweep_and_runs_nothing(main_env):
+    """DROPMATCH_CHECK_ONLY=1 (what reproduce.sh runs before each artefact's sweeps): a valid sweep exits 0 after
+    its points are checked, writing nothing; an invalid one is refused as without it; a vLLM point is not refused
+    for vLLM missing from this venv (reproduce.sh installs vLLM's venv only after the check)."""
+    env = {**main_env, "DROPMATCH_CHECK_ONLY": "1"}
+    p = run_main(env, "pair=tiny", "profile=smoke", "method=sd", "L=2,3", multirun=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "[sweep] checked: 2 points valid; nothing ran" in p.stderr
+    assert (
+        "Launching" not in p.stdout + p.stderr and not Path(main_env["DROPMATCH_RESULTS"]).exists()
+    )
+    p = run_main(env, "pair=tiny", "profile=smoke", "method=sd", "L=2,-3", multirun=True)
+    assert p.returncode == 2 and "1 of 2 sweep points invalid" in p.stderr, p.stderr
+    p = run_main(
+        env, "pair=tiny", "profile=smoke", "method=sd", "L=2", "backend=vllm", multirun=True
+    )
+    assert p.returncode == 0 and "needs the 'vllm' package" not in p.stderr, p.stderr

@@ -295,6 +295,12 @@ def _validate_names(cfg: Mapping[str, Any]) -> None:
         )
 
 
+def check_only() -> bool:
+    """True when ``DROPMATCH_CHECK_ONLY`` is set (not empty, not ``0``): a sweep is validated, then stops
+    (:class:`runners.sweep.callbacks.SweepSummary`); ``reproduce.sh`` sets it before an artefact's sweeps."""
+    return os.environ.get("DROPMATCH_CHECK_ONLY", "") not in ("", "0")
+
+
 def _validate_environment(cfg: Mapping[str, Any]) -> None:
     """A GPU for GPU-only pairs / profiles / backends, and the optional package of the backend."""
     needs_gpu = [
@@ -309,7 +315,7 @@ def _validate_environment(cfg: Mapping[str, Any]) -> None:
         )
     package = BACKEND_PACKAGES.get(cfg["backend"]["name"])
     # reproduce.sh checks a vLLM sweep from the core venv before it installs vLLM's own (DROPMATCH_CHECK_ONLY)
-    deferred = package == "vllm" and os.environ.get("DROPMATCH_CHECK_ONLY", "") not in ("", "0")
+    deferred = package == "vllm" and check_only()
     if package and not installed(package) and not deferred:
         raise ConfigError(
             f"backend={cfg['backend']['name']} needs the {package!r} package, which this interpreter "

@@ -92,8 +92,8 @@ def check(
         "decision_code": now,
         "recorded": stale,
     }
-    noted = record.read_meta().get("stale_reuses") or []
     try:
+        noted = record.read_meta().get("stale_reuses") or []
         # once per checkout's code: re-rendering an artefact must not rewrite its committed records every time
         if not any(n.get("decision_code") == now and n.get("recorded") == stale for n in noted):
             record.note("stale_reuses", entry)

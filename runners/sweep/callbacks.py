@@ -48,6 +48,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from runners.config.decode_spec import needs_draft
 from runners.config.errors import ConfigError
+from runners.config.validate import check_only
 from runners.loggers import hint_wandb
 from runners.main import describe, job_of
 from runners.models.identity import check_sources
@@ -210,11 +211,6 @@ def refuse_invalid_run(config: DictConfig) -> None:
         sys.exit(2)
     except Exception:  # noqa: BLE001  (left to the run, which reports it in full)
         return
-
-
-def check_only() -> bool:
-    """True when ``DROPMATCH_CHECK_ONLY`` is set (not empty, not ``0``): a sweep is validated, then stops."""
-    return os.environ.get("DROPMATCH_CHECK_ONLY", "") not in ("", "0")
 
 
 def _multirun(config: DictConfig) -> bool:

@@ -21,10 +21,11 @@ def _samples(L: int, accepted: int, correct: list[float], lost: int = 0, mismatc
     out = []
     k = 0
     for i, c in enumerate(correct):
-        s = item_sample(f"gsm8k/test/{i}", [accepted] * 4, L, correct=c, tokens=20, wall_s=1.0)
+        rounds = [accepted] * 4 if L else []  # autoregressive: no rounds
+        s = item_sample(f"gsm8k/test/{i}", rounds, L, correct=c, tokens=20, wall_s=1.0)
         if c == 1.0 and k < lost:
             s["quality"]["correct"] = 0.0
-            s["output_token_ids"] = [2] * 20
+            s["output_token_ids"] = [2] * len(s["output_token_ids"])
             k += 1
         if mismatched:
             s["spec"]["num_accepted_mismatched"] = mismatched

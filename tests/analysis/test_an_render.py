@@ -561,3 +561,50 @@ def test_render_refuses_an_impossible_summary(results, capsys, key, value, said)
     err = capsys.readouterr().err
     assert f"dm0.3-default-hf/summary.json: {key}" in err and said in err
     assert "[render] table6: record error: " in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "flag, make, said",
+    [
+        (
+            "--runs",
+            lambda tmp: tmp / "nonexistent",
+            "does not exist; allowed: an existing directory",
+        ),
+        ("--runs", lambda tmp: tmp / "afile", "is not a directory; allowed: an existing directory"),
+        (
+            "--out",
+            lambda tmp: tmp / "afile",
+            "is a file; allowed: a directory (created if missing)",
+        ),
+        ("--out", lambda tmp: tmp / "afile" / "sub", "(a parent of it) is a file; allowed:"),
+    ],
+    ids=["runs-missing", "runs-file", "out-file", "out-under-file"],
+)
+def test_render_refuses_unusable_runs_and_out_paths(results, tmp_path, capsys, flag, make, said):
+    """Before: a traceback (--out naming a file, rc 1) or 'no complete runs' (--runs /nonexistent, rc 1)."""
+    from analysis.render import main
+
+    _table6_runs(results)
+    (tmp_path / "afile").write_text("not a directory\n")
+    path = make(tmp_path)
+    assert main(["table6", flag, str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"[render] {flag} {path}" in err and said in err and "Traceback" not in err
+    assert "no complete runs" not in err and not (results / "table6").exists()
+    assert (tmp_path / "afile").read_text() == "not a directory\n"
+
+
+def test_render_all_ends_with_the_artefacts_that_had_no_runs(results, capsys):
+    """`all` keeps its exit policy (0: some were written) and closes with one line naming the others."""
+    from analysis.render import main
+
+    _table6_runs(results)
+    assert main(["all"]) == 0
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    missing = [n for n in ARTEFACTS if not (results / n).exists()]
+    assert "table6" not in missing and "table1" in missing
+    assert last.endswith(
+        f"[render] all: {len(missing)} of {len(ARTEFACTS)} artefacts had no runs (not written): "
+        + ", ".join(missing)
+    )

@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.artefact import profile_arg
+from analysis.counter_checks import checked_samples
 from analysis.load import load_runs
-from runners.records.schema import read_samples
 from runners.sweep.console import console
 
 logger = logging.getLogger(__name__)
@@ -31,14 +31,15 @@ KEYS = ("pair", "dataset", "max_new_tokens", "batch_size", "backend", "profile",
 
 def read_outputs(run_dir: str | Path) -> dict[str, list[int]]:
     """``{sample_id: output_token_ids}`` of one run record, read as every consumer reads it
-    (:func:`runners.records.schema.read_samples`: the first line of a sample wins, a torn last line is dropped).
+    (:func:`analysis.counter_checks.checked_samples`: the first line of a sample wins, a torn last line is dropped,
+    impossible values refused).
 
     Raises:
         runners.records.schema.RecordError: a damaged line (file, line, field).
     """
     return {
         s["sample_id"]: [int(t) for t in s.get("output_token_ids") or []]
-        for s in read_samples(Path(run_dir) / "samples.jsonl")
+        for s in checked_samples(Path(run_dir) / "samples.jsonl")
     }
 
 

@@ -1,6 +1,7 @@
 """Provenance footer lines of a table or figure, from the rows of the runs it used (:func:`analysis.load.load_runs`).
 
-Every footer names: pair, backend, profile; device; the date span and run count; the git commits that wrote
+Every footer names: pair, backend, profile; device; the date span and run count; the decoding seeds of the runs
+(``decoding.seed``: the dropout masks and any sampling draw from it); the git commits that wrote
 the runs (each with its run count; a table from several commits says so); uncommitted changes; the model
 identity per pair (weights' sha256 or hub revision, dtype); the decision-code fingerprint of the acceptance
 rule when the records carry one (several in one table: said so, with counts); for DropMatch runs decided by
@@ -208,8 +209,19 @@ def audit_time(audited: pd.DataFrame) -> str:
     )
 
 
+def seed_lines(runs: pd.DataFrame) -> list[str]:
+    """The decoding seeds of the runs (config ``decoding.seed``), each with its run count; nothing when the rows
+    lack the column."""
+    if "seed" not in runs or runs["seed"].isna().all():
+        return []
+    return [
+        f"decoding seed (decoding.seed): {_counted(str(int(s)) for s in runs['seed'].dropna())}"
+    ]
+
+
 def provenance_lines(runs: pd.DataFrame) -> list[str]:
-    """n of runs, pair, backend, profile, device, dates, commits, model identity, decision code."""
+    """n of runs, pair, backend, profile, device, dates, decoding seeds, commits, model identity, decision
+    code."""
     if runs.empty:
         return ["no runs"]
     dates = sorted(d for d in runs["date_utc"].dropna())
@@ -221,6 +233,7 @@ def provenance_lines(runs: pd.DataFrame) -> list[str]:
         f"device: {', '.join(sorted(str(d) for d in runs['device'].dropna().unique()))}",
         *allocator_lines(runs),
         f"date (UTC): {span}; runs: {len(runs)}",
+        *seed_lines(runs),
         *commit_lines(runs),
         *identity_lines(runs),
         *decision_lines(runs),

@@ -23,9 +23,10 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.counter_checks import check_summary, checked_samples
 from runners.paths import results_dir
 from runners.records.legacy_fingerprints import current_value
-from runners.records.record import iter_runs, read_samples
+from runners.records.record import iter_runs
 
 
 def _short(v: Any) -> str:
@@ -189,9 +190,17 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
 
 
 def load_runs(root: str | Path | None = None) -> pd.DataFrame:
-    """All runs with a summary under ``root`` (default ``results/runs``)."""
+    """All runs with a summary under ``root`` (default ``results/runs``).
+
+    Raises:
+        RecordError: a summary holding an impossible value (:func:`analysis.counter_checks.check_summary`:
+            its file, the field and the allowed range).
+    """
     root = Path(root) if root is not None else results_dir() / "runs"
-    rows = [run_row(c, s, d) for c, s, d in iter_runs(root)]
+    rows = []
+    for c, s, d in iter_runs(root):
+        check_summary(s, int(c.get("L") or 0), d / "summary.json")
+        rows.append(run_row(c, s, d))
     return pd.DataFrame(rows)
 
 
@@ -287,9 +296,13 @@ def load_items(run_dir: str | Path, comparable: str | None = None) -> pd.DataFra
     passes after the prefill: the length of ``accepted_per_round``, one per round, an AR step included); verify_s
     (``speed.verify_s``, seconds: the verify passes of the rounds the item was in, each the whole batch's pass;
     NaN when not recorded).
+
+    Raises:
+        RecordError: a damaged line or an impossible value (:func:`analysis.counter_checks.checked_samples`,
+            ``comparable`` checked as a score in [0, 1]).
     """
     rows = []
-    for s in read_samples(Path(run_dir) / "samples.jsonl"):
+    for s in checked_samples(Path(run_dir) / "samples.jsonl", [comparable] if comparable else []):
         spec, speed, q = s.get("spec") or {}, s.get("speed") or {}, s.get("quality") or {}
         one = speed.get(
             "share_s", speed.get("wall_s", 0.0)

@@ -12,7 +12,9 @@ logs the tables (:mod:`runners.sweep.console`: INFO on stdout, errors on stderr;
 records and the profile (``conf/profile/<P>.yaml``), never from flags.
 
 Exit status: 0 written; 1 no runs to tabulate (message on stderr names the artefact, profile and the command
-that makes the runs); 2 bad arguments, or a damaged run record (the message names its file, line and field).
+that makes the runs); 2 bad arguments (``--runs`` not an existing directory, ``--out`` naming a file), or a
+damaged run record (the message names its file, line or sample, and field). ``all``: 0 unless none of the
+artefacts had runs; it ends with one line on stderr naming those that had none.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from analysis.artefact import Artefact, Profile, profile_arg
 from analysis.load import load_runs
 from analysis.wandb_artefact import log_artefact
 from analysis.write import portable, write_artefact
-from runners.paths import directory_env_errors, results_dir
+from runners.paths import directory_env_errors, not_a_directory, results_dir
 from runners.records.schema import RecordError
 from runners.sweep.console import console
 
@@ -72,6 +74,33 @@ def no_runs_message(name: str, profile: Profile, n_read: int) -> str:
     return (
         f"[render] {name}: no complete runs for profile={prof}{backend} among the {n_read} run records read; "
         f"run ./reproduce.sh {name} profile={prof} first"
+    )
+
+
+def path_arg_errors(runs: Path | None, out: Path | None) -> list[str]:
+    """Why ``--runs`` / ``--out`` cannot be used (empty: both can; None: the flag was not given).
+
+    ``--runs`` is read, never created: it must be an existing directory. ``--out`` must be usable as a
+    directory (:func:`runners.paths.not_a_directory`: a directory, or missing under one; writable).
+    """
+    errors = []
+    if runs is not None and not runs.is_dir():
+        what = "does not exist" if not runs.exists() else "is not a directory"
+        errors.append(
+            f"--runs {runs} {what}; allowed: an existing directory of run records "
+            "(one <run_id>/ per run, as results/runs)"
+        )
+    why = not_a_directory(out, writable=True) if out is not None else None
+    if why:
+        errors.append(f"--out {out} is invalid: {why}; allowed: a directory (created if missing)")
+    return errors
+
+
+def no_runs_summary(missing: list[str], total: int) -> str:
+    """The closing line of ``render all``: which of its ``total`` artefacts had no runs."""
+    return (
+        f"[render] all: {len(missing)} of {total} artefacts had no runs (not written): "
+        f"{', '.join(missing)}"
     )
 
 
@@ -169,6 +198,10 @@ def main(argv: Iterable[str] | None = None) -> int:
     if bad_dirs:
         logger.error("config error: %s", bad_dirs[0])
         return 2
+    bad_paths = path_arg_errors(a.runs, a.out)
+    if bad_paths:
+        logger.error("[render] %s", bad_paths[0])
+        return 2
     names = list(ARTEFACTS) if a.artefact == "all" else [a.artefact]
     unknown = [n for n in names if n not in ARTEFACTS]
     if unknown:
@@ -176,18 +209,20 @@ def main(argv: Iterable[str] | None = None) -> int:
             "[render] unknown artefact %r; allowed: %s, all", unknown[0], ", ".join(ARTEFACTS)
         )
         return 2
-    missing = 0
+    missing = []
     for n in names:
         try:
             render(n, a.profile, runs_root=a.runs, out_root=a.out)
         except NoRuns as e:
             logger.error("%s", e)
-            missing += 1
+            missing.append(n)
         except RecordError as e:  # a damaged record: where it is, instead of a traceback
             logger.error("[render] %s: record error: %s", n, e)
             return 2
+    if len(names) > 1 and missing:  # the per-artefact messages scroll past among the tables
+        logger.warning("%s", no_runs_summary(missing, len(names)))
     # one artefact: no runs is an error; `all`: an error only when none of them had runs
-    return 1 if missing == len(names) or (len(names) == 1 and missing) else 0
+    return 1 if len(missing) == len(names) else 0
 
 
 def cli(name: str, argv: Iterable[str] | None = None) -> int:

@@ -406,6 +406,18 @@ def fmt_diff(d: PairedDiff, digits: int = 1, *, interval: bool = True) -> str:
     return text
 
 
+def fmt_spread(value: float, sd: float, n: int, digits: int = 2) -> str:
+    """``"4.86 ± 0.12"``: a mean over ``n`` timing repeats and their standard deviation. Below two repeats there
+    is no spread to show (a recorded 0.0 is not one): ``"4.86 (n = 1, no interval)"``; ``""`` when the value is
+    undefined (NaN)."""
+    if value is None or math.isnan(value):
+        return ""
+    v = f"{value:.{digits}f}"
+    if n < 2 or sd is None or math.isnan(sd):
+        return f"{v} (n = {int(n)}, no interval)"
+    return f"{v} ± {sd:.{digits}f}"
+
+
 def fmt(e: Estimate, digits: int = 2, *, interval: bool = True) -> str:
     """``"4.86 [4.51, 5.20]"`` (``""`` when undefined; no interval when it is undefined or not asked for)."""
     if e is None or math.isnan(e.value):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.counter_checks import checked_samples
 from analysis.head_stats import position_frame
 from analysis.load import SETTING
-from runners.records.record import read_samples
 
 
 def run_config(run_dir: str | Path) -> dict:
@@ -86,7 +86,7 @@ def trace_positions(runs: pd.DataFrame) -> pd.DataFrame:
     """Positions (:func:`analysis.head_stats.position_frame`) of every run, tagged with run_id, p_drop, L, K_run."""
     frames = []
     for row in runs.itertuples(index=False):
-        pos = position_frame(read_samples(Path(row.run_dir) / "samples.jsonl"))
+        pos = position_frame(checked_samples(Path(row.run_dir) / "samples.jsonl"))
         pos.insert(0, "run_id", row.run_id)
         pos["p_drop"], pos["L"] = row.p_drop, row.L
         frames.append(pos)

@@ -42,7 +42,7 @@ def directory_env_errors() -> list[str]:
             f"DROPMATCH_THREADS={threads} is invalid; allowed: an integer >= 1 (CPU threads)"
         )
     for var, path in (("DROPMATCH_RESULTS", results_dir()), ("DROPMATCH_CACHE", cache_dir())):
-        why = _not_a_directory(path, writable=var == "DROPMATCH_RESULTS")
+        why = not_a_directory(path, writable=var == "DROPMATCH_RESULTS")
         if why:
             shown = os.environ.get(var) or str(path)
             out.append(
@@ -52,7 +52,10 @@ def directory_env_errors() -> list[str]:
     return out
 
 
-def _not_a_directory(path: Path, writable: bool) -> str | None:
+def not_a_directory(path: Path, writable: bool) -> str | None:
+    """Why ``path`` cannot be used as a directory (None: it can): it or its nearest existing parent is a file,
+    or (``writable``) that parent is not writable. A missing path whose nearest existing parent is a
+    directory can: it is created on first write."""
     p = path.absolute()
     for parent in (p, *p.parents):
         if parent.exists():

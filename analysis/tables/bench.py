@@ -24,7 +24,7 @@ from analysis.artefact import Artefact, Profile, Table
 from analysis.cells import est_columns
 from analysis.footer import provenance_lines
 from analysis.measure_runs import lines_of, newest, of_method, used, varying
-from analysis.stats import B_DEFAULT, NAN, SEED, Estimate, bootstrap, fmt
+from analysis.stats import B_DEFAULT, NAN, SEED, Estimate, bootstrap, fmt, fmt_spread
 from analysis.tables.bench_batch import batch_rows, batch_table
 from analysis.timings import CI_NOTE, median_ci, ratios, seconds_frame
 from runners.records.bench_lines import decision_per_pass, share_of_sums
@@ -212,7 +212,8 @@ def format_table(t: pd.DataFrame) -> pd.DataFrame:
     f = t[varying(t, ("pair", "L"))].astype(str).reset_index(drop=True)
     f["dtype"], f["arm"] = t["dtype"].values, t["label"].values
     f["tok/s (prefill incl.)"] = [
-        f"{a:.2f} ± {b:.2f}" for a, b in zip(t["tok_per_s"], t["tok_per_s_repeat_std"])
+        fmt_spread(a, b, n)
+        for a, b, n in zip(t["tok_per_s"], t["tok_per_s_repeat_std"], t["repeats"])
     ]
     for ref, name in REF_NAMES.items():
         if f"x_{ref}" in t and t[f"x_{ref}"].notna().any():

@@ -19,7 +19,7 @@ import pandas as pd
 from analysis.artefact import Table
 from analysis.cells import est_columns
 from analysis.measure_runs import varying
-from analysis.stats import B_DEFAULT, NAN, SEED, Estimate, bootstrap, fmt
+from analysis.stats import B_DEFAULT, NAN, SEED, Estimate, bootstrap, fmt, fmt_spread
 from runners.records.bench_lines import engine_ar, paired_repeats
 
 STEM = "bench_batch"
@@ -107,7 +107,8 @@ def format_batch(t: pd.DataFrame) -> pd.DataFrame:
     f = t[varying(t, ("pair", "L"))].astype(str).reset_index(drop=True)
     f["dtype"], f["arm"], f["B"] = t["dtype"].values, t["label"].values, t["B"].astype(int).values
     f["tok/s aggregate at B"] = [
-        f"{a:.2f} ± {b:.2f}" for a, b in zip(t["tok_per_s"], t["tok_per_s_repeat_std"])
+        fmt_spread(a, b, n)
+        for a, b, n in zip(t["tok_per_s"], t["tok_per_s_repeat_std"], t["repeats"])
     ]
     f["tok/s at batch 1 (same prompts)"] = [
         "" if pd.isna(v) else f"{v:.2f}" for v in t["batch1_tok_per_s"]

@@ -239,8 +239,9 @@ def _best_text(r: pd.Series, prefix: str) -> str:
     )
 
 
-def summary_table(best: pd.DataFrame, sd: dict) -> Table:
-    """The per-rule summary; ``sd``: benchmark -> (SD's τ, n, accuracy as a fraction)."""
+def summary_table(best: pd.DataFrame, sd: dict, runs: pd.DataFrame) -> Table:
+    """The per-rule summary; ``sd``: benchmark -> (SD's τ, n, accuracy as a fraction); ``runs``: the rows of
+    every run it summarises (its provenance footer, as every table's)."""
     display = []
     for method in dict.fromkeys(best["method"]):
         row = {"Rule": RULE_LABEL.get(method, method)}
@@ -273,6 +274,8 @@ def summary_table(best: pd.DataFrame, sd: dict) -> Table:
             "can go, not that a rule loses accuracy",
             f"SD's τ (the lossless reference): {ref}; the tok/s ratio vs SD of the chosen setting in parentheses; "
             "per-setting numbers in frontier_<benchmark>.md",
+            *quality_lines(runs),
+            *provenance_lines(runs),
         ],
     )
 
@@ -384,8 +387,8 @@ def build(selected: pd.DataFrame) -> Artefact:
                 (float(sd_row["tau"]), int(sd_row["n"]), float(sd_row["accuracy_pct"]) / 100.0),
             )
             used.append(pr)
+    art.runs = pd.concat(used).drop_duplicates("run_id") if used else selected.iloc[0:0]
     if frames:
         best = best_within_tolerance(pd.concat(frames))
-        art.tables.insert(0, summary_table(best, sd_ref))
-    art.runs = pd.concat(used).drop_duplicates("run_id") if used else selected.iloc[0:0]
+        art.tables.insert(0, summary_table(best, sd_ref, art.runs))
     return art

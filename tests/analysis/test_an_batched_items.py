@@ -21,7 +21,13 @@ def test_batched_item_time_is_its_share(tmp_path):
     rows = [
         {
             "sample_id": f"s{i}",
-            "spec": {"num_drafts": 4, "num_accepted_tokens": 16},
+            "spec": {
+                "num_speculative_tokens": 4,
+                "num_drafts": 4,
+                "num_draft_tokens": 16,
+                "num_accepted_tokens": 16,
+                "num_accepted_tokens_per_pos": [4, 4, 4, 4],
+            },
             "quality": {"correct": 1},
             "stop_reason": reason,
             "speed": {"num_output_tokens": 21, "wall_s": 10.0, "share_s": 5.0},

@@ -21,10 +21,11 @@ def _samples(L: int, accepted: int, correct: list[float], lost: int = 0, mismatc
     out = []
     k = 0
     for i, c in enumerate(correct):
-        s = item_sample(f"gsm8k/test/{i}", [accepted] * 4, L, correct=c, tokens=20, wall_s=1.0)
+        rounds = [accepted] * 4 if L else []  # autoregressive: no rounds
+        s = item_sample(f"gsm8k/test/{i}", rounds, L, correct=c, tokens=20, wall_s=1.0)
         if c == 1.0 and k < lost:
             s["quality"]["correct"] = 0.0
-            s["output_token_ids"] = [2] * 20
+            s["output_token_ids"] = [2] * len(s["output_token_ids"])
             k += 1
         if mismatched:
             s["spec"]["num_accepted_mismatched"] = mismatched
@@ -111,3 +112,19 @@ def test_no_two_rules_share_a_colour_and_a_marker():
     n, marks = len(frontier.RULE_LABEL), frontier.RULE_MARKERS
     looks = {(style.COLORS[i % len(style.COLORS)], marks[i % len(marks)]) for i in range(n)}
     assert len(looks) == n and "*" not in marks  # the star is SD's
+
+
+def test_every_frontier_table_carries_the_provenance_footer(results):
+    """The summary table too (before: frontier.md had no pair, device, date, seed, commit or identity lines)."""
+    from analysis.footer import provenance_lines
+    from analysis.render import render
+
+    _records(results)
+    art = render("frontier", "default", echo=False)
+    prov = provenance_lines(art.runs)
+    assert "decoding seed (decoding.seed): 0 (5 runs)" in prov
+    for t in art.tables:
+        assert t.footer[-len(prov) :] == prov, t.stem
+    assert "- decoding seed (decoding.seed): 0 (5 runs)" in (
+        (results / "frontier" / "frontier.md").read_text()
+    )

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.counter_checks import counter_faults
+from analysis.counter_checks import counter_faults, line_faults, summary_faults
 from runners.paths import REPO_ROOT
+from runners.records.schema import read_samples
 
 RUNS = REPO_ROOT / "results" / "runs"
 
@@ -35,6 +36,43 @@ def _runs() -> list[Path]:
 @pytest.mark.parametrize("run_dir", _runs(), ids=lambda p: p.name)
 def test_committed_records_satisfy_the_counter_identity(run_dir):
     assert counter_faults(run_dir) == []
+
+
+@pytest.mark.skipif(
+    not _runs(), reason="no committed run records under results/runs/ in this checkout"
+)
+@pytest.mark.parametrize("run_dir", _runs(), ids=lambda p: p.name)
+def test_committed_records_hold_only_possible_values(run_dir):
+    """What render refuses (analysis.counter_checks): no committed line or summary is refused."""
+    cfg = json.loads((run_dir / "config.json").read_text())
+    lines = read_samples(run_dir / "samples.jsonl")
+    assert [(s["sample_id"], line_faults(s)) for s in lines if line_faults(s)] == []
+    if (run_dir / "summary.json").is_file():
+        summ = json.loads((run_dir / "summary.json").read_text())
+        assert summary_faults(summ, int(cfg.get("L") or 0)) == []
+
+
+def test_line_faults_name_the_field_and_the_range():
+    """Each rule once; the counter identity is checked only when the ranges hold (else it would report noise)."""
+    from tests.helpers.records import item_sample
+
+    ok = item_sample("x", [3, 4], 5)
+    assert line_faults(ok) == []
+    bad = json.loads(json.dumps(ok))
+    bad["spec"]["num_accepted_tokens"] = 8
+    bad["spec"]["num_accepted_mismatched"] = 9
+    bad["quality"]["correct"] = 0.5
+    assert [(f.field, f.allowed) for f in line_faults(bad)] == [
+        ("spec.num_accepted_mismatched", "0 ≤ num_accepted_mismatched ≤ num_accepted_tokens"),
+        ("quality.correct", "0 or 1 (true/false; null or NaN: not scored)"),
+    ]
+    bad["spec"]["num_accepted_tokens"] = "7"
+    assert line_faults(bad)[0].field == "spec.num_accepted_tokens"
+    # unscored (none_scorer: NaN), a boolean score and a measurement line are in range
+    assert line_faults({**ok, "quality": {"correct": float("nan")}}) == []
+    assert line_faults({**ok, "quality": {"correct": True, "m": 1.5}}) == []
+    assert [f.field for f in line_faults({**ok, "quality": {"m": 1.5}}, ["m"])] == ["quality.m"]
+    assert line_faults({"sample_id": "t", "seconds": {"verify": 1.0}}) == []
 
 
 def test_the_check_finds_a_count_past_the_cut(tmp_path):

@@ -461,3 +461,150 @@ def test_table6_other_p_k_tables_come_from_table6s_setting(results):
     render("table6", "default", echo=False)
     names = sorted(p.name for p in (results / "table6").glob("*.md"))
     assert "table6_p0.5_K5.md" in names and not any("p0.1_K1" in n for n in names), names
+
+
+def _tamper(run_dir, edit) -> None:
+    """Rewrite the first line of a record's samples.jsonl with ``edit(line)`` (its summary left as written)."""
+    path = run_dir / "samples.jsonl"
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    edit(lines[0])
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def _set(path: str, value):
+    def edit(line):
+        *parents, key = path.split(".")
+        d = line
+        for p in parents:
+            d = d[p]
+        d[key] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "edit, said",
+    [
+        # seen: tau = 25.75 rendered at L = 10
+        (
+            _set("spec.num_accepted_tokens", 99),
+            "spec.num_accepted_tokens 99 > num_draft_tokens 10; "
+            "allowed: 0 ≤ num_accepted_tokens ≤ num_draft_tokens",
+        ),
+        (
+            _set("spec.num_draft_tokens", 11),
+            "spec.num_draft_tokens 11 > num_drafts × L = 2 × 5; "
+            "allowed: 0 ≤ num_draft_tokens ≤ num_drafts × L",
+        ),
+        (
+            _set("spec.num_accepted_tokens_per_pos", [2, 2, 3, 0, 0]),
+            "spec.num_accepted_tokens_per_pos[2] 3 with 2 rounds; "
+            "allowed: 0 ≤ num_accepted_tokens_per_pos[2] ≤ num_accepted_tokens_per_pos[1] = 2 "
+            "(prefix counts)",
+        ),
+        (_set("accepted_per_round", [3, 6]), "accepted_per_round[1] 6 with L = 5; allowed: 0 ≤"),
+        # seen: a traceback from the paired accuracy statistic, rc 1
+        (
+            _set("quality.correct", 7),
+            "quality.correct 7 is out of range; allowed: 0 or 1 (true/false; null or NaN: not scored)",
+        ),
+        # well-formed and in range, but the counters count more tokens than the output holds
+        (
+            _set("output_token_ids", [1] * 5),
+            "spec.num_drafts + spec.num_accepted_tokens rounds 2 + accepted 7 != emitted 4; allowed: "
+            "num_drafts + num_accepted_tokens = len(output_token_ids) - 1 + eos_removed",
+        ),
+    ],
+    ids=["accepted>drafted", "drafted>rounds*L", "per_pos", "per_round", "correct", "identity"],
+)
+def test_render_refuses_an_impossible_sample(results, capsys, edit, said):
+    """A well-formed line with an impossible value: exit 2, the file, sample, field and allowed range named
+    (before: rendered as tau above L + 1, or a traceback with rc 1)."""
+    from analysis.render import main
+
+    _table6_runs(results)
+    _tamper(results / "runs" / "dm0.3-default-hf", edit)
+    assert main(["table6"]) == 2
+    err = capsys.readouterr().err
+    assert "[render] table6: record error: " in err and "Traceback" not in err
+    assert f"dm0.3-default-hf/samples.jsonl (sample 'g/0'): {said}" in err
+    assert not (results / "table6").exists()
+
+
+@pytest.mark.parametrize(
+    "key, value, said",
+    [
+        ("spec/mean_acceptance_length", 25.75, "25.75 is out of range; allowed: 1 ≤ τ ≤ L + 1 = 6"),
+        ("quality/accuracy", 7.0, "7.0 is out of range; allowed: 0 ≤ score ≤ 1"),
+        (
+            "spec/counters",
+            {
+                "num_speculative_tokens": 5,
+                "num_drafts": 2,
+                "num_draft_tokens": 10,
+                "num_accepted_tokens": 12,
+                "num_accepted_tokens_per_pos": [2, 2, 2, 2, 2],
+            },
+            ".num_accepted_tokens 12 > num_draft_tokens 10",
+        ),
+    ],
+    ids=["tau", "accuracy", "counters"],
+)
+def test_render_refuses_an_impossible_summary(results, capsys, key, value, said):
+    """The summary's own numbers (what load_runs reads for every run) are held to the same ranges."""
+    from analysis.render import main
+
+    _table6_runs(results)
+    path = results / "runs" / "dm0.3-default-hf" / "summary.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), key: value}))
+    assert main(["table6"]) == 2
+    err = capsys.readouterr().err
+    assert f"dm0.3-default-hf/summary.json: {key}" in err and said in err
+    assert "[render] table6: record error: " in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "flag, make, said",
+    [
+        (
+            "--runs",
+            lambda tmp: tmp / "nonexistent",
+            "does not exist; allowed: an existing directory",
+        ),
+        ("--runs", lambda tmp: tmp / "afile", "is not a directory; allowed: an existing directory"),
+        (
+            "--out",
+            lambda tmp: tmp / "afile",
+            "is a file; allowed: a directory (created if missing)",
+        ),
+        ("--out", lambda tmp: tmp / "afile" / "sub", "(a parent of it) is a file; allowed:"),
+    ],
+    ids=["runs-missing", "runs-file", "out-file", "out-under-file"],
+)
+def test_render_refuses_unusable_runs_and_out_paths(results, tmp_path, capsys, flag, make, said):
+    """Before: a traceback (--out naming a file, rc 1) or 'no complete runs' (--runs /nonexistent, rc 1)."""
+    from analysis.render import main
+
+    _table6_runs(results)
+    (tmp_path / "afile").write_text("not a directory\n")
+    path = make(tmp_path)
+    assert main(["table6", flag, str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"[render] {flag} {path}" in err and said in err and "Traceback" not in err
+    assert "no complete runs" not in err and not (results / "table6").exists()
+    assert (tmp_path / "afile").read_text() == "not a directory\n"
+
+
+def test_render_all_ends_with_the_artefacts_that_had_no_runs(results, capsys):
+    """`all` keeps its exit policy (0: some were written) and closes with one line naming the others."""
+    from analysis.render import main
+
+    _table6_runs(results)
+    assert main(["all"]) == 0
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    missing = [n for n in ARTEFACTS if not (results / n).exists()]
+    assert "table6" not in missing and "table1" in missing
+    assert last.endswith(
+        f"[render] all: {len(missing)} of {len(ARTEFACTS)} artefacts had no runs (not written): "
+        + ", ".join(missing)
+    )

@@ -52,11 +52,12 @@ def summ(n, tps, tau, *, total=None, acc=None):
 
 
 def samples(ids_per_sample, *, tokens=4, wall=1.0, rounds=(2,), L=10, correct=1.0):
-    """Records with output ids, ``tokens`` output tokens in ``wall`` seconds, accepted drafts per round."""
+    """Records whose outputs start with ``ids`` (then a filler token, as many as the counter identity needs),
+    ``tokens`` output tokens in ``wall`` seconds, accepted drafts per round."""
     out = []
     for i, ids in enumerate(ids_per_sample):
         s = item_sample(f"s{i}", list(rounds), L, tokens=tokens, wall_s=wall, correct=correct)
-        s["output_token_ids"] = ids
+        s["output_token_ids"] = ids + [0] * (len(s["output_token_ids"]) - len(ids))
         out.append(s)
     return out
 

@@ -75,7 +75,8 @@ def write_decode(
             {
                 "sample_id": sid,
                 "output_text": text,
-                "output_token_ids": [1, 2, 3, 4],
+                # one round accepting 1 draft emits 2 tokens after the prefill's: the counter identity
+                "output_token_ids": [1, 2, 3],
                 "quality": {},
                 "spec": c.to_dict(),
                 "accepted_per_round": [1],

@@ -109,7 +109,9 @@ def item_sample(
     wall_s: float | list[float] = 1.0,
 ) -> dict[str, Any]:
     """One ``samples.jsonl`` record: ``rounds`` = accepted draft tokens per round (each <= L); ``tokens``
-    defaults to the identity rounds + accepted + 1 (prefill token); ``wall_s`` a time or timing repeats."""
+    defaults to the identity rounds + accepted + 1 (prefill token); ``wall_s`` a time or timing repeats.
+    ``output_token_ids`` keep the counter identity (:mod:`analysis.counter_checks`) whatever ``tokens`` is, so a
+    test may set the count tok/s reads without making the record one the analysis refuses."""
     from runners.records.counters import SpecDecodeCounters
 
     c = SpecDecodeCounters(num_speculative_tokens=L)
@@ -128,7 +130,8 @@ def item_sample(
         "spec": c.to_dict(),
         "speed": speed,
         "quality": {"correct": correct},
-        "output_token_ids": [1] * speed["num_output_tokens"],
+        "output_token_ids": [1]
+        * (len(rounds) + sum(rounds) + 1 if L else speed["num_output_tokens"]),
     }
 
 

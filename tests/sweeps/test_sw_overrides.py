@@ -4,6 +4,8 @@ a single run, a sweep, the check reproduce.sh runs first (DROPMATCH_CHECK_ONLY) 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -139,4 +141,40 @@ def test_reproduce_check_refuses_a_misspelled_key(main_env):
     assert p.returncode == 2, p.stdout + p.stderr
     assert "config error: dropmatch.pdrop is not a config key" in p.stderr
     assert "did you mean dropmatch.p_drop?" in p.stderr
+    assert not Path(main_env["DROPMATCH_RESULTS"]).exists()
+
+
+def _build(env: dict, *overrides: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "runners.autojudge.build", *overrides],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(
+    "overrides,shown",
+    [
+        (
+            ["method=sd", "pair=tiny"],
+            "config error: method=sd has no judge; allowed: method=autojudge or method=autojudge_dropmatch",
+        ),
+        (
+            ["method=autojudge", "pair=tiny", "dropmatch.pdrop=0.3"],
+            "config error: dropmatch.pdrop is not a config key",
+        ),
+        (["method=autojudge", "pair=tinyy"], "config error: pair=tinyy is not an option"),
+    ],
+    ids=["no-judge", "key", "option"],
+)
+def test_autojudge_build_refuses_before_hydra_writes(main_env, overrides, shown):
+    """Before: exit 2 with the reason, but Hydra's run directory (results/hydra/runs/<time>/) was already made."""
+    p = _build(main_env, *overrides)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert shown in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
     assert not Path(main_env["DROPMATCH_RESULTS"]).exists()

@@ -70,7 +70,7 @@ def run(cfg: Any, log: Callable[[str], None] = _logger.info) -> dict:
             num_expected=len(samples),
             tag=tag,
             log=log,
-            reuse=lambda done: check_reuse(record, str(c.get("reuse") or "warn"), done, tag, log),
+            reuse=lambda done: check_reuse(record, str(c.get("reuse") or "warn"), done, tag),
         )
         if skip is not None:
             return skip

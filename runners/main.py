@@ -63,10 +63,26 @@ def job_of(cfg: Any) -> Job:
     return MEASURE if (cfg.get("method") or {}).get("measure") else DECODE
 
 
+# Samples are appended to the run record as each finishes and a finished run is never decoded again
+# (runners.records.record.RunRecord.open_or_skip), so a rerun resumes where the interrupted one stopped.
+INTERRUPTED = (
+    "interrupted; finished runs and the samples already recorded are kept, "
+    "rerun the same command to resume"
+)
+
+
+def interrupted() -> None:
+    """Ctrl-C: one line on stderr instead of a traceback, exit status 130 (128 + SIGINT, as a shell reports)."""
+    print(INTERRUPTED, file=sys.stderr, flush=True)
+    sys.exit(130)
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="run")
 def main(cfg: DictConfig) -> float | None:
     try:
         summary = job_of(cfg).run(cfg)
+    except KeyboardInterrupt:
+        interrupted()
     except (ConfigError, ModelUnavailableError) as e:
         logger.error("%s\nconfig error: %s", describe(cfg), e)
         sys.exit(2)
@@ -78,6 +94,7 @@ def main(cfg: DictConfig) -> float | None:
 
 if __name__ == "__main__":
     from runners.config.optional_deps import MissingExtraError, check_launcher
+    from runners.config.overrides import check_overrides
     from runners.paths import REPO_ROOT, directory_env_errors
     from runners.sweep.console import LEVEL_ENV, console, level
 
@@ -95,8 +112,12 @@ if __name__ == "__main__":
         bad_dirs = directory_env_errors()  # before Hydra makes its output directory there
         if bad_dirs:
             raise ValueError(bad_dirs[0])
+        check_overrides(sys.argv[1:])  # before Hydra: its own errors exit 1 in its wording
         check_launcher(sys.argv[1:], str(REPO_ROOT / "conf" / "local" / "default.yaml"))
     except (MissingExtraError, ValueError) as e:
         logger.error("config error: %s", e)
         sys.exit(2)
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:  # while Hydra composes or launches, outside main()'s own handler
+        interrupted()

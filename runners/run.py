@@ -23,13 +23,13 @@ from runners.datasets.base import Sample, prompt_record, prompt_token_ids
 from runners.exports import write_exports
 from runners.loggers import make_logger
 from runners.models.identity import check_available
-from runners.models.loader import load_pair
+from runners.models.loader import check_pair_tokenizers, load_pair
 from runners.paths import results_dir
 from runners.records.fingerprint import run_decision_code
 from runners.records.provenance import provenance
 from runners.records.record import RunRecord
 from runners.records.reuse import check as check_reuse
-from runners.records.reuse import recorded_codes
+from runners.records.reuse import recorded_codes, will_reuse
 from runners.records.sample import sample_record
 from runners.records.summary import summarize
 from runners.registry import BACKENDS, DATASETS, SCORERS, build
@@ -45,7 +45,8 @@ def run(cfg: Any, log: Callable[[str], None] = _logger.info) -> dict:
     is then ``{"run_id", "complete": False, "running_elsewhere": True}``.
 
     Raises:
-        runners.config.validate.ConfigError: invalid field (before anything loads).
+        runners.config.validate.ConfigError: invalid field (before anything loads), or a draft whose tokenizer
+            is not the target's (before the record is created, no weights loaded).
         runners.models.sources.ModelUnavailableError: a model has no usable source (before any record).
     """
     c = resolve_run_config(cfg)
@@ -54,6 +55,9 @@ def run(cfg: Any, log: Callable[[str], None] = _logger.info) -> dict:
     samples = dataset.load()
     scorer = build(SCORERS, {"name": dataset.scorer})
     record = RunRecord(results_dir() / "runs", c)
+    if not will_reuse(record, str(c.get("reuse") or "warn")):
+        # a pair that cannot share a vocabulary is refused before its run record is created
+        check_pair_tokenizers(c["pair"], need_draft=needs_draft(c), log=log)
     tag = f"{c['method']['name']} L={c['L']} {c['dataset']['name']} n={len(samples)}"
     with record:
         skip = record.open_or_skip(
@@ -66,7 +70,7 @@ def run(cfg: Any, log: Callable[[str], None] = _logger.info) -> dict:
             num_expected=len(samples),
             tag=tag,
             log=log,
-            reuse=lambda done: check_reuse(record, str(c.get("reuse") or "warn"), done, tag, log),
+            reuse=lambda done: check_reuse(record, str(c.get("reuse") or "warn"), done, tag),
         )
         if skip is not None:
             return skip

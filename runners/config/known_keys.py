@@ -1,9 +1,10 @@
 """The keys a run config may hold, so a key nothing reads is refused instead of changing the run id silently.
 
-Hydra refuses ``dropmatch.pdrop=0.3`` (the key is not in the composed config), but its append syntax
-``+dropmatch.pdrop=0.3`` / ``++decoding.temprature=0.7`` adds any key: the run then ignores it, yet the key
-enters ``config.json`` and the run id. :func:`unknown_keys` finds such keys and the closest known key
-(``difflib``), e.g. ``dropmatch.pdrop -> dropmatch.p_drop``.
+A plain ``dropmatch.pdrop=0.3`` is refused from the command line before Hydra starts
+(:mod:`runners.config.overrides`, with :func:`closest_key`), but Hydra's append syntax ``+dropmatch.pdrop=0.3`` /
+``++decoding.temprature=0.7`` adds any key: the run would then ignore it, yet the key enters ``config.json`` and
+the run id. :func:`unknown_keys` finds such keys in the composed config and the closest known key, e.g.
+``dropmatch.pdrop -> dropmatch.p_drop``.
 
 The known keys are every key path that ``conf/`` defines (``run.yaml`` and each group's files, under the
 group's package: ``conf/pair/*.yaml`` under ``pair``, ``@package _global_`` files at the top, ``autojudge``
@@ -17,12 +18,15 @@ from __future__ import annotations
 
 import difflib
 import functools
+import inspect
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+import criteria.rules  # noqa: F401  (fills CRITERIA)
+from criteria.registry import CRITERIA
 from runners.config.numeric_fields import NUMERIC
 from runners.paths import REPO_ROOT
 
@@ -105,10 +109,46 @@ def _open(path: str) -> bool:
     return any(path == p or path.startswith(p + ".") for p in OPEN)
 
 
+@functools.cache
+def rule_kwarg_names() -> frozenset[str]:
+    """The settings some acceptance rule takes (its constructor's keyword parameters): the keys a user sets as
+    ``method.kwargs.<name>`` (checked against the chosen rule's signature at validation)."""
+    names: set[str] = set()
+    for rule in CRITERIA.names():
+        for p in inspect.signature(CRITERIA.get(rule).__init__).parameters.values():
+            if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+                names.add(p.name)
+    return frozenset(names)
+
+
+def closest_key(path: str) -> str | None:
+    """The known key an unknown ``path`` most likely meant. When its last component is a rule's setting
+    (``method.entropy_threshold``): a key of that name outside ``method.kwargs`` (``dropmatch.majority``, which
+    the DropMatch rules read from there), else ``method.kwargs.<name>``. Otherwise the closest key under the same
+    parent (``difflib``), else the closest top-level key; None when nothing is close."""
+    shown = known_paths() - set(RESOLVED)
+    last = path.rsplit(".", 1)[-1]
+    if last in rule_kwarg_names():
+        same = sorted(
+            p
+            for p in shown
+            if p.rsplit(".", 1)[-1] == last and not _open(p) and not p.startswith("method.kwargs.")
+        )
+        return same[0] if same else f"method.kwargs.{last}"
+    prefix = path.rsplit(".", 1)[0] if "." in path else ""
+    siblings = sorted(p for p in shown if p.rsplit(".", 1)[0] == prefix) if prefix else []
+    pool = siblings or sorted(p for p in shown if "." not in p)
+    close = difflib.get_close_matches(path, pool, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def is_known(path: str) -> bool:
+    """True if a run config may hold ``path`` (a known key, or one under an :data:`OPEN` mapping)."""
+    return _open(path) or path in known_paths()
+
+
 def unknown_keys(cfg: Mapping[str, Any]) -> list[tuple[str, str | None]]:
     """``(key path, closest known key or None)`` for every key of ``cfg`` no config file or reader knows."""
-    known = known_paths()
-    shown = known - set(RESOLVED)
     out: list[tuple[str, str | None]] = []
 
     def walk(node: Mapping[str, Any], prefix: str) -> None:
@@ -116,13 +156,8 @@ def unknown_keys(cfg: Mapping[str, Any]) -> list[tuple[str, str | None]]:
             path = f"{prefix}.{k}" if prefix else str(k)
             if _open(path):
                 continue
-            if path not in known:
-                siblings = (
-                    sorted(p for p in shown if p.rsplit(".", 1)[0] == prefix) if prefix else []
-                )
-                pool = siblings or sorted(p for p in shown if "." not in p)
-                close = difflib.get_close_matches(path, pool, n=1, cutoff=0.6)
-                out.append((path, close[0] if close else None))
+            if path not in known_paths():
+                out.append((path, closest_key(path)))
             elif isinstance(v, Mapping):
                 walk(v, path)
 
@@ -130,8 +165,9 @@ def unknown_keys(cfg: Mapping[str, Any]) -> list[tuple[str, str | None]]:
     return out
 
 
-def unknown_key_message(path: str, close: str | None) -> str:
-    """The error for one unknown key (:func:`unknown_keys`)."""
+def unknown_key_message(path: str, close: str | None, added: bool = True) -> str:
+    """The error for one unknown key (:func:`unknown_keys`); ``added``: the key was added with Hydra's ``+``
+    (the message asks whether that was meant), else it was set as an existing key."""
     parent = path.rsplit(".", 1)[0] if "." in path else ""
     keys = sorted(
         p.rsplit(".", 1)[-1]
@@ -140,7 +176,5 @@ def unknown_key_message(path: str, close: str | None) -> str:
     )
     hint = f"did you mean {close}? " if close else ""
     where = f"under {parent}" if parent else "at the top level"
-    return (
-        f"{path} is not a config key (nothing reads it; added with +{path}=...?); {hint}"
-        f"allowed {where}: {', '.join(keys)}"
-    )
+    how = f"nothing reads it; added with +{path}=...?" if added else "nothing reads it"
+    return f"{path} is not a config key ({how}); {hint}allowed {where}: {', '.join(keys)}"

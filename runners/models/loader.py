@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runners.backends.cpu_attention import use_cpu_gqa
+from runners.config.errors import ConfigError
 from runners.models.dtype import resolve_dtype
 from runners.models.identity import hub_revision
 from runners.models.sources import resolve_model_dir
@@ -85,8 +86,8 @@ def check_shared_vocabulary(
         ``len(tokenizer)``.
 
     Raises:
-        ValueError: the tokenizers differ (size or any token's id), or an LM head has fewer rows than the
-            tokenizer has ids.
+        ConfigError: the tokenizers differ (size or any token's id), or an LM head has fewer rows than the
+            tokenizer has ids: the pair cannot run, whatever the other settings.
     """
     V = len(tokenizer)
     if draft_tokenizer is not None:
@@ -94,16 +95,36 @@ def check_shared_vocabulary(
         if dv != V or draft_tokenizer.get_vocab() != tokenizer.get_vocab():
             theirs, ours = draft_tokenizer.get_vocab(), tokenizer.get_vocab()
             diff = sorted(set(theirs.items()) ^ set(ours.items()), key=lambda kv: kv[1])[:3]
-            raise ValueError(
+            raise ConfigError(
                 f"pair {name!r}: the draft's tokenizer ({dv} ids) and the target's ({V} ids) differ "
                 f"(e.g. {diff}); speculative decoding needs one shared vocabulary"
             )
     for role, rows in (("target", target_rows), ("draft", draft_rows)):
         if rows is not None and rows < V:
-            raise ValueError(
+            raise ConfigError(
                 f"pair {name!r}: the {role}'s LM head has {rows} rows, fewer than the tokenizer's {V} ids"
             )
     return V
+
+
+def check_pair_tokenizers(
+    pair: Mapping[str, Any], need_draft: bool = True, log=logger.info
+) -> None:
+    """Resolve the pair's model directories and check that draft and target share one tokenizer, loading no
+    weights: what :func:`load_pair` checks first, for a caller that must refuse the pair before it writes
+    anything (a run record).
+
+    Raises:
+        runners.models.sources.ModelUnavailableError: a model has no usable source.
+        ConfigError: the tokenizers differ (:func:`check_shared_vocabulary`).
+    """
+    if not need_draft:
+        return
+    target_dir = resolve_model_dir(pair["target"], log=log)
+    draft_dir = resolve_model_dir(pair["draft"], log=log)
+    tokenizer = _load_tokenizer(target_dir, hub_revision(pair["target"]))
+    draft_tokenizer = _draft_tokenizer(draft_dir, hub_revision(pair["draft"]))
+    check_shared_vocabulary(str(pair["name"]), tokenizer, draft_tokenizer, None, None)
 
 
 def _load_model(path: str, dtype: str, device: str, revision: str | None = None):
@@ -138,7 +159,7 @@ def load_pair(
     Raises:
         runners.models.sources.ModelUnavailableError: a model has no usable source.
         ValueError: ``pair.dtype`` is not an allowed value.
-        ValueError: the draft's tokenizer differs from the target's (the message names both sizes), or an LM
+        ConfigError: the draft's tokenizer differs from the target's (the message names both sizes), or an LM
             head has fewer rows than the tokenizer has ids (:func:`check_shared_vocabulary`).
     """
     import torch

@@ -5,7 +5,8 @@ Every session that writes to a run record stores :func:`runners.records.fingerpr
 (``decision_codes``) plus the one that wrote it (``decision_code``). A record is *stale* when any of its sessions
 ran other code than this checkout (or predates fingerprints). A stale record is never reused silently:
 
-- ``reuse=warn`` (default): a line ``[run <id>] ... WARNING: decided by other code ...``; a finished run is kept and
+- ``reuse=warn`` (default): a warning ``[run <id>] ... finished by other decision code ...`` (logged at WARNING, so
+  on stderr); a finished run is kept and
   returned as is, and the reuse is noted in its ``meta.json`` (``stale_reuses``: date, current and recorded
   fingerprints); an unfinished one resumes (its sessions then show both codes);
 - ``reuse=strict``: the record is moved to ``<results>/stale/<run id>-<date>/`` (kept, out of ``runs/``, so no
@@ -19,12 +20,15 @@ no decision. Rebuilding results after a change that does alter decisions: ``reus
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from runners.paths import results_dir
 from runners.records.fingerprint import run_decision_code
 from runners.records.legacy_fingerprints import current_value
+
+_logger = logging.getLogger(__name__)
 
 POLICIES = ("warn", "strict")
 
@@ -64,28 +68,33 @@ def _short(codes: list[str | None]) -> str:
 
 
 def check(
-    record: Any, policy: str, finished: dict | None, tag: str, log: Callable[[str], None]
+    record: Any,
+    policy: str,
+    finished: dict | None,
+    tag: str,
+    warn: Callable[[str], None] = _logger.warning,
 ) -> dict | None:
     """Apply ``policy`` to a stale ``record`` before the run; returns the summary to reuse, or None to run.
 
     ``finished``: the record's complete summary for this sample count (None: not finished). A current record
-    is reused when finished, resumed otherwise, without a word.
+    is reused when finished, resumed otherwise, without a word; a stale one is reported through ``warn``
+    (default: this module's logger at WARNING, which the console sends to stderr with the other warnings).
     """
     stale = stale_codes(record)
     if not stale:
         return finished
     now = run_decision_code(record.cfg)["fingerprint"]
     what = (
-        f"[run {record.run_id}] {tag}: WARNING: {'finished' if finished else 'started'} by other decision code "
+        f"[run {record.run_id}] {tag}: {'finished' if finished else 'started'} by other decision code "
         f"({_short(stale)}; this checkout: {now[:12]})"
     )
     if policy == "strict":
         when = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         dest = record.retire(results_dir() / "stale" / f"{record.run_id}-{when}")
-        log(f"{what}; moved to {dest} and run again (reuse=strict)")
+        warn(f"{what}; moved to {dest} and run again (reuse=strict)")
         return None
     if finished is None:
-        log(f"{what}; resuming it with this code (reuse=warn; reuse=strict starts it again)")
+        warn(f"{what}; resuming it with this code (reuse=warn; reuse=strict starts it again)")
         return None
     entry = {
         "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -98,6 +107,6 @@ def check(
         if not any(n.get("decision_code") == now and n.get("recorded") == stale for n in noted):
             record.note("stale_reuses", entry)
     except Exception as e:  # noqa: BLE001  (a locked or read-only record is still reused, and said so)
-        log(f"[run {record.run_id}] could not note the stale reuse in meta.json: {e}")
-    log(f"{what}; reused as is (reuse=warn; rerun with reuse=strict to recompute)")
+        warn(f"[run {record.run_id}] could not note the stale reuse in meta.json: {e}")
+    warn(f"{what}; reused as is (reuse=warn; rerun with reuse=strict to recompute)")
     return {**finished, "stale_decision_code": True}

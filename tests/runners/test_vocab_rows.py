@@ -16,6 +16,7 @@ from criteria.dropout_heads import HeadSpec
 from criteria.registry import CRITERIA
 from runners.backends.base import DecodingConfig
 from runners.backends.hf_loop import HFLoopBackend
+from runners.config.errors import ConfigError
 from runners.datasets.base import Sample
 from runners.models import loader
 from runners.models.loader import load_pair
@@ -163,10 +164,41 @@ def test_different_tokenizers_are_refused_before_weights_load(
         raise AssertionError("weights loaded before the vocabulary check")
 
     monkeypatch.setattr(loader, "_load_model", no_weights)
-    with pytest.raises(ValueError) as e:
+    with pytest.raises(ConfigError) as e:
         load_pair({"name": "mixed", "target": spec(padded["target"]), "draft": spec(other)})
     msg = str(e.value)
     assert "513" in msg and "512" in msg and "mixed" in msg and "tokenizer" in msg
+
+
+def other_tokenizer_draft(src: Path, dst: Path) -> Path:
+    """A copy of the draft at ``src`` whose tokenizer has one more token (513 ids, the target's 512)."""
+    from transformers import AutoTokenizer
+
+    dst.mkdir()
+    for f in src.iterdir():
+        if f.suffix in (".json", ".safetensors") and "token" not in f.name:
+            (dst / f.name).write_bytes(f.read_bytes())
+    tok = AutoTokenizer.from_pretrained(src)
+    tok.add_tokens(["<extra_draft_token>"])
+    tok.save_pretrained(dst)
+    return dst
+
+
+@pytest.mark.subprocess
+def test_cli_different_tokenizers_exit_2_without_a_record(
+    tiny_pair_dir, main_env, tmp_path
+) -> None:
+    """Before: a ValueError traceback, after the run record was created. Now: ``config error:`` with the sizes,
+    exit 2, no weights loaded and no run record."""
+    other = other_tokenizer_draft(tiny_pair_dir / "draft", tmp_path / "draft_other_tok")
+    p = run_main(main_env, "method=sd", "L=2", f"pair.draft.local_path={other}", timeout=300)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert (
+        "config error: pair 'tiny': the draft's tokenizer (513 ids) and the target's (512 ids) differ"
+        in p.stderr
+    ), p.stderr
+    assert "Traceback" not in p.stderr and "Loading weights" not in p.stdout + p.stderr
+    assert not (Path(main_env["DROPMATCH_RESULTS"]) / "runs").exists()
 
 
 def test_a_head_smaller_than_the_tokenizer_is_refused(tmp_path, tiny_pair_dir) -> None:
@@ -178,7 +210,7 @@ def test_a_head_smaller_than_the_tokenizer_is_refused(tmp_path, tiny_pair_dir) -
     m.save_pretrained(small)
     AutoTokenizer.from_pretrained(tiny_pair_dir / "draft").save_pretrained(small)
     with pytest.raises(
-        ValueError, match=r"draft's LM head has 500 rows, fewer than the tokenizer's 512"
+        ConfigError, match=r"draft's LM head has 500 rows, fewer than the tokenizer's 512"
     ):
         load_pair({"name": "small", "target": spec(tiny_pair_dir / "target"), "draft": spec(small)})
 

@@ -105,9 +105,10 @@ def test_stale_record_is_warned_about_or_rerun(main_env):
     warn = run_main(main_env, *RUN, multirun=True)
     assert warn.returncode == 0, warn.stdout + warn.stderr
     assert (
-        f"WARNING: finished by other decision code ({OTHER[:12]}; this checkout: {now[:12]}); reused as is "
+        f"finished by other decision code ({OTHER[:12]}; this checkout: {now[:12]}); reused as is "
         f"(reuse=warn; rerun with reuse=strict to recompute)"
-    ) in warn.stdout
+    ) in warn.stderr
+    assert "WARNING [runners.records.reuse]" in warn.stderr and "decision code" not in warn.stdout
     assert "1 runs: 0 done, 1 skipped" in warn.stderr
     assert (
         "[sweep] WARNING: 1 of the skipped runs were made by other decision code and reused"
@@ -121,12 +122,12 @@ def test_stale_record_is_warned_about_or_rerun(main_env):
     again = run_main(
         main_env, *RUN, multirun=True
     )  # the same reuse again: noted once, the record unchanged
-    assert again.returncode == 0 and "reused as is" in again.stdout, again.stdout + again.stderr
+    assert again.returncode == 0 and "reused as is" in again.stderr, again.stdout + again.stderr
     assert (run_dir / "meta.json").read_text() == meta
 
     strict = run_main(main_env, *RUN, "reuse=strict", multirun=True)
     assert strict.returncode == 0, strict.stdout + strict.stderr
-    assert "; moved to " in strict.stdout and "run again (reuse=strict)" in strict.stdout
+    assert "; moved to " in strict.stderr and "run again (reuse=strict)" in strict.stderr
     assert "1 runs: 1 done, 0 skipped" in strict.stderr
     (old,) = (results / "stale").iterdir()
     assert (
@@ -138,4 +139,40 @@ def test_stale_record_is_warned_about_or_rerun(main_env):
     again = run_main(main_env, *RUN, multirun=True)
     assert (
         "1 runs: 0 done, 1 skipped" in again.stderr and "WARNING" not in again.stdout + again.stderr
+    )
+
+
+class _StaleRecord:
+    """A finished record another decision code made (what :func:`runners.records.reuse.check` reads of it)."""
+
+    run_id = "0123abcd"
+    cfg = {"method": {"criterion": "rejection"}, "backend": {"name": "hf"}}
+
+    def __init__(self) -> None:
+        self.meta = {"sessions": [{"decision_code": {"fingerprint": OTHER}}]}
+
+    def read_meta(self) -> dict:
+        return self.meta
+
+    def note(self, key: str, entry: dict) -> None:
+        self.meta.setdefault(key, []).append(entry)
+
+
+def test_reuse_warning_goes_to_stderr(capfd, monkeypatch):
+    """The terminal's rule (runners/sweep/console.py): INFO on stdout, warnings on stderr. Before: the reuse
+    warning was logged at INFO through the run's progress log, so it went to stdout."""
+    import logging
+
+    from runners.records.reuse import check
+    from runners.sweep.console import console
+
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
+    console()
+    got = check(_StaleRecord(), "warn", {"complete": True}, "sd L=2 gsm8k n=1")
+    assert got == {"complete": True, "stale_decision_code": True}
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert (
+        "WARNING [runners.records.reuse] [run 0123abcd] sd L=2 gsm8k n=1: finished by other decision code"
+        in err
     )

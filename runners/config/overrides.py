@@ -1,0 +1,136 @@
+"""The command line's overrides checked before Hydra composes anything, so a typo exits 2 with the field and the
+allowed values instead of Hydra's error text (exit 1) and writes nothing.
+
+Hydra refuses ``dropmatch.pdrop=0.3`` ("Key 'pdrop' is not in struct") and ``dataset=gsm8kk`` ("Could not find
+'dataset/gsm8kk'"), but with its own wording, exit status 1 and, for a single run, after it chose the run's output
+directory. :func:`check_overrides` parses the command line as Hydra does (its argument parser and
+:class:`~hydra.core.override_parser.overrides_parser.OverridesParser`) and refuses:
+
+- a plain ``key=value`` (no ``+`` / ``++`` / ``~``) whose key no config defines (:mod:`runners.config.known_keys`;
+  keys under its ``OPEN`` mappings, e.g. ``method.kwargs.<name>``, are free), with the closest key;
+- a group selection (``dataset=gsm8kk``, a sweep ``dataset=gsm8k,ifevl``, ``autojudge@method.judge=x``) naming an
+  option without a file ``conf/<group>/<option>.yaml``, with the group's options and the closest one.
+
+Left to Hydra and to validation after composition: Hydra's flags and ``hydra.*`` / ``hydra/...`` overrides,
+``+``/``++`` keys (:func:`runners.config.known_keys.unknown_keys` checks the composed config), ``~`` deletions,
+glob and interval sweeps, and any command line naming another config (``--config-name``, ``--config-path``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from runners.config.errors import ConfigError
+from runners.config.known_keys import CONF, closest_key, is_known, unknown_key_message
+
+
+def command_overrides(argv: list[str]) -> tuple[list[str], list[Path]] | None:
+    """``(overrides, extra config dirs)`` of a Hydra command line (``sys.argv[1:]``), as Hydra's own argument
+    parser splits it; None when the command line names another primary config (``--config-name`` /
+    ``--config-path``: other keys and groups) or Hydra's parser refuses it (Hydra then says why)."""
+    from hydra._internal.utils import get_args_parser
+
+    try:
+        args, _ = get_args_parser().parse_known_args(argv)
+    except SystemExit:  # --version, or flags Hydra's parser refuses: Hydra answers those itself
+        return None
+    if args.config_name or args.config_path:
+        return None
+    return list(args.overrides or []), [Path(args.config_dir)] if args.config_dir else []
+
+
+def group_options(group: str, dirs: Iterable[Path] = ()) -> list[str]:
+    """The options of config group ``group`` (``dataset``, ``hydra/launcher``): the ``.yaml`` files under
+    ``conf/<group>/`` and each extra config dir's, relative and without the suffix (``frontier/fly``)."""
+    out: set[str] = set()
+    for root in (CONF, *dirs):
+        base = root / group
+        if base.is_dir():
+            out.update(str(f.relative_to(base).with_suffix("")) for f in base.rglob("*.yaml"))
+    return sorted(out)
+
+
+def is_group(key: str, dirs: Iterable[Path] = ()) -> bool:
+    """True if ``key`` (an override's key, package stripped) selects a config group: a folder of ``conf/``
+    (``dataset``, ``hydra/launcher``), not a key path (``dataset.limit``)."""
+    return "." not in key and any((root / key).is_dir() for root in (CONF, *dirs))
+
+
+def _choices(override: Any) -> Iterator[Any] | None:
+    """The values an override selects (one, or each of a choice / range sweep); None for glob and interval
+    sweeps, whose values Hydra computes."""
+    from hydra.core.override_parser.types import ValueType
+
+    if override.value_type == ValueType.ELEMENT:
+        return iter([override.value()])
+    if override.value_type in (
+        ValueType.CHOICE_SWEEP,
+        ValueType.SIMPLE_CHOICE_SWEEP,
+        ValueType.RANGE_SWEEP,
+    ):
+        return override.sweep_iterator()
+    return None
+
+
+def unknown_option_message(group: str, option: str, options: list[str], key: str = "") -> str:
+    """The error for a group option without a config file; ``key``: the override's key as typed
+    (``autojudge@method.judge``; default ``group``)."""
+    key = key or group
+    close = difflib.get_close_matches(option, options, n=1, cutoff=0.6)
+    hint = f"did you mean {key}={close[0]}? " if close else ""
+    return (
+        f"{key}={option} is not an option of group {group} (no conf/{group}/{option}.yaml); {hint}"
+        f"allowed: {', '.join(options)}"
+    )
+
+
+def override_error(override: Any, dirs: Iterable[Path] = ()) -> str | None:
+    """Why one parsed override is refused before composition (module docstring), or None."""
+    key = override.key_or_group
+    if override.is_hydra_override() or override.is_delete() or key == "hydra":
+        return None
+    if is_group(key, dirs) or "/" in key:
+        if not is_group(key.split("/")[0], dirs):
+            return None  # not one of ours: Hydra says what it is
+        values = _choices(override)
+        if values is None:
+            return None
+        options = group_options(key, dirs)
+        for value in values:
+            if value is not None and str(value) not in options:
+                return unknown_option_message(
+                    key, str(value), options, override.get_key_element().lstrip("+~")
+                )
+        return None
+    if override.is_add() or override.is_force_add() or override.package is not None:
+        return None
+    if not is_known(key):
+        return unknown_key_message(key, closest_key(key), added=False)
+    return None
+
+
+def check_overrides(argv: list[str]) -> None:
+    """Refuse the first bad override of a ``python -m runners.main`` (or Auto-Judge build) command line.
+
+    Raises:
+        ConfigError: an unknown key or group option (the message names it, the closest known one and the
+            allowed keys or options).
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    split = command_overrides(argv)
+    if split is None:
+        return
+    overrides, dirs = split
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException:  # a syntax error: Hydra's own message shows where
+        return
+    for override in parsed:
+        error = override_error(override, dirs)
+        if error:
+            raise ConfigError(error)

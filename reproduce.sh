@@ -242,6 +242,7 @@ run_artefact() {
     echo "[reproduce] $name: judging its open-ended answers (python -m runners.judging $name --profile $profile${CALIB[*]+ ${CALIB[*]}}${judging[*]+ ${judging[*]}})" >&2
     if ! "$PY" -m runners.judging "$name" --profile "$profile" "${CALIB[@]+"${CALIB[@]}"}" "${judging[@]+"${judging[@]}"}"; then
       echo "[reproduce] $name: judging incomplete (reason above; rerun to resume); unjudged cells read n.j." >&2
+      INCOMPLETE+=("$name")
     fi
   elif [ ${#judging[@]} -gt 0 ]; then
     echo "[reproduce] $name has no judged answers; ignoring ${judging[*]}" >&2
@@ -251,6 +252,15 @@ run_artefact() {
     "$PY" -m analysis.render "$name" --profile "$profile"
   fi
   echo "[reproduce] $name done in $((SECONDS - t0)) s" >&2
+}
+
+INCOMPLETE=()  # artefacts rendered with unjudged cells: the command exits 1 after rendering them all
+
+finish() {
+  if [ ${#INCOMPLETE[@]} -gt 0 ]; then
+    echo "[reproduce] exit 1: judging incomplete for ${INCOMPLETE[*]} (rendered with n.j. cells; rerun to resume)" >&2
+    exit 1
+  fi
 }
 
 cmd=${1:-}
@@ -280,7 +290,8 @@ case "$cmd" in
     check_judge all "${judging[@]+"${judging[@]}"}"
     for a in $ARTEFACTS; do
       if [ -f "conf/experiment/$a.yaml" ] || renders "$a"; then run_artefact "$a" "$@"; fi
-    done ;;
+    done
+    finish ;;
   *)
     if [[ " $ARTEFACTS " == *" $cmd "* ]]; then
       if [ ! -f "conf/experiment/$cmd.yaml" ] && ! renders "$cmd"; then
@@ -289,6 +300,7 @@ case "$cmd" in
       fi
       setup
       run_artefact "$cmd" "$@"
+      finish
     else
       echo "unknown artefact '$cmd'" >&2; usage; exit 2
     fi ;;

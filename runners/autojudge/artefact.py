@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from runners.config.check_only import check_only
 from runners.config.errors import ConfigError
 from runners.paths import REPO_ROOT, results_dir
 from runners.records.run_id import hashed_form, run_id_of
@@ -159,7 +160,7 @@ def attach_judge(c: dict) -> None:
                 f"[{lo}, {hi or 'end'}) of split {m['split']}; allowed: dataset.limit <= {lo - e_lo} "
                 f"or another method.judge.mining window"
             )
-    if judge_info(key) is None:
+    if judge_info(key) is None and not check_only():  # reproduce.sh builds it after the check
         raise JudgeMissingError(
             f"method={c['method']['name']} needs the Auto-Judge judge {key} (pair={c['pair']['name']}, "
             f"judge={judge.get('name')}), which has not been built ({judge_dir(key)} is missing); build it with "

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import os
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -20,6 +19,7 @@ import runners.backends  # noqa: F401
 import runners.datasets  # noqa: F401
 from runners.backends.modes import BACKEND_MODES, modes_of, supported_modes
 from runners.backends.select import backend_defaults
+from runners.config.check_only import check_only
 from runners.config.decode_spec import build_rule
 from runners.config.errors import ConfigError
 from runners.config.known_keys import unknown_key_message, unknown_keys
@@ -293,12 +293,6 @@ def _validate_names(cfg: Mapping[str, Any]) -> None:
         raise ConfigError(
             f"dataset={cfg['dataset']['name']!r} is unknown; allowed: {', '.join(DATASETS.names())}"
         )
-
-
-def check_only() -> bool:
-    """True when ``DROPMATCH_CHECK_ONLY`` is set (not empty, not ``0``): a sweep is validated, then stops
-    (:class:`runners.sweep.callbacks.SweepSummary`); ``reproduce.sh`` sets it before an artefact's sweeps."""
-    return os.environ.get("DROPMATCH_CHECK_ONLY", "") not in ("", "0")
 
 
 def _validate_environment(cfg: Mapping[str, Any]) -> None:

@@ -177,10 +177,15 @@ def write_lm_eval_results(
     )
     if results is None:
         raise RuntimeError("lm_eval.simple_evaluate returned no results")
+    cap = config.get("decoding", {}).get("max_new_tokens")
     results["config"]["gen_kwargs"] = {
-        "max_gen_toks": config.get("decoding", {}).get("max_new_tokens"),
+        "max_gen_toks": cap,
         "temperature": config.get("decoding", {}).get("temperature"),
     }
+    # the task config lm-eval writes holds the task's own cap; the outputs were generated under the run's
+    for task_config in results["configs"].values():
+        if cap is not None and isinstance(task_config.get("generation_kwargs"), dict):
+            task_config["generation_kwargs"]["max_gen_toks"] = int(cap)
     results["dropmatch"] = {
         "run_id": model_args["run_id"],
         "lm_eval_version_tested": LM_EVAL_VERSION,

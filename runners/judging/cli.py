@@ -333,7 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="JUDGE",
         help="also judge the calibration subset with this judge (conf/judge/JUDGE.yaml) and print the agreement",
     )
-    a = p.parse_args(list(argv) if argv is not None else None)
+    # intermixed: overrides may follow --profile (reproduce.sh passes them last)
+    a = p.parse_intermixed_args(list(argv) if argv is not None else None)
     console()
     logging.getLogger("httpx").setLevel(
         logging.WARNING

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from runners.config.check_only import check_only
 from runners.config.errors import ConfigError
 from runners.config.optional_deps import require
 from runners.config.resolve import resolve_run_config
@@ -115,9 +116,12 @@ class SimilarityMeasurement:
                 f"method.source_method={m.get('source_method')!r} has no conf/method/ file; "
                 "allowed: dropout_path"
             )
-        SimilarityMeasurement(
-            c
-        ).prompts()  # the source decodes must be recorded (a sweep is refused up front)
+        if (
+            not check_only()
+        ):  # reproduce.sh fig3 checks this sweep before its first sweep records them
+            SimilarityMeasurement(
+                c
+            ).prompts()  # the source decodes must be recorded (a sweep is refused up front)
 
     def prompts(self) -> list[tuple[str, str, list[str]]]:
         """``(sample_id, question, [output text of path 1..K])`` for every prompt all K source runs finished.

@@ -46,9 +46,9 @@ from hydra.errors import MissingConfigException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from runners.config.check_only import check_only
 from runners.config.decode_spec import needs_draft
 from runners.config.errors import ConfigError
-from runners.config.validate import check_only
 from runners.loggers import hint_wandb
 from runners.main import describe, job_of
 from runners.models.identity import check_sources

@@ -110,6 +110,9 @@ def test_lm_eval_reads_our_results(graded_run: Path) -> None:
     assert ours["exact_match_stderr,strict-match"] == pytest.approx(
         summary["quality/exact_match_stderr,strict-match"]
     )
+    # the cap the outputs were generated under (profile=smoke: 16 tokens), not the task's own
+    assert res["configs"]["gsm8k_cot_llama"]["generation_kwargs"]["max_gen_toks"] == 16
+    assert res["config"]["gen_kwargs"]["max_gen_toks"] == 16
     assert (
         res["n-shot"]["gsm8k_cot_llama"] == 8
         and res["higher_is_better"]["gsm8k_cot_llama"]["exact_match"]

@@ -50,3 +50,13 @@ def test_check_accepts_a_valid_config_and_the_calibration_judge(capsys, api_env)
     assert check(capsys, "judge=api", "judge.max_tokens=512", "--calibrate-with", "local")[0] == 0
     rc, err = check(capsys, "judge=api", "--calibrate-with", "nope")
     assert rc == 2 and "judge='nope' is unknown; allowed: api, local" in err
+
+
+def test_overrides_may_follow_the_options(capsys, api_env):
+    """reproduce.sh passes ``<artefact> --profile P [--calibrate-with J] <overrides>``: overrides after the
+    options are read as overrides, not refused as unrecognised arguments."""
+    api_env("http://127.0.0.1:9/v1")
+    rc = main(["--check", "--calibrate-with", "local", "judge=api", "judge.max_tokens=abc"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "judge.max_tokens='abc' is invalid" in err and "unrecognized" not in err
+    assert main(["--check", "--profile", "smoke", "judge=local", "judge.max_tokens=64"]) == 0

@@ -71,7 +71,8 @@ def test_table7_sweeps_then_judges_then_renders(tmp_path):
 
 def test_judging_failure_still_renders_and_other_artefacts_ignore_judges(tmp_path):
     out, calls = reproduce(tmp_path, "table10", "profile=smoke", fail="runners.judging table10")
-    assert out.returncode == 0 and "table10: judging incomplete" in out.stderr
+    assert out.returncode == 1 and "table10: judging incomplete" in out.stderr
+    assert "[reproduce] exit 1: judging incomplete for table10" in out.stderr
     assert calls[0] == "-m runners.judging --check"
     assert calls[-2:] == [
         "-m runners.judging table10 --profile smoke",

@@ -552,3 +552,22 @@ def test_check_only_validates_a_sweep_and_runs_nothing(main_env):
         env, "pair=tiny", "profile=smoke", "method=sd", "L=2", "backend=vllm", multirun=True
     )
     assert p.returncode == 0 and "needs the 'vllm' package" not in p.stderr, p.stderr
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(
+    "experiment, missing",
+    [("fig3_measure", "that have no complete record"), ("table8", "which has not been built")],
+)
+def test_check_only_accepts_inputs_an_earlier_step_makes(main_env, experiment, missing):
+    """On an empty results dir, the check reproduce.sh runs before an artefact's first sweep passes a sweep whose
+    inputs that same command makes first (fig3_measure reads fig3's decodes; table8 needs the judge reproduce.sh
+    builds after the check); run for real, the same sweep is still refused for the missing input."""
+    args = (f"experiment={experiment}", "pair=tiny", "profile=smoke")
+    p = run_main({**main_env, "DROPMATCH_CHECK_ONLY": "1"}, *args, multirun=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "points valid; nothing ran" in p.stderr
+    assert not Path(main_env["DROPMATCH_RESULTS"]).exists()
+    p = run_main(main_env, *args, multirun=True)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert missing in p.stderr

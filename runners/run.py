@@ -34,6 +34,7 @@ from runners.records.sample import sample_record
 from runners.records.summary import summarize
 from runners.registry import BACKENDS, DATASETS, SCORERS, build
 from runners.sweep.progress import RunProgress
+from runners.warmup import WARMUP_BACKENDS, warm_up
 
 _logger = logging.getLogger(__name__)  # (the local `logger` in run() is the experiment logger)
 
@@ -113,6 +114,13 @@ def decode(
     decoding = decoding_config(c, dataset)
     ctk = dict(c["pair"].get("chat_template_kwargs") or {})
     _check_prompt_ids(backend, pair.tokenizer, todo[0], ctk, c["backend"]["name"])
+    if c["backend"]["name"] in WARMUP_BACKENDS:
+        tokens, seconds = warm_up(
+            backend, todo, decoding, rule, heads, int(c["backend"].get("batch_size") or 1)
+        )
+        log(
+            f"[run {record.run_id}] warm-up (untimed, not recorded): {tokens} tokens in {seconds:.1f} s"
+        )
     repeats = int(c.get("repeats") or 1)
     by_id = {s.sample_id: s for s in todo}
     progress = RunProgress(len(todo), tag, str(c.get("progress") or "auto"), log)

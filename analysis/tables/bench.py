@@ -250,7 +250,10 @@ def build(selected: pd.DataFrame) -> Artefact:
     runs = used(chosen)
     blocks_n = t.drop_duplicates(["pair", "dtype", "L"])
     foot = [
-        f"n (prompts x repeats per run): {', '.join(f'{p}x{r}' for p, r in zip(blocks_n['prompts'], blocks_n['repeats']))}",
+        "n (prompts x repeats) per block: "
+        + "; ".join(
+            f"{b.pair} {b.dtype} L={b.L}: {b.prompts}x{b.repeats}" for b in blocks_n.itertuples()
+        ),
         *notes,
         "tok/s = output tokens / wall seconds, summed over prompts and repeats; prefill incl. = the whole call per "
         "prompt (tokenised prompt in, ids out; every arm prefills the full prompt, no prefix caching); prefill "

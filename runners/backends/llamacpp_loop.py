@@ -254,9 +254,11 @@ class LlamaCppBackend:
             clock.tick(rows, parts)
             finished = [r for r in rows if r.done]
             if finished:
+                # every finished row's result at the same instant: the caller's time on one result (skipped
+                # below: it moves every row's clock) must not come off another's wall_s
                 now = time.perf_counter()
-                for r in finished:
-                    res = self._result(r, decoding, now)
+                results = [self._result(r, decoding, now) for r in finished]
+                for res in results:
                     t = time.perf_counter()
                     yield res
                     clock.skip(rows, time.perf_counter() - t)  # the caller's time is not ours

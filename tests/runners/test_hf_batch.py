@@ -155,7 +155,8 @@ def test_batch_size_validated(pair):
 
 
 def test_time_the_caller_spends_between_results_is_not_counted(pair):
-    """A slow consumer (scoring, writing records) does not inflate the other rows' wall_s or share_s."""
+    """A slow consumer (scoring, writing records) does not inflate the other rows' wall_s or share_s, nor take
+    its time off a row that finished in the same round (whose result was made before the wait)."""
     import time
 
     be = HFLoopBackend(pair, batch_size=3)
@@ -170,4 +171,24 @@ def test_time_the_caller_spends_between_results_is_not_counted(pair):
         time.sleep(0.4)
     worst = max(f.wall_s for f in fast.values())
     assert all(s.wall_s < worst + 0.35 for s in slow.values()), [s.wall_s for s in slow.values()]
+    assert all(s.wall_s > max(0.0, fast[k].wall_s - 0.2) for k, s in slow.items()), [
+        (s.wall_s, fast[k].wall_s) for k, s in slow.items()
+    ]
     assert sum(s.share_s for s in slow.values()) < sum(f.share_s for f in fast.values()) + 0.35
+
+
+def test_rows_finishing_together_keep_their_wall_time(pair):
+    """Rows that finish in the same round (AR, one cap): the caller's time on the first result must not come off
+    the wall_s of the others, whose results were made at the same instant (it was subtracted: negative wall_s)."""
+    import time
+
+    be = HFLoopBackend(pair, batch_size=3)
+    dec = DecodingConfig(num_speculative_tokens=0, max_new_tokens=12)
+    same = [Sample(f"same/{i}", SAMPLES[0].messages) for i in range(3)]
+    got = []
+    for r in be.generate(same, dec, CRITERIA.get("autoregressive")(), HeadSpec()):
+        got.append(r)
+        time.sleep(0.3)
+    assert [r.num_output_tokens for r in got] == [12, 12, 12]
+    walls = [r.wall_s for r in got]
+    assert min(walls) > 0 and max(walls) - min(walls) < 0.15, walls

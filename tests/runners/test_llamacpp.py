@@ -376,3 +376,20 @@ def test_audit_on_llamacpp_keeps_the_run_and_counts_rounds(gguf_pairs):
         assert a["positions_equal"] <= a["positions"] <= 4 * a["rounds"]
         total += a["rounds"]
     assert total > 0
+
+
+def test_rows_finishing_together_keep_their_wall_time(gguf_pairs):
+    """As the HF loop: rows finishing in the same round (AR, one cap) keep their wall_s although the caller
+    spends time on the first result (it was subtracted from the others: negative wall_s)."""
+    import time
+
+    be = backend(gguf_pairs["f32"])
+    dec = DecodingConfig(num_speculative_tokens=0, max_new_tokens=12)
+    same = [Sample(f"same/{i}", samples()[0].messages) for i in range(3)]
+    got = []
+    for r in be.generate(same, dec, CRITERIA.get("autoregressive")(), HeadSpec(), batch_size=3):
+        got.append(r)
+        time.sleep(0.3)
+    assert [r.num_output_tokens for r in got] == [12, 12, 12]
+    walls = [r.wall_s for r in got]
+    assert min(walls) > 0 and max(walls) - min(walls) < 0.15, walls

@@ -296,6 +296,7 @@ def build(selected: pd.DataFrame) -> Artefact:
         protocols = {
             b: judged.protocol_of(runs[runs["dataset"] == b]["run_id"]) for b in BENCHMARKS
         }
+        judged_q = [f"{BENCH_LABEL[b]} Q" for b in BENCHMARKS if protocols[b] and b not in GRADED]
         data, display, row_cells = [], [], []
         for (pair, L), g in runs.groupby(["pair", "L"], sort=True):
             drafting = DRAFTING.get(str(g["spec_method"].iloc[0]), "SD")
@@ -340,20 +341,7 @@ def build(selected: pd.DataFrame) -> Artefact:
             f"cells: {CI_NOTE}",
             SPEEDUP_NOTE,
             *cap_lines(runs, row_cells),
-            *eagle_footer(
-                runs,
-                selected,
-                BENCH_LABEL,
-                judged,
-                shown_markers(
-                    display,
-                    [
-                        f"{BENCH_LABEL[b]} Q"
-                        for b in BENCHMARKS
-                        if protocols[b] is not None and b not in GRADED
-                    ],
-                ),
-            ),
+            *eagle_footer(runs, selected, BENCH_LABEL, judged, shown_markers(display, judged_q)),
             *provenance_lines(runs),
         ]
         art.tables.append(

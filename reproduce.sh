@@ -2,6 +2,7 @@
 # One command per paper artefact; see README.md.
 #   ./reproduce.sh table6 [hydra overrides]     run the artefact's sweep, then rebuild its table/figure
 #   ./reproduce.sh test [pytest args]           the test suite (CI runs exactly this)
+#   ./reproduce.sh table6 --help                what the artefact runs and its overrides (runs nothing)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 ROOT=$PWD
@@ -15,10 +16,11 @@ export GLIBC_TUNABLES=${GLIBC_TUNABLES-glibc.malloc.mmap_threshold=33554432:glib
 
 ARTEFACTS="table1 table2 table3 table4 table5 table6 table7 table8 table9 table10 fig1 fig3 fig5 fig6 sensitivity bench frontier"
 
-usage() {
-  cat >&2 <<USAGE
+usage() {  # on stdout: ./reproduce.sh -h prints it there (exit 0); a wrong command redirects it to stderr (exit 2)
+  cat <<USAGE
 usage: ./reproduce.sh <artefact|all|test|setup|rescore|judge> [hydra overrides | pytest args | runs]
   artefacts: $ARTEFACTS
+  ./reproduce.sh <artefact> --help: what the artefact runs and the overrides it takes (runs nothing)
   all        every artefact that has a config (conf/experiment/<name>.yaml)
   test       the test suite (CI): ./reproduce.sh test ; quick loop: ./reproduce.sh test -m "not slow"
   setup      create .venv and install (done automatically on first use; builds the llama.cpp engine where it is
@@ -180,6 +182,74 @@ renders() {  # the artefact is registered with the one analysis driver (analysis
   grep -qE "^\s+\"$1\": \"analysis\." analysis/render.py
 }
 
+SWEEPS=()
+artefact_sweeps() {  # sets SWEEPS: the experiments (conf/experiment/<exp>.yaml) an artefact sweeps, in order
+  local name=$1; shift
+  local exp extra_var="EXTRA_SWEEPS_$name" a
+  SWEEPS=()
+  # <name>_measure: measurement runs that read the sweep's records (fig3); EXTRA_SWEEPS_<name>: more sweeps (fig1 b);
+  # conf/experiment/<name>/*.yaml: one sweep each, same pair (frontier: one per rule; _*.yaml are shared parts)
+  local parts=() f
+  for f in conf/experiment/"$name"/[!_]*.yaml; do [ -f "$f" ] && parts+=("$name/$(basename "$f" .yaml)"); done
+  for exp in "$name" "${name}_measure" ${!extra_var:-} "${parts[@]+"${parts[@]}"}"; do
+    if [ -f "conf/experiment/$exp.yaml" ] && grep -q "sweeper" "conf/experiment/$exp.yaml"; then
+      if [[ " ${!extra_var:-} " == *" $exp "* ]]; then  # an extra sweep has its own pair: a pair= override skips it
+        for a in "$@"; do
+          if [[ $a == pair=* ]]; then
+            echo "[reproduce] $name: sweep $exp skipped ($a given; it runs its own pair: python -m runners.main -m experiment=$exp [pair=...])" >&2
+            continue 2
+          fi
+        done
+      fi
+      SWEEPS+=("$exp")
+    fi
+  done
+}
+
+wants_help() {  # -h / --help among an artefact's arguments
+  local a
+  for a in "$@"; do case $a in -h|--help) return 0;; esac; done
+  return 1
+}
+
+artefact_help() {  # ./reproduce.sh <artefact> --help: what it runs and the overrides it takes; runs nothing
+  local name=$1 exp f line
+  artefact_sweeps "$name"
+  echo "usage: ./reproduce.sh $name [hydra overrides]"
+  echo
+  echo "runs, in order:"
+  [[ $JUDGE_ARTEFACTS == *" $name "* ]] && \
+    echo "  python -m runners.autojudge.build method=autojudge   (the Auto-Judge judge, once; reused after)"
+  for exp in "${SWEEPS[@]+"${SWEEPS[@]}"}"; do
+    echo "  python -m runners.main --multirun experiment=$exp [overrides]   (finished runs are reused)"
+  done
+  [[ $JUDGED_ARTEFACTS == *" $name "* ]] && \
+    echo "  python -m runners.judging $name --profile <profile> [judge overrides]   (judges the open-ended answers)"
+  renders "$name" && echo "  python -m analysis.render $name --profile <profile>   (writes results/$name/)"
+  echo "every sweep's points are checked first (DROPMATCH_CHECK_ONLY=1): a bad override runs nothing (exit 2)"
+  for exp in "${SWEEPS[@]+"${SWEEPS[@]}"}"; do
+    f=conf/experiment/$exp.yaml
+    echo
+    echo "sweep $exp ($f):"
+    while IFS= read -r line; do  # the file's header comment
+      case $line in "# @package"*) continue;; "#"*) line=${line#\#}; echo "  ${line# }";; *) break;; esac
+    done < "$f"
+    if grep -q "^    params:" "$f"; then
+      echo "  swept (hydra.sweeper.params; override any, e.g. L=5,10):"
+      sed -n '/^    params:/,/^[^ ]/{/^      [^ #]/p}' "$f" | sed 's/^      /    /'
+    fi
+  done
+  echo
+  echo "overrides: any key of conf/run.yaml and its groups, e.g. profile=default|smoke|full|paper (n, caps,"
+  echo "  backend), pair=<conf/pair/*.yaml>, L=5,10, method=..., dataset=..., dropmatch.p_drop=0.3, decoding.*; a"
+  echo "  comma list sweeps it; -m is implied."
+  [[ $JUDGED_ARTEFACTS == *" $name "* ]] && \
+    echo "judge overrides (to the judging step only): judge=api|local, judge.*=..., protocol.*=..., baseline=..."
+  echo "Hydra's own help for a sweep (config groups, the composed config):"
+  echo "  .venv/bin/python -m runners.main experiment=${SWEEPS[0]:-$name} --help"
+  return 0
+}
+
 run_artefact() {
   local name=$1; shift
   if [ ! -f "conf/experiment/$name.yaml" ] && [ ! -d "conf/experiment/$name" ] && ! renders "$name"; then
@@ -193,24 +263,9 @@ run_artefact() {
   local profile
   profile=$(profile_of "${overrides[@]+"${overrides[@]}"}")
   local t0=$SECONDS
-  local exp extra_var="EXTRA_SWEEPS_$name" a sweeps=()
-  # <name>_measure: measurement runs that read the sweep's records (fig3); EXTRA_SWEEPS_<name>: more sweeps (fig1 b);
-  # conf/experiment/<name>/*.yaml: one sweep each, same pair (frontier: one per rule; _*.yaml are shared parts)
-  local parts=() f
-  for f in conf/experiment/"$name"/[!_]*.yaml; do [ -f "$f" ] && parts+=("$name/$(basename "$f" .yaml)"); done
-  for exp in "$name" "${name}_measure" ${!extra_var:-} "${parts[@]+"${parts[@]}"}"; do
-    if [ -f "conf/experiment/$exp.yaml" ] && grep -q "sweeper" "conf/experiment/$exp.yaml"; then
-      if [[ " ${!extra_var:-} " == *" $exp "* ]]; then  # an extra sweep has its own pair: a pair= override skips it
-        for a in "${overrides[@]+"${overrides[@]}"}"; do
-          if [[ $a == pair=* ]]; then
-            echo "[reproduce] $name: sweep $exp skipped ($a given; it runs its own pair: python -m runners.main -m experiment=$exp [pair=...])" >&2
-            continue 2
-          fi
-        done
-      fi
-      sweeps+=("$exp")
-    fi
-  done
+  local exp sweeps=()
+  artefact_sweeps "$name" "${overrides[@]+"${overrides[@]}"}"
+  sweeps=("${SWEEPS[@]+"${SWEEPS[@]}"}")
   # every sweep's points are checked before anything is installed, built or decoded: a bad override in the
   # artefact's last sweep must not cost the first one's runs (nor a vLLM install)
   for exp in "${sweeps[@]+"${sweeps[@]}"}"; do
@@ -266,7 +321,8 @@ finish() {
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
-  -h|--help|"") usage; [ -n "$cmd" ] && exit 0; exit 2 ;;
+  -h|--help) usage; exit 0 ;;   # asked for: stdout, exit 0
+  "") usage >&2; exit 2 ;;
   setup) setup; setup_llamacpp ;;   # an explicit setup also retries an engine build that was skipped or failed
   rescore) setup; "$PY" -m runners.rescore "$@" ;;
   judge) setup; "$PY" -m runners.judging "$@" ;;
@@ -284,6 +340,7 @@ case "$cmd" in
     fi
     exit $rc ;;
   all)
+    if wants_help "$@"; then usage; exit 0; fi
     setup
     judging=()  # table7 and table10 judge late in the run: their judge config is checked before the first sweep
     for a in "$@"; do if is_judging_override "$a"; then judging+=("$a"); fi; done
@@ -298,10 +355,11 @@ case "$cmd" in
         echo "artefact '$cmd' is not implemented yet (no conf/experiment/$cmd.yaml, no analysis module)" >&2
         exit 2
       fi
+      if wants_help "$@"; then artefact_help "$cmd"; exit 0; fi   # nothing installed, run or rendered
       setup
       run_artefact "$cmd" "$@"
       finish
     else
-      echo "unknown artefact '$cmd'" >&2; usage; exit 2
+      echo "unknown artefact '$cmd'" >&2; usage >&2; exit 2
     fi ;;
 esac

@@ -109,6 +109,21 @@ class Judged:
     per_question: dict[str, float] | None = (
         None  # sample id -> the protocol's value (rating; win-rate unit)
     )
+    source_run_id: str | None = None  # the decode run judged
+    baseline_run_id: str | None = (
+        None  # the run whose answers a pairwise / AlpacaEval judging compared with
+    )
+
+    @property
+    def scored(self) -> int:
+        """Questions with a value (0: no answer scored, the cell reads n.j.)."""
+        return 0 if math.isnan(self.value.value) else int(self.value.n)
+
+    @property
+    def self_baseline(self) -> bool:
+        """A pairwise / AlpacaEval judging of the baseline run against itself: every answer a draw by construction,
+        50 % with no judge call, not a measurement (the table prints the baseline marker instead)."""
+        return self.baseline_run_id is not None and self.baseline_run_id == self.source_run_id
 
 
 def paired_delta(a: Judged | None, b: Judged | None) -> Estimate:
@@ -124,6 +139,14 @@ def paired_delta(a: Judged | None, b: Judged | None) -> Estimate:
         return Estimate(math.nan, math.nan, math.nan, 0)
     scale = 1.0 if a.protocol == "single" else 100.0
     return mean_ci([a.per_question[k] - b.per_question[k] for k in shared]).scaled(scale)
+
+
+def baseline_run(baseline: str | None) -> str | None:
+    """The run id of a judging run's baseline (its JSON ``method.baseline``), None for none (single grading, or
+    the dataset's reference answers)."""
+    b = json.loads(baseline) if isinstance(baseline, str) and baseline else baseline
+    rid = b.get("run_id") if isinstance(b, dict) else None
+    return str(rid) if rid else None
 
 
 def baseline_kind(baseline: str | None) -> str:
@@ -219,9 +242,18 @@ class Judgments:
             n_call_failures=int(summ.get("judge/num_call_failures") or 0),
             complete=bool(summ.get("complete")),
             per_question=per_q,
+            source_run_id=str(source_run_id),
+            baseline_run_id=baseline_run(row["baseline"]),
         )
         self._cells[source_run_id] = c
         return c
+
+    def is_baseline(self, source_run_id: str) -> bool:
+        """Whether decode run ``source_run_id`` is the baseline of the chosen pairwise / AlpacaEval judgings (the
+        run the others' win rates compare with): its own win rate is 50 % by construction, not a measurement."""
+        if not self:
+            return False
+        return any(baseline_run(b) == str(source_run_id) for b in self.chosen["baseline"])
 
     def protocol_of(self, source_run_ids) -> str | None:
         """The protocol of the judged runs among ``source_run_ids`` (None: none judged)."""
@@ -242,6 +274,10 @@ class Judgments:
             return []
         cells = [self.cell(s) for s in self.chosen["source_run_id"]]
         cells = [c for c in cells if c is not None]
+        selfs = [
+            c for c in cells if c.self_baseline
+        ]  # a baseline against itself: draws, no judge call
+        cells = [c for c in cells if not c.self_baseline]
         n = sum(c.n_expected for c in cells)
         unparsed = sum(c.n_parse_failures for c in cells)
         failed = sum(c.n_call_failures for c in cells)
@@ -274,6 +310,12 @@ class Judgments:
             f"judged quality: value [95% CI] percentile bootstrap over questions; standard errors in the CSV "
             f"(*_se); {n} questions judged in {len(cells)} judging runs, {unparsed} replies without a verdict "
             f"(unscored), {failed} questions whose judge call failed (not judged: rerun the judging)"
+            + (
+                f"; not counted: {len(selfs)} judging runs of a baseline against itself "
+                f"({sum(c.n_expected for c in selfs)} questions, all draws, no judge call)"
+                if selfs
+                else ""
+            )
         )
         if "single" in judged_sets.values():
             lines.append(

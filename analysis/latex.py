@@ -55,7 +55,7 @@ SYMBOLS = {
     "”": "''",
 }
 NUMBER = re.compile(r"^[-+−]?(\d|\.\d)")
-EMPTY = {"", "-", "–", "n.j.", "pending", "nan"}
+EMPTY = {"", "-", "–", "n.j.", "pending", "nan", "baseline"}
 
 
 def escape(text: object) -> str:

@@ -204,6 +204,21 @@ def load_runs(root: str | Path | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def unfinished_records(root: str | Path | None, runs: pd.DataFrame) -> list[str]:
+    """Run ids of the records under ``root`` that are not complete: a run directory with a config but no summary
+    (a run interrupted before its end: :func:`load_runs` has no row for it) and the rows of ``runs`` (its
+    :func:`load_runs`) whose summary says ``complete: false``."""
+    root = Path(root) if root is not None else results_dir() / "runs"
+    ids = [
+        d.name
+        for d in sorted(root.glob("*/"))
+        if (d / "config.json").exists() and not (d / "summary.json").exists()
+    ]
+    if not runs.empty and "complete" in runs:
+        ids += [str(r) for r in runs.loc[~runs["complete"].astype(bool), "run_id"]]
+    return sorted(set(ids))
+
+
 SETTING = ("pair", "dataset", "n_expected", "offset", "max_new_tokens")
 
 

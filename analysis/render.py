@@ -29,7 +29,7 @@ from pathlib import Path
 from types import ModuleType
 
 from analysis.artefact import Artefact, Profile, profile_arg
-from analysis.load import load_runs
+from analysis.load import load_runs, unfinished_records
 from analysis.wandb_artefact import log_artefact
 from analysis.write import portable, write_artefact
 from runners.paths import directory_env_errors, not_a_directory, results_dir
@@ -68,12 +68,19 @@ def module(name: str) -> ModuleType:
     return importlib.import_module(ARTEFACTS[name])
 
 
-def no_runs_message(name: str, profile: Profile, n_read: int) -> str:
+def no_runs_message(
+    name: str, profile: Profile, n_read: int, incomplete: list[str] | tuple[str, ...] = ()
+) -> str:
+    """The no-runs line: ``n_read`` run records read, of which ``incomplete`` (run ids) are unfinished."""
     prof = profile.name or "any"
     backend = f" (its backend: {profile.backend})" if profile.backend else ""
+    shown = ", ".join(incomplete[:5]) + (
+        f", ... ({len(incomplete) - 5} more)" if len(incomplete) > 5 else ""
+    )
+    unfinished = f" ({len(incomplete)} incomplete: {shown})" if incomplete else ""
     return (
-        f"[render] {name}: no complete runs for profile={prof}{backend} among the {n_read} run records read; "
-        f"run ./reproduce.sh {name} profile={prof} first"
+        f"[render] {name}: no complete runs for profile={prof}{backend} among {n_read} run "
+        f"record{'' if n_read == 1 else 's'} read{unfinished}; run ./reproduce.sh {name} profile={prof} first"
     )
 
 
@@ -135,7 +142,10 @@ def render(
             f"{profile.name or 'any'}" + (f" ({'; '.join(art.notes)})" if art.notes else "")
         )
     if art.empty:
-        raise NoRuns(no_runs_message(name, profile, len(runs)))
+        incomplete = unfinished_records(root, runs)
+        known = set(runs["run_id"]) if "run_id" in runs else set()
+        n_read = len(runs) + sum(r not in known for r in incomplete)  # + records without a summary
+        raise NoRuns(no_runs_message(name, profile, n_read, incomplete))
     out = Path(out_root if out_root is not None else results_dir()) / name
     files = write_artefact(art, out, profile.name)
     if echo:

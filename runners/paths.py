@@ -27,6 +27,13 @@ def results_dir() -> Path:
     return Path(os.environ.get("DROPMATCH_RESULTS") or REPO_ROOT / "results").expanduser()
 
 
+def cpu_threads() -> int:
+    """CPU threads per process: ``DROPMATCH_THREADS``, else (unset or empty) every core. The value is checked
+    before anything loads (:func:`directory_env_errors`)."""
+    threads = (os.environ.get("DROPMATCH_THREADS") or "").strip()
+    return int(threads) if threads else os.cpu_count() or 1
+
+
 def directory_env_errors() -> list[str]:
     """Why ``DROPMATCH_RESULTS`` / ``DROPMATCH_CACHE`` cannot be used as directories (empty: both can).
 
@@ -36,8 +43,10 @@ def directory_env_errors() -> list[str]:
     ``NotADirectoryError`` from deep inside a run.
     """
     out = []
-    threads = os.environ.get("DROPMATCH_THREADS")
-    if threads is not None and not (threads.isdigit() and int(threads) >= 1):
+    threads = (
+        os.environ.get("DROPMATCH_THREADS") or ""
+    ).strip()  # set but empty: unset (every core)
+    if threads and not (threads.isdigit() and int(threads) >= 1):
         out.append(
             f"DROPMATCH_THREADS={threads} is invalid; allowed: an integer >= 1 (CPU threads)"
         )

@@ -209,9 +209,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=8)
     args = ap.parse_args()
-    import os
+    from runners.paths import cpu_threads
 
-    torch.set_num_threads(int(os.environ.get("DROPMATCH_THREADS", os.cpu_count() or 1)))
+    torch.set_num_threads(cpu_threads())
     for dtype in args.dtypes.split(","):
         measure(dtype, args)
 

@@ -28,6 +28,7 @@ from analysis.tables.table7 import (
     eagle_footer,
     judged_columns,
     select_eagle,
+    shown_markers,
     with_references,
 )
 
@@ -81,6 +82,7 @@ def table(
                 judged.cell(str(r["run_id"])),
                 protocol,
                 judged.cell(str(row[exact]["run_id"])) if exact in row else None,
+                judged.is_baseline(str(r["run_id"])),
             )
             if protocol is not None
             else ({}, None)
@@ -133,7 +135,13 @@ def build(selected: pd.DataFrame) -> Artefact:
                 "same engine and batch size (else blank).",
                 f"cells: {CI_NOTE}",
                 SPEEDUP_NOTE,
-                *eagle_footer(runs, selected, {DATASET: "KoMT-Bench"}, judged),
+                *eagle_footer(
+                    runs,
+                    selected,
+                    {DATASET: "KoMT-Bench"},
+                    judged,
+                    shown_markers(display.to_dict("records"), ["Q"]) if "Q" in display else set(),
+                ),
                 *provenance_lines(runs),
             ]
             stem = setting_stem(NAME, p, K) + ("" if L == PAPER_L else f"_L{L}")

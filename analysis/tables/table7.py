@@ -42,6 +42,8 @@ DRAFTING = {"eagle3": "EAGLE3", "draft_model": "SD"}  # a row's name by the pair
 GRADED = ("eagle_gsm8k",)
 RANDOM_HEAD_NOTE = "EAGLE3 head: random init (mechanism check, not a speed claim)"
 SMALL_N = 30
+BASELINE = "baseline"  # a pairwise / AlpacaEval cell of the run the set's win rates compare with
+NOT_JUDGED = "n.j."  # no answer of the run scored by the chosen judge
 
 
 def select_eagle(
@@ -71,9 +73,14 @@ def at_setting(
 
 
 def eagle_footer(
-    runs: pd.DataFrame, all_runs: pd.DataFrame, labels: dict, judged: Judgments | None = None
+    runs: pd.DataFrame,
+    all_runs: pd.DataFrame,
+    labels: dict,
+    judged: Judgments | None = None,
+    markers: set[str] | frozenset[str] = frozenset(),
 ) -> list[str]:
-    """Footer lines shared by Tables 7 and 10: n, quality (judged or not), random-head note, equality check."""
+    """Footer lines shared by Tables 7 and 10: n, quality (judged or not), random-head note, equality check.
+    ``markers``: the judged quality columns' markers shown (``baseline``, ``n.j.``), each then explained."""
     if runs.empty:
         return []
     ns = runs.groupby("dataset")["n"].max()
@@ -93,6 +100,7 @@ def eagle_footer(
     unjudged = [labels.get(d, d) for d in open_ended if labels.get(d, d) not in protocols]
     if protocols:
         lines.extend(judged.footer(protocols, baseline_note(judged)))
+        lines.extend(marker_lines(markers))
     if unjudged:
         lines.append(
             f"quality: not judged offline ({', '.join(unjudged)}: the paper uses GPT-4 as judge); n.j. = not judged"
@@ -112,6 +120,30 @@ def eagle_footer(
         )
     lines.extend(equality_footer(runs, all_runs))
     return lines
+
+
+def marker_lines(markers) -> list[str]:
+    """Footer lines explaining the markers of judged quality cells."""
+    lines = []
+    if BASELINE in markers:
+        lines.append(
+            f"{BASELINE} (judged quality): the run the win rates compare with (the baseline of its pair and L); "
+            "compared with itself every answer is a draw, 50% by construction with no judge call, so no number "
+            "is shown"
+        )
+    if NOT_JUDGED in markers:
+        lines.append(
+            f"{NOT_JUDGED} (judged quality): not judged, no answer of the run scored by this judge (python -m "
+            "runners.judging <artefact> judges it)"
+        )
+    return lines
+
+
+def shown_markers(display: list[dict], columns) -> set[str]:
+    """The markers (``baseline``, ``n.j.``) among the display cells of ``columns``."""
+    return {
+        str(row.get(c)) for row in display for c in columns if row.get(c) in (BASELINE, NOT_JUDGED)
+    }
 
 
 def n_text(runs: pd.DataFrame, labels: dict) -> str:
@@ -180,18 +212,29 @@ def baseline_note(judged: Judgments) -> str:
 
 
 def judged_columns(
-    key: str, j: Judged | None, protocol: str, base: Judged | None = None
+    key: str,
+    j: Judged | None,
+    protocol: str,
+    base: Judged | None = None,
+    is_baseline: bool = False,
 ) -> tuple[dict, str]:
     """CSV columns and the display text of a judged quality cell (protocol ``protocol``'s units).
 
     ``base``: the judged exact row of the same pair and L; a single-answer cell of another row then also shows
     its paired difference from it (:func:`analysis.judged.paired_delta`, ``Δ``, over the questions both scored).
+    ``is_baseline``: the run is the baseline of the set's pairwise / AlpacaEval judgings (or ``j`` judged it
+    against itself): its win rate would be 50 % by construction, so the cell reads "baseline" (no number) and
+    the CSV's ``<key>_is_baseline`` is true. A run with no answer scored reads "n.j." (not judged).
     """
     name = f"{key}_score" if protocol == "single" else f"{key}_win_rate_pct"
-    if j is None:
-        return {**est_columns(name, NAN), f"{name}_se": NAN.value, f"{key}_judged_n": 0}, "n.j."
+    flag = {} if protocol == "single" else {f"{key}_is_baseline": False}
+    empty = {**est_columns(name, NAN), f"{name}_se": NAN.value, f"{key}_judged_n": 0}
+    if protocol != "single" and (is_baseline or (j is not None and j.self_baseline)):
+        return {**empty, f"{key}_is_baseline": True}, BASELINE
+    if j is None or not j.scored:
+        return {**empty, **flag}, NOT_JUDGED
     shown = fmt(j.value, DIGITS.get(protocol, 2))
-    cols = {**est_columns(name, j.value), f"{name}_se": j.se, f"{key}_judged_n": j.value.n}
+    cols = {**est_columns(name, j.value), f"{name}_se": j.se, f"{key}_judged_n": j.value.n, **flag}
     if protocol == "single" and base is not None and base.run_id != j.run_id:
         delta = paired_delta(j, base)
         cols.update(est_columns(f"{name}_delta_vs_exact", delta))
@@ -205,12 +248,12 @@ def cell_columns(
     c: Cell | None,
     base: Cell | None,
     graded: bool,
-    judged: tuple[Judged | None, str] | None = None,
+    judged: tuple[Judged | None, str, Judged | None, bool] | None = None,
 ) -> tuple[dict, dict]:
     """(numbers, display) of one set's columns: quality, tau, tok/s, speedup vs ``base``.
 
-    ``judged``: (the run's judged quality or None, the set's protocol, the exact row's judged quality or None)
-    when the set has judgments in this table.
+    ``judged``: (the run's judged quality or None, the set's protocol, the exact row's judged quality or None,
+    whether the run is the set's pairwise baseline) when the set has judgments in this table.
     """
     if c is None:
         return {}, {
@@ -253,6 +296,7 @@ def build(selected: pd.DataFrame) -> Artefact:
         protocols = {
             b: judged.protocol_of(runs[runs["dataset"] == b]["run_id"]) for b in BENCHMARKS
         }
+        judged_q = [f"{BENCH_LABEL[b]} Q" for b in BENCHMARKS if protocols[b] and b not in GRADED]
         data, display, row_cells = [], [], []
         for (pair, L), g in runs.groupby(["pair", "L"], sort=True):
             drafting = DRAFTING.get(str(g["spec_method"].iloc[0]), "SD")
@@ -277,6 +321,7 @@ def build(selected: pd.DataFrame) -> Artefact:
                             judged.cell(c.run_id) if c is not None else None,
                             protocols[b],
                             judged.cell(ref.run_id) if ref is not None else None,
+                            c is not None and judged.is_baseline(c.run_id),
                         )
                     nums, shown = cell_columns(
                         BENCH_LABEL[b], c, cells.get((b, "sd")), b in GRADED, j
@@ -296,7 +341,7 @@ def build(selected: pd.DataFrame) -> Artefact:
             f"cells: {CI_NOTE}",
             SPEEDUP_NOTE,
             *cap_lines(runs, row_cells),
-            *eagle_footer(runs, selected, BENCH_LABEL, judged),
+            *eagle_footer(runs, selected, BENCH_LABEL, judged, shown_markers(display, judged_q)),
             *provenance_lines(runs),
         ]
         art.tables.append(

@@ -7,7 +7,6 @@ execute in one process (basic launcher) share them instead of reloading.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from runners.config.errors import ConfigError
 from runners.models.dtype import resolve_dtype
 from runners.models.identity import hub_revision
 from runners.models.sources import resolve_model_dir
+from runners.paths import cpu_threads
 
 logger = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ def load_pair(
     """
     import torch
 
-    torch.set_num_threads(int(os.environ.get("DROPMATCH_THREADS", os.cpu_count() or 1)))
+    torch.set_num_threads(cpu_threads())
     t0 = time.perf_counter()
     dtype = resolve_dtype(pair)
     device = str(pair.get("device", "cpu"))

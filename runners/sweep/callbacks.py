@@ -2,9 +2,10 @@
 
 :class:`SweepSummary` reports a multirun at the sweep level, whichever launcher runs the jobs:
 
-- each job writes ``<job output dir>/.dropmatch_status.json`` when it ends, in its own process:
-  ``done`` (ran, the record is complete), ``skipped`` (finished earlier; nothing loaded; ``"stale": true``
-  when that record was made by other decision code and reused under ``reuse=warn``), ``concurrent``
+- each job writes ``<job output dir>/.dropmatch_status.json`` when it starts (``started``, with its run's
+  record dir) and again when it ends, in its own process: ``done`` (ran, the record is complete), ``skipped``
+  (finished earlier; nothing loaded; ``"stale": true`` when that record was made by other decision code and
+  reused under ``reuse=warn``), ``concurrent``
   (another live process holds the record, e.g. the AR point at L=5 and at L=10 of one parallel sweep,
   which are one run; that process completes it) or ``failed`` (the run raised);
 - in-process launchers also log (:func:`sweep_logger`), after each job,
@@ -19,8 +20,9 @@
 - the launching process prints one line when the sweep ends (also when it stops on a failure or
   Ctrl-C, from an ``atexit`` hook), read back from those status files, e.g.
   ``[sweep] ended after 0:10:02: 12 runs: 9 done, 3 skipped, 0 concurrent, 0 failed, 0 unreported (...)``.
-  ``unreported`` counts jobs that started but never ended (killed, e.g. ``scancel``); rerun the sweep
-  to resume them.
+  A job still ``started`` (Ctrl-C or a kill ended it before Hydra's ``on_job_end``) counts as ``done`` when its
+  run's record is complete (the run finished first), else as ``unreported`` (killed, e.g. ``scancel``, or
+  interrupted mid-run); rerun the sweep to resume them.
 
 Hydra imports this module (to build the callbacks) before it builds the launcher, and jobs unpickle it before
 they run, so it registers the ``dm.*`` resolvers (:mod:`runners.sweep.resolvers`) the launcher configs use.
@@ -70,6 +72,7 @@ def sweep_logger(stream: str = "stderr") -> logging.Logger:
 
 
 STATUS_FILE = ".dropmatch_status.json"
+STARTED = "started"  # written when a job starts, replaced by its end status (on_job_end)
 
 
 def count_jobs(config: DictConfig) -> int | None:
@@ -148,7 +151,12 @@ def refusal_lines(bad: list[tuple[str, str]], total: int | None) -> list[str]:
 
 
 def read_statuses(sweep_dir: Path) -> dict[str, int]:
-    """Counts of ``done`` / ``skipped`` / ``concurrent`` / ``failed`` / ``unreported`` jobs of a sweep."""
+    """Counts of ``done`` / ``skipped`` / ``concurrent`` / ``failed`` / ``unreported`` jobs of a sweep.
+
+    A job that started but never ended (``started``: Ctrl-C exits the job with SystemExit, past Hydra's
+    ``on_job_end``; a kill) counts by its run's record as it is now: ``done`` when the record is complete (the
+    run finished before the interrupt, e.g. while its exports were written), ``skipped`` when it was complete
+    before the job started, else ``unreported`` (rerun the sweep to resume it)."""
     counts = {"done": 0, "skipped": 0, "concurrent": 0, "failed": 0, "unreported": 0}
     if not sweep_dir.is_dir():
         return counts
@@ -158,11 +166,30 @@ def read_statuses(sweep_dir: Path) -> dict[str, int]:
         if not (job_dir / ".hydra").exists() and not (job_dir / STATUS_FILE).exists():
             continue  # not a job directory
         try:
-            status = json.loads((job_dir / STATUS_FILE).read_text())["status"]
-        except (OSError, ValueError, KeyError):
-            status = "unreported"
+            entry = json.loads((job_dir / STATUS_FILE).read_text())
+            status = entry["status"]
+        except (OSError, ValueError, KeyError, TypeError):
+            entry, status = {}, "unreported"
+        if status == STARTED:
+            status = started_status(entry)
         counts[status if status in counts else "failed"] += 1
     return counts
+
+
+def started_status(entry: dict) -> str:
+    """The count a job that started and never reported its end goes under (:func:`read_statuses`)."""
+    record_dir = entry.get("record_dir")
+    complete = False
+    if record_dir:
+        try:
+            complete = bool(
+                json.loads((Path(record_dir) / "summary.json").read_text()).get("complete")
+            )
+        except (OSError, ValueError, AttributeError):
+            complete = False
+    if not complete:
+        return "unreported"
+    return "skipped" if entry.get("finished_before") else "done"
 
 
 def count_stale(sweep_dir: Path) -> int:
@@ -300,14 +327,43 @@ class SweepSummary(Callback):
 
     # -- job process (the same one for in-process launchers) ----------------------------------
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Writes ``started`` (with the run's record dir): a job that never reaches ``on_job_end`` (Ctrl-C, a
+        kill) is then counted by its record (:func:`started_status`), not as a job that never ran."""
         if _multirun(config):
             self._pending = _finished_run(config)
+            record, finished_before = self._pending
+            self._write_status(
+                config,
+                STARTED,
+                record,
+                finished_before=finished_before,
+                record_dir=str(record.dir) if record is not None else None,
+            )
+
+    def _write_status(self, config: DictConfig, status: str, record: Any, **extra: Any) -> None:
+        out_dir = Path(str(config.hydra.runtime.output_dir))
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            tmp = out_dir / f"{STATUS_FILE}.{os.getpid()}.tmp"
+            tmp.write_text(
+                json.dumps(
+                    {
+                        "status": status,
+                        "run_id": record.run_id if record is not None else None,
+                        "job_num": OmegaConf.select(config, "hydra.job.num"),
+                        "overrides": list(config.hydra.overrides.task),
+                        **extra,
+                    }
+                )
+            )
+            os.replace(tmp, out_dir / STATUS_FILE)  # a reader never sees a half-written status
+        except OSError as e:
+            self._print(f"[sweep] could not write job status to {out_dir}: {e}")
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         if not _multirun(config):
             return
         record, finished_before = self._pending
-        run_id = record.run_id if record is not None else None
         if job_return.status == JobStatus.COMPLETED:
             stale = False
             if finished_before:
@@ -319,23 +375,7 @@ class SweepSummary(Callback):
             error = None
         else:
             status, error, stale = "failed", repr(job_return._return_value)[:2000], False
-        out_dir = Path(str(config.hydra.runtime.output_dir))
-        try:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            (out_dir / STATUS_FILE).write_text(
-                json.dumps(
-                    {
-                        "status": status,
-                        "run_id": run_id,
-                        "job_num": OmegaConf.select(config, "hydra.job.num"),
-                        "overrides": list(config.hydra.overrides.task),
-                        "error": error,
-                        "stale": stale,
-                    }
-                )
-            )
-        except OSError as e:
-            self._print(f"[sweep] could not write job status to {out_dir}: {e}")
+        self._write_status(config, status, record, error=error, stale=stale)
         if self.sweep_dir is None or os.getpid() != self._pid:
             return  # a job in another process (its own log gets nothing extra)
         self.ended += 1

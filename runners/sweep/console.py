@@ -15,9 +15,11 @@ Verbosity: ``DROPMATCH_LOG_LEVEL`` = DEBUG | INFO | WARNING | ERROR (default INF
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 LEVEL_ENV = "DROPMATCH_LOG_LEVEL"
@@ -78,6 +80,33 @@ def console_handlers() -> list[logging.Handler]:
     err.setLevel(logging.WARNING)
     err.setFormatter(logging.Formatter(ERR_FORMAT))
     return [out, err]
+
+
+@contextlib.contextmanager
+def to_stderr(*names: str) -> Iterator[None]:
+    """While active, the records of loggers ``names`` (a library's progress lines, e.g. lm-eval's "Building
+    contexts ...") and everything written to stdout (the library's prints) go to the terminal's stderr, so a
+    command's stdout holds only its own lines (pipeable): wrap only the library's calls. INFO and below as plain
+    lines, WARNING and above with level and logger as usual; the root's other handlers (a job's log file) still
+    get those records."""
+    root = logging.getLogger()
+    kept = [h for h in root.handlers if not isinstance(h, Console)]
+    out, err = console_handlers()
+    out.err = True
+    saved = []
+    for name in names:
+        lg = logging.getLogger(name)
+        saved.append((lg, lg.propagate, list(lg.handlers)))
+        lg.propagate = False
+        for h in (out, err, *kept):
+            lg.addHandler(h)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        for lg, propagate, handlers in saved:
+            lg.propagate = propagate
+            lg.handlers[:] = handlers
 
 
 def console(level_name: str | None = None, logger: logging.Logger | None = None) -> None:

@@ -608,3 +608,33 @@ def test_render_all_ends_with_the_artefacts_that_had_no_runs(results, capsys):
         f"[render] all: {len(missing)} of {len(ARTEFACTS)} artefacts had no runs (not written): "
         + ", ".join(missing)
     )
+
+
+def test_no_runs_message_counts_the_incomplete_records_it_read(results, capsys):
+    """Before: 'no complete runs ... among the 0 run records read' when the only run dir was an interrupted run
+    (config and samples, no summary): the count left out the records it read without a summary."""
+    from analysis.render import main
+
+    d = item_run(
+        results,
+        "abc123",
+        run_cfg("sd", "gsm8k", L=5, profile="smoke"),
+        [item_sample("g/0", [3], 5)],
+    )
+    (d / "summary.json").unlink()  # interrupted before its summary was written
+    assert main(["table6", "--profile", "smoke"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "no complete runs for profile=smoke among 1 run record read (1 incomplete: abc123); "
+        "run ./reproduce.sh table6 profile=smoke first" in err
+    ), err
+    # a summary saying complete: false is read (a row) and named as incomplete too
+    item_run(
+        results,
+        "def456",
+        run_cfg("sd", "gsm8k", L=5, profile="smoke"),
+        [item_sample("g/0", [3], 5)],
+        complete=False,
+    )
+    assert main(["table6", "--profile", "smoke"]) == 1
+    assert "among 2 run records read (2 incomplete: abc123, def456)" in capsys.readouterr().err

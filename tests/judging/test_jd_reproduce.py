@@ -138,3 +138,40 @@ def test_every_sweep_is_checked_before_anything_runs(tmp_path):
         in out.stderr
     )
     assert calls == [] and len(checks(tmp_path)) == 2  # no judge check, no sweep, no render
+
+
+def test_help_after_an_artefact_prints_its_usage_once_and_runs_nothing(tmp_path):
+    """Before: ``./reproduce.sh table6 --help`` passed --help to both Hydra calls (help twice), then rendered and
+    exited 1. Now: the artefact's usage (its sweeps, judging and render steps, the sweep's header and swept
+    parameters, the overrides) once on stdout, exit 0, no Python call, nothing written."""
+    for flag in ("--help", "-h"):
+        out, _ = reproduce(tmp_path, "table6", flag)
+        assert out.returncode == 0 and out.stderr == "", out.stderr
+        assert out.stdout.startswith("usage: ./reproduce.sh table6 [hydra overrides]\n")
+        assert out.stdout.count("usage:") == 1
+        assert "python -m runners.main --multirun experiment=table6 [overrides]" in out.stdout
+        assert "python -m analysis.render table6 --profile <profile>" in out.stdout
+        assert "method: ar,sd,dropmatch" in out.stdout  # the sweep's parameters
+        assert not (tmp_path / "calls.log").exists()  # no check, sweep or render
+        assert not (tmp_path / "results").exists()
+    out, _ = reproduce(tmp_path, "table7", "L=3", "--help")  # after overrides too
+    assert out.returncode == 0 and not (tmp_path / "calls.log").exists()
+    assert (
+        "experiment=table7_eagle" in out.stdout and "python -m runners.judging table7" in out.stdout
+    )
+    assert "judge overrides" in out.stdout
+
+
+def test_usage_on_stdout_when_asked_on_stderr_when_wrong(tmp_path):
+    for args in (["--help"], ["-h"], ["all", "--help"]):
+        out, _ = reproduce(tmp_path, *args)
+        assert out.returncode == 0 and out.stderr == "", (args, out.stderr)
+        assert out.stdout.startswith(
+            "usage: ./reproduce.sh <artefact|all|test|setup|rescore|judge>"
+        )
+        assert not (tmp_path / "calls.log").exists()
+    out, _ = reproduce(tmp_path)
+    assert out.returncode == 2 and out.stdout == "" and out.stderr.startswith("usage: ")
+    out, _ = reproduce(tmp_path, "table66")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith("unknown artefact 'table66'\nusage: ")

@@ -71,8 +71,14 @@ def test_table7_judged_cells_and_footer(results, api_env):
     assert t.display.iloc[dm]["MT-Bench Q"].endswith("; Δ -2.50 [-5.00, 0.00] (n=4)")
     assert "Δ" not in t.display.iloc[sd]["MT-Bench Q"]
     assert "mt_bench_quality_pct" not in t.data and "gsm8k_quality_pct" not in t.data
-    # Alpaca: vs the sd run's answers; the sd row is all draws (50 %)
-    assert t.data.iloc[sd]["alpaca_win_rate_pct"] == 50.0
+    # Alpaca: vs the sd run's answers; the sd row is the baseline itself (compared with itself every answer is a
+    # draw, 50 % by construction with no judge call): a marker, not a measured 50.0 [50.0, 50.0]
+    assert t.display.iloc[sd]["Alpaca Q"] == "baseline"
+    assert math.isnan(t.data.iloc[sd]["alpaca_win_rate_pct"])
+    assert bool(t.data.iloc[sd]["alpaca_is_baseline"]) and not bool(
+        t.data.iloc[dm]["alpaca_is_baseline"]
+    )
+    assert t.data.iloc[sd]["alpaca_judged_n"] == 0
     pm, pM = math.exp(-1.8), math.exp(-0.2)
     shown = 2 - pm / (pm + pM)  # preference when the model's answer is output_2
     from runners.judging.prompts import alpaca_switched
@@ -91,6 +97,11 @@ def test_table7_judged_cells_and_footer(results, api_env):
     assert "MT-Bench Q: mean FastChat single-answer rating 1-10" in md
     assert "Alpaca Q: AlpacaEval 2.0 win rate % vs the baseline" in md
     assert "baseline: the answers of method sd in the same setting" in md
+    assert "| baseline " in md and "50.0 [50.0, 50.0]" not in md
+    assert (
+        "- baseline (judged quality): the run the win rates compare with" in md
+    )  # the marker explained
+    assert "not counted: 1 judging runs of a baseline against itself (4 questions" in md
     assert "quality: not judged offline" not in md and "WEAK JUDGE" not in md
     manifest = json.loads((results / "table7" / "manifest.json").read_text())
     judging = [
@@ -175,3 +186,49 @@ def test_one_protocol_per_dataset_never_mixes_scales_or_baselines():
         ("mt_bench", "single", "null"),
         ("mt_bench", "single", "null"),
     ]
+
+
+def _judged(values: list[float], protocol: str = "alpaca_eval", source="dm", baseline="sd"):
+    from analysis.judged import Judged
+    from analysis.stats import Estimate, mean_ci
+
+    est = mean_ci(values).scaled(100.0) if values else Estimate(math.nan, math.nan, math.nan, 0)
+    return Judged(
+        run_id=f"j-{source}",
+        protocol=protocol,
+        value=est,
+        se=math.nan,
+        n_expected=3,
+        n_parse_failures=3 - len(values),
+        n_call_failures=0,
+        complete=True,
+        per_question={str(i): v for i, v in enumerate(values)},
+        source_run_id=source,
+        baseline_run_id=baseline,
+    )
+
+
+def test_judged_cell_markers_baseline_and_not_scored():
+    """A run judged against itself (the set's baseline) reads "baseline", never a measured 50.0 [50.0, 50.0]; a run
+    with no answer scored (every reply without a verdict) reads "n.j.", not a blank cell; the footer explains both."""
+    from analysis.tables.table7 import judged_columns, marker_lines, shown_markers
+
+    cols, shown = judged_columns("alpaca", _judged([0.5, 0.5, 0.5], source="sd"), "alpaca_eval")
+    assert shown == "baseline" and cols["alpaca_is_baseline"] is True
+    assert math.isnan(cols["alpaca_win_rate_pct"]) and cols["alpaca_judged_n"] == 0
+    # the baseline run without a judging of its own is still the baseline (not "n.j.")
+    assert judged_columns("alpaca", None, "alpaca_eval", is_baseline=True)[1] == "baseline"
+    cols, shown = judged_columns("alpaca", _judged([]), "alpaca_eval")
+    assert shown == "n.j." and math.isnan(cols["alpaca_win_rate_pct"])
+    assert cols["alpaca_is_baseline"] is False and cols["alpaca_judged_n"] == 0
+    cols, shown = judged_columns("alpaca", _judged([1.0, 0.5, 0.0]), "alpaca_eval")
+    assert shown.startswith("50.0 [") and cols["alpaca_win_rate_pct"] == pytest.approx(50.0)
+    assert cols["alpaca_judged_n"] == 3  # a measured 50 % (a win, a draw, a loss) stays a number
+    # single-answer ratings have no baseline: a rating is a number or n.j.
+    assert judged_columns("mt_bench", _judged([], "single"), "single")[1] == "n.j."
+    assert "mt_bench_is_baseline" not in judged_columns("mt_bench", None, "single")[0]
+    display = [{"Alpaca Q": "baseline", "MT-Bench Q": "n.j."}, {"Alpaca Q": "54.5 [36.6, 73.3]"}]
+    assert shown_markers(display, ["Alpaca Q"]) == {"baseline"}
+    lines = marker_lines(shown_markers(display, ["Alpaca Q", "MT-Bench Q"]))
+    assert [x.split(" (")[0] for x in lines] == ["baseline", "n.j."]
+    assert marker_lines(set()) == []

@@ -166,6 +166,23 @@ def test_a_bad_thread_count_is_named_before_anything_loads(machine, monkeypatch)
         resolved("method=sd")
 
 
+@pytest.mark.parametrize("value", ["", " "])
+def test_an_empty_thread_count_is_unset(machine, monkeypatch, value):
+    """Before: ``DROPMATCH_THREADS=`` (set but empty) was refused ("DROPMATCH_THREADS= is invalid"). Empty means
+    unset, as for the other variables: every core."""
+    import os
+
+    from runners.paths import cpu_threads, directory_env_errors
+
+    machine(bf16=False)
+    monkeypatch.setenv("DROPMATCH_THREADS", value)
+    assert not [e for e in directory_env_errors() if "DROPMATCH_THREADS" in e]
+    resolved("method=sd")  # no ConfigError
+    assert cpu_threads() == (os.cpu_count() or 1)
+    monkeypatch.setenv("DROPMATCH_THREADS", "3")
+    assert cpu_threads() == 3
+
+
 @pytest.mark.parametrize(
     "override, message",
     [

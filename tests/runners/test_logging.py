@@ -32,6 +32,10 @@ def test_run_fills_its_hydra_job_log(main_env, runs_root):
     out_line = next(ln for ln in p.stdout.splitlines() if summary in ln)
     assert out_line.startswith(summary)  # the terminal line stays plain
     assert summary not in p.stderr
+    # lm-eval's progress lines (the lm-eval export) go to stderr, not stdout, and into the job log
+    lm_eval_line = "Building contexts for gsm8k"
+    assert lm_eval_line not in p.stdout and "Setting random seed" not in p.stdout, p.stdout
+    assert lm_eval_line in p.stderr and lm_eval_line in text
 
 
 @pytest.mark.subprocess
@@ -73,3 +77,37 @@ def test_console_splits_streams_and_follows_replaced_streams(capsys, monkeypatch
     monkeypatch.setenv("DROPMATCH_LOG_LEVEL", "verbose")
     with pytest.raises(ValueError, match="DROPMATCH_LOG_LEVEL='verbose' is invalid"):
         level()
+
+
+def test_to_stderr_moves_a_librarys_lines_and_prints_keeping_the_log_file(capsys, tmp_path):
+    """Inside :func:`runners.sweep.console.to_stderr`: the named loggers' INFO lines and print() go to stderr
+    (plain), their warnings keep level and logger; the root's file handler still gets them; after it, all is as
+    before (the library logs through the root again, stdout is stdout)."""
+    from runners.sweep.console import console_handlers, to_stderr
+
+    root = logging.getLogger()
+    saved = (root.level, list(root.handlers))
+    fh = logging.FileHandler(tmp_path / "job.log")
+    root.handlers[:] = [*console_handlers(), fh]
+    root.setLevel(logging.INFO)
+    lib = logging.getLogger("somelib.sub")
+    try:
+        with to_stderr("somelib"):
+            lib.info("Building contexts")
+            lib.warning("careful")
+            print("printed by the library")
+        lib.info("after")
+        logging.getLogger("runners.x").info("ours")
+        out, err = capsys.readouterr()
+        assert out == "after\nours\n", out
+        assert (
+            err == "Building contexts\nWARNING [somelib.sub] careful\nprinted by the library\n"
+        ), err
+        fh.flush()
+        log = (tmp_path / "job.log").read_text()
+        assert "Building contexts" in log and "careful" in log and "after" in log
+        assert logging.getLogger("somelib").propagate and not logging.getLogger("somelib").handlers
+    finally:
+        fh.close()
+        root.setLevel(saved[0])
+        root.handlers[:] = saved[1]

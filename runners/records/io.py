@@ -4,7 +4,8 @@ Every JSON or JSON-lines file this project writes is strict JSON (RFC 8259), so 
 strict readers read it: a non-finite float (NaN, +-Infinity, numpy's too) is written as ``null`` (:func:`strict`,
 :func:`dumps`), and ``allow_nan=False`` makes any value that slips past raise instead of writing invalid JSON.
 A reader meets ``null`` where a number is missing (not scored, no rate) and treats it as NaN
-(:func:`get_number`). Older records hold a bare ``NaN`` there; ``json.loads`` still reads them.
+(:func:`get_number`). Older records hold a bare ``NaN`` there; ``json.loads`` still reads them, and
+``python -m runners.records.strict_json`` rewrites them in place (:mod:`runners.records.strict_json`).
 """
 
 from __future__ import annotations

@@ -284,9 +284,8 @@ class RunRecord:
         A single ``os.write`` on an ``O_APPEND`` descriptor: a kill leaves either nothing or a prefix of
         the line without its newline, which the next :meth:`open` cuts off.
         """
-        data = (
-            dumps(sample, sort_keys=True, default=str) + "\n"
-        ).encode()  # strict JSON (NaN as null)
+        # strict JSON: a non-finite number is written as null (runners.records.io)
+        data = (dumps(sample, sort_keys=True, default=str) + "\n").encode()
         created = not self.samples_path.exists()
         fd = os.open(self.samples_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:

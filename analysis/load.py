@@ -25,6 +25,7 @@ import pandas as pd
 
 from analysis.counter_checks import check_summary, checked_samples
 from runners.paths import results_dir
+from runners.records.io import get_number
 from runners.records.legacy_fingerprints import current_value
 from runners.records.record import iter_runs
 
@@ -152,8 +153,8 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "max_new_tokens": cfg["decoding"].get("max_new_tokens"),
         "offset": int(cfg["dataset"].get("offset") or 0),
         "trace": bool(cfg.get("trace", False)),
-        "accuracy": summary.get("quality/accuracy"),
-        "accuracy_stderr": summary.get("quality/accuracy_stderr"),
+        "accuracy": get_number(summary, "quality/accuracy"),
+        "accuracy_stderr": get_number(summary, "quality/accuracy_stderr"),
         "quality_metric": summary.get("quality/metric"),
         "comparable_metric": summary.get("quality/comparable_metric"),
         "quality_note": summary.get("quality/note"),
@@ -161,9 +162,9 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "acceptance_rate": summary.get("spec/acceptance_rate"),
         "per_position_rate": summary.get("spec/per_position_rate"),
         "num_drafts": (summary.get("spec/counters") or {}).get("num_drafts"),
-        "tok_per_s": summary.get("speed/tok_per_s"),
+        "tok_per_s": get_number(summary, "speed/tok_per_s"),
         "tok_per_s_std": summary.get("speed/tok_per_s_std"),
-        "tok_per_s_total": summary.get("speed/tok_per_s_total"),
+        "tok_per_s_total": get_number(summary, "speed/tok_per_s_total"),
         "num_output_tokens": summary.get("speed/num_output_tokens"),
         "wall_s": summary.get("speed/wall_s"),
         "verify_s": summary.get("speed/verify_s"),
@@ -182,8 +183,8 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "run_dir": str(run_dir),
     }
     for k, v in summary.items():
-        if k.startswith("quality/") and isinstance(v, (int, float)):
-            row["q_" + k.split("/", 1)[1]] = v
+        if k.startswith("quality/") and (v is None or isinstance(v, (int, float))):
+            row["q_" + k.split("/", 1)[1]] = get_number(summary, k)  # null: a metric's NaN
         elif k.startswith("audit/"):  # criteria.audit.pool: the exactness audit's counts
             row["audit_" + k.split("/", 1)[1]] = int(v)
     return row

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.artefact import Profile, of_profile
+from runners.records.io import get_number
 from runners.records.record import read_samples
 
 
@@ -26,7 +27,10 @@ def of_method(runs: pd.DataFrame, profile: Profile, method: str) -> pd.DataFrame
 
 
 def summary_of(row: pd.Series) -> dict:
-    return json.loads((Path(row["run_dir"]) / "summary.json").read_text())
+    """The run's ``summary.json``; a top-level ``null`` is NaN (a measurement summary's values are numbers, lists
+    and text: ``null`` is how a NaN is written, :mod:`runners.records.io`)."""
+    summary = json.loads((Path(row["run_dir"]) / "summary.json").read_text())
+    return {k: get_number(summary, k) for k in summary}
 
 
 def lines_of(row: pd.Series) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from runners.config.errors import ConfigError  # noqa: E402
 from runners.config.resolve import resolve_run_config  # noqa: E402
 from runners.measure import resolve_measurement, run_measurement  # noqa: E402
 from runners.models.sources import ModelUnavailableError  # noqa: E402
+from runners.records.io import get_number  # noqa: E402
 from runners.records.schema import RecordError  # noqa: E402
 from runners.run import run  # noqa: E402
 from runners.sweep.resolvers import register_resolvers  # noqa: E402
@@ -89,7 +90,7 @@ def main(cfg: DictConfig) -> float | None:
     except RecordError as e:  # a damaged record: where, before anything was decoded
         logger.error("record error: %s", e)
         sys.exit(2)
-    return summary.get("speed/tok_per_s")
+    return get_number(summary, "speed/tok_per_s")  # (a stored summary writes a NaN rate as null)
 
 
 if __name__ == "__main__":

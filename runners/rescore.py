@@ -32,7 +32,7 @@ import runners.scorers  # noqa: F401  (registration)
 from runners.exports import dataset_samples, read_run, write_exports
 from runners.models.sources import resolve_model_dir
 from runners.paths import directory_env_errors, results_dir
-from runners.records.io import atomic_write_json
+from runners.records.io import atomic_write_json, dumps, get_number
 from runners.records.record import RunLockedError
 from runners.records.schema import RecordError
 from runners.registry import SCORERS, build
@@ -105,7 +105,7 @@ def _rewrite_jsonl(path: Path, records: list[dict]) -> None:
     tmp = path.with_suffix(".jsonl.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         for rec in records:
-            f.write(json.dumps(rec, sort_keys=True, default=str) + "\n")
+            f.write(dumps(rec, sort_keys=True, default=str) + "\n")
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -180,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     for run_dir in runs:
         before = (
-            json.loads((run_dir / "summary.json").read_text()).get("quality/accuracy")
+            get_number(json.loads((run_dir / "summary.json").read_text()), "quality/accuracy")
             if (run_dir / "summary.json").exists()
             else None
         )

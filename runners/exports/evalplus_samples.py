@@ -11,10 +11,11 @@ tests gets ``check_results.json`` instead, so no file claims to be EvalPlus's.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from runners.records.io import dumps
 
 EVALPLUS_DIR = "evalplus"
 
@@ -41,7 +42,7 @@ def write_evalplus_files(
         )
     with open(out_dir / "samples.jsonl", "w", encoding="utf-8") as f:
         for r in rows:
-            f.write(json.dumps({"task_id": r["task_id"], "solution": r["solution"]}) + "\n")
+            f.write(dumps({"task_id": r["task_id"], "solution": r["solution"]}) + "\n")
     evalplus_ran = any(r["base_status"] is not None for r in rows)
     if evalplus_ran:
         body = {
@@ -64,12 +65,12 @@ def write_evalplus_files(
                 "plus": {"pass@1": summary.get("quality/pass@1,plus")},
             },
         }
-        (out_dir / "eval_results.json").write_text(json.dumps(body, indent=2))
+        (out_dir / "eval_results.json").write_text(dumps(body, indent=2))
     else:
         body = {
             "note": summary.get("quality/note"),
             "pass@1,check": summary.get("quality/pass@1,check"),
             "eval": {r["task_id"]: r["check_status"] for r in rows},
         }
-        (out_dir / "check_results.json").write_text(json.dumps(body, indent=2))
+        (out_dir / "check_results.json").write_text(dumps(body, indent=2))
     return out_dir / "samples.jsonl"

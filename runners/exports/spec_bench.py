@@ -15,10 +15,11 @@ else our ``sample_id``; ``category`` is the Spec-Bench category or the dataset n
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from runners.records.io import dumps
 
 SPEC_BENCH_DIR = "spec_bench"
 
@@ -76,5 +77,5 @@ def write_spec_bench_answers(
     run_id = str(config.get("run_id") or Path(run_dir).name)
     with open(path, "w", encoding="utf-8") as f:
         for rec in records:
-            f.write(json.dumps(answer_line(rec, dataset, mid, run_id), ensure_ascii=False) + "\n")
+            f.write(dumps(answer_line(rec, dataset, mid, run_id), ensure_ascii=False) + "\n")
     return path

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from runners.records.io import atomic_write_json, fsync_dir
+from runners.records.io import atomic_write_json, dumps, fsync_dir
 from runners.records.run_id import run_id_of
 from runners.records.schema import RecordError, line_schema, read_samples
 
@@ -284,7 +284,8 @@ class RunRecord:
         A single ``os.write`` on an ``O_APPEND`` descriptor: a kill leaves either nothing or a prefix of
         the line without its newline, which the next :meth:`open` cuts off.
         """
-        data = (json.dumps(sample, sort_keys=True, default=str) + "\n").encode()
+        # strict JSON: a non-finite number is written as null (runners.records.io)
+        data = (dumps(sample, sort_keys=True, default=str) + "\n").encode()
         created = not self.samples_path.exists()
         fd = os.open(self.samples_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:

@@ -9,7 +9,9 @@ skipped silently. The rules (:func:`read_samples`):
 - the part after the last newline is a line torn by a kill during its write (``RunRecord.append`` writes a line
   and its newline in one ``os.write``): it is dropped, the only damage repaired silently
   (``RunRecord.open`` truncates it before appending);
-- the first line of a sample id wins (a record copied together by hand never double-counts).
+- the first line of a sample id wins (a record copied together by hand never double-counts);
+- ``null`` where the schema expects a number (``float``) reads as NaN: the writers write a non-finite float as
+  ``null`` (strict JSON, :mod:`runners.records.io`); older records hold a bare ``NaN`` there, read alike.
 
 Line schemas are ``TypedDict`` classes (required keys; ``NotRequired`` keys are typed when present; keys not
 declared are allowed, so older readers accept newer records): :class:`DecodeLine` (a decode run,
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -293,6 +296,34 @@ def _show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+@functools.cache
+def _holds_float(tp: Any) -> bool:
+    """Whether a value of type ``tp`` (a line schema or part of one) can hold a ``float`` anywhere."""
+    if tp is float:
+        return True
+    if typing.is_typeddict(tp):
+        return any(_holds_float(sub) for sub, _ in _hints(tp).values())
+    return any(_holds_float(a) for a in typing.get_args(tp) if not isinstance(a, str))
+
+
+def nan_for_null(value: Any, tp: Any) -> Any:
+    """``value`` (a parsed line or part of one) with ``None`` as NaN wherever ``tp`` expects a ``float`` (how the
+    writers write a non-finite float, :func:`runners.records.io.strict`); everything else as it is."""
+    if tp is float:
+        return math.nan if value is None else value
+    if not _holds_float(tp):
+        return value
+    if typing.is_typeddict(tp) and isinstance(value, dict):
+        hints = _hints(tp)
+        return {k: nan_for_null(v, hints[k][0]) if k in hints else v for k, v in value.items()}
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is list and isinstance(value, list):
+        return [nan_for_null(x, args[0]) for x in value]
+    if origin is dict and isinstance(value, dict):
+        return {k: nan_for_null(x, args[1]) for k, x in value.items()}
+    return value
+
+
 def check_line(line: Any, schema: type = DecodeLine) -> tuple[str, str] | None:
     """``(field, problem)`` when ``line`` (a parsed JSON value) breaks ``schema``, else None."""
     return _problem(line, schema, "")
@@ -333,6 +364,7 @@ def read_samples(path: Path | str, schema: type | None = None) -> list[dict]:
                 "(a kill during its write): fix or delete this line (a deleted sample is decoded again on "
                 "the next run)"
             ) from None
+        line = nan_for_null(line, schema)
         bad = check_line(line, schema)
         if bad is not None:
             sid = line.get("sample_id") if isinstance(line, dict) else None

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from runners.datasets.base import Sample
+from runners.records.io import get_number
 
 
 @runtime_checkable
@@ -69,7 +70,7 @@ def summary(
     (lm-eval's ``mean_stderr``, NaN below two samples), direction and count."""
     from lm_eval.api.metrics import mean, mean_stderr
 
-    correct = [float(r.get("correct", 0)) for r in per_sample]
+    correct = [float(get_number(r, "correct", 0)) for r in per_sample]  # null (stored NaN): NaN
     return {
         "metric": metric,
         "accuracy": float(mean(correct)) if correct else math.nan,

@@ -221,3 +221,29 @@ def test_committed_bench_tables_show_no_interval_for_one_repeat():
         if repeats == {1}:
             text = md.read_text(encoding="utf-8")
             assert "± 0.00" not in text and "(n = 1, no interval)" in text, md.name
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON (RFC 8259)")
+
+
+def test_every_committed_record_file_is_strict_json():
+    """jq, JavaScript, Go and strict JSON parsers read every committed JSON / JSON-lines file: no bare NaN or
+    Infinity (a non-finite number is written as null; ``python -m runners.records.strict_json`` rewrites older
+    files)."""
+    files = sorted(p for suffix in ("json", "jsonl") for p in RESULTS.rglob(f"*.{suffix}"))
+    if not files:
+        pytest.skip("no committed results in this checkout")
+    bad = []
+    for p in files:
+        text = p.read_text(encoding="utf-8")
+        for n, part in enumerate(text.split("\n") if p.suffix == ".jsonl" else [text], start=1):
+            if not part.strip():
+                continue
+            try:
+                json.loads(part, parse_constant=_refuse_constant)
+            except ValueError as e:
+                bad.append(
+                    f"{p.relative_to(RESULTS)}{f' line {n}' if p.suffix == '.jsonl' else ''}: {e}"
+                )
+    assert bad == [], f"{len(bad)} not strict JSON, e.g. {bad[:3]}"

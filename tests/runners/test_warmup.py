@@ -1,4 +1,4 @@
-"""The untimed warm-up before a run's first sample (runners/warmup.py): its prompts are not the items', its
+"""The untimed warm-up before a run's first sample (runners/backends/warmup.py): its prompts are not the items', its
 cap is two rounds, and it changes no recorded output (the items' random streams are seeded per sample id)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from runners.backends.base import DecodingConfig
+from runners.backends.warmup import WARMUP_TEXT, warmup_decoding, warmup_samples
 from runners.datasets.base import Sample
 from runners.paths import REPO_ROOT
-from runners.warmup import WARMUP_TEXT, warmup_decoding, warmup_samples
 
 
 def test_warmup_prompts_share_the_prefix_but_not_the_item():

@@ -7,7 +7,9 @@ the drafts, the draft probabilities), then decides them again in batches of ``--
 seeds: exactly, sparsely (``lumped``), sparsely with the escape (``escape``: unsure positions at 2 x 512
 candidates, then exact heads) and with the escape going straight to the exact heads (``straight``). Prints, per
 variant, the drafted positions whose test agrees with the exact rule's up to its first rejection, and the decision
-time per batch round (the plain head's matmul included, so compare differences). Load the real pair only under the
+time per batch round (the plain head's matmul included, so compare differences), and each row's first disagreement
+by kind (Eq. 7's verdict or Eq. 6's, with both sides of Eq. 6). ``--cache DIR`` keeps the captured rounds (about
+2.7 GB for the defaults) for the next call. Load the real pair only under the
 machine-wide lock:
 
     flock /tmp/dropmatch-realpair.lock env PYTHONPATH=$PWD DROPMATCH_THREADS=2 \\
@@ -66,6 +68,30 @@ def capture(pair, dataset: str, n: int, batch: int, max_new: int) -> list:
     return rounds
 
 
+def miss_kinds(decide, spec, same, counted) -> list[str]:
+    """Each first disagreement of a row, named by its kind: ``majority`` (Eq. 7's verdict differs: a head's token
+    outside the candidates) or ``js`` (Eq. 6's), with both sides of Eq. (6) exact and as the variant saw them."""
+    from criteria.dropout_heads import HeadSpec
+
+    exact, _ = decide(HeadSpec(spec.K, spec.p_drop), trace=True)
+    mine, _ = decide(spec, trace=True)
+    out = []
+    for b, t in (~same & counted).nonzero().tolist():
+        if bool((~same[b, :t] & counted[b, :t]).any()):
+            continue  # only a row's first disagreement
+        e, m = exact.trace, mine.trace
+        kind = (
+            "majority"
+            if bool(e["draft_agrees_majority"][b, t] != m["draft_agrees_majority"][b, t])
+            else "js"
+        )
+        out.append(
+            f"{kind} row {b} pos {t}: exact JS {float(e['js_draft'][b, t]):.4f} vs {float(e['js_heads_max'][b, t]):.4f}"
+            f", variant {float(m['js_draft'][b, t]):.4f} vs {float(m['js_heads_max'][b, t]):.4f}"
+        )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10)
@@ -73,6 +99,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--datasets", default="ifeval,gsm8k,humaneval")
     ap.add_argument("--max-new", type=int, default=256)
+    ap.add_argument(
+        "--cache", default="", help="a directory for the captured rounds (reused when there)"
+    )
     args = ap.parse_args()
 
     from omegaconf import OmegaConf
@@ -90,17 +119,25 @@ def main() -> None:
     pair = load_pair({**cfg, "dtype": "bfloat16"})
     W = pair.target.get_output_embeddings().weight
     head, rule, B = LMHead(W), CRITERIA.get("dropmatch_js")(), args.batch
-    refine = djs.REFINE_TOP_N
+    ladder = djs.ESCAPE_LADDER
     variants = {
-        "lumped": (HeadSpec(5, 0.3, top_n=64), refine),
-        "escape": (HeadSpec(5, 0.3, top_n=64, escape=True), refine),
-        "straight": (HeadSpec(5, 0.3, top_n=64, escape=True), None),
+        "lumped": (HeadSpec(5, 0.3, top_n=64), ladder),
+        "escape": (HeadSpec(5, 0.3, top_n=64, escape=True), ladder),
+        "straight": (HeadSpec(5, 0.3, top_n=64, escape=True), (None,)),
     }
     tally = {v: [0, 0, 0.0] for v in ["exact", *variants]}  # positions agree, positions, seconds
+    kinds = {v: [] for v in variants}
     batches = 0
     for ds in args.datasets.split(","):
         t0 = time.perf_counter()
-        rounds = capture(pair, ds, args.n, B, args.max_new)
+        path = f"{args.cache}/{ds}-{args.n}-{B}-{args.max_new}.pt" if args.cache else ""
+        if path and os.path.exists(path):
+            rounds = torch.load(path)
+        else:
+            rounds = capture(pair, ds, args.n, B, args.max_new)
+            if path:
+                os.makedirs(args.cache, exist_ok=True)
+                torch.save(rounds, path)
         print(
             f"== {ds}: {len(rounds)} row-rounds captured in {time.perf_counter() - t0:.0f} s",
             flush=True,
@@ -109,7 +146,7 @@ def main() -> None:
             hidden, drafts, q = (torch.cat([r[k] for r in rounds[i : i + B]]) for k in range(3))
             for s in range(args.seeds):
 
-                def decide(spec, s=s, hidden=hidden, drafts=drafts, q=q):
+                def decide(spec, s=s, hidden=hidden, drafts=drafts, q=q, trace=False):
                     gens = [make_generator(1000 * s + j, W.device) for j in range(B)]
                     t = time.perf_counter()
                     res = verify_round(
@@ -121,6 +158,7 @@ def main() -> None:
                         temperature=0.0,
                         generators=gens,
                         draft_probs=q,
+                        trace=trace,
                     )
                     return res, time.perf_counter() - t
 
@@ -129,17 +167,21 @@ def main() -> None:
                 batches += 1
                 upto = (exact.num_accepted + 1).clamp(max=drafts.shape[1])  # [B]
                 counted = torch.arange(drafts.shape[1])[None] < upto[:, None]  # [B, L]
-                for name, (spec, top_n) in variants.items():
-                    djs.REFINE_TOP_N = top_n
+                for name, (spec, steps) in variants.items():
+                    djs.ESCAPE_LADDER = steps
                     res, secs = decide(spec)
                     same = (res.accept_mask == exact.accept_mask) & counted
                     tally[name][0] += int(same.sum())
                     tally[name][1] += int(counted.sum())
                     tally[name][2] += secs
-        djs.REFINE_TOP_N = refine
+                    if not bool(same[counted].all()):
+                        kinds[name] += miss_kinds(decide, spec, same, counted)
+        djs.ESCAPE_LADDER = ladder
     for name, (agree, total, secs) in tally.items():
         share = f"{agree}/{total} = {100 * agree / total:.3f}%" if total else "(the reference)"
         print(f"  {name:9s} positions agree {share}; {1e3 * secs / batches:.1f} ms per batch round")
+        for kind in kinds.get(name, []):
+            print(f"    miss: {kind}")
 
 
 if __name__ == "__main__":

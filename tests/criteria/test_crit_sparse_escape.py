@@ -28,7 +28,7 @@ def test_unsure_positions_band_majority_and_prefix():
     assert got.tolist() == [[True, False, False, False], [False, False, True, False]]
 
 
-def _decide(rule, hidden, W, drafts, q, spec, B):
+def _decide(rule, hidden, W, drafts, q, spec, B, trace=True):
     return verify_round(
         hidden,
         LMHead(W),
@@ -38,7 +38,7 @@ def _decide(rule, hidden, W, drafts, q, spec, B):
         temperature=0.0,
         generators=[torch.Generator().manual_seed(100 + i) for i in range(B)],
         draft_probs=q,
-        trace=True,
+        trace=trace,
     )
 
 
@@ -52,7 +52,9 @@ def test_escape_recomputes_unsure_positions_exactly(monkeypatch):
     rule = DropMatchJS()
     exact = _decide(rule, hidden, W, drafts, q, HeadSpec(5, 0.3), B)
     laddered = _decide(rule, hidden, W, drafts, q, HeadSpec(5, 0.3, top_n=16, escape=True), B)
-    monkeypatch.setattr(criteria.dropmatch_js, "REFINE_TOP_N", None)  # straight to the exact heads
+    monkeypatch.setattr(
+        criteria.dropmatch_js, "ESCAPE_LADDER", (None,)
+    )  # straight to the exact heads
     escaped = _decide(rule, hidden, W, drafts, q, HeadSpec(5, 0.3, top_n=16, escape=True), B)
     monkeypatch.setattr(DropMatchJS, "_unlump", staticmethod(lambda i, h, q, m, jd, jh: (jd, jh)))
     lumped = _decide(rule, hidden, W, drafts, q, HeadSpec(5, 0.3, top_n=16, escape=True), B)
@@ -91,3 +93,27 @@ def test_exact_heads_at_are_the_rounds_heads_on_the_same_masks(top_n):
         assert cand is None and want_cand is None
     else:
         assert torch.equal(cand, want_cand[rows, positions])
+
+
+def test_escape_in_the_run_path_decides_as_the_traced_one(monkeypatch):
+    """A run decides lazily (no trace: Eq. 6 only at the positions that decide the round); with the escape it
+    redoes only those of them that are unsure. Same accepted lengths as the traced round, which redoes every unsure
+    position before a sure rejection, and no more positions sent back to a wider support."""
+    B = 256
+    hidden, W, drafts, q = hidden_round(3, B, 400, 0.8)
+    rule, spec = DropMatchJS(), HeadSpec(5, 0.3, top_n=16, escape=True)
+    redone = []
+    real = criteria.dropmatch_js.redecide
+
+    def counting(inputs, rows, positions, top_n):
+        redone.append(int(rows.numel()))
+        return real(inputs, rows, positions, top_n)
+
+    monkeypatch.setattr(criteria.dropmatch_js, "redecide", counting)
+    traced = _decide(rule, hidden, W, drafts, q, spec, B)
+    traced_n, redone[:] = sum(redone), []
+    run = _decide(rule, hidden, W, drafts, q, spec, B, trace=False)
+    assert torch.equal(run.num_accepted, traced.num_accepted)
+    assert 0 < sum(redone) <= traced_n, (sum(redone), traced_n)
+    lumped = _decide(rule, hidden, W, drafts, q, HeadSpec(5, 0.3, top_n=16), B, trace=False)
+    assert not torch.equal(run.num_accepted, lumped.num_accepted)  # the escape changed decisions

@@ -146,9 +146,19 @@ def audit_lines(runs: pd.DataFrame) -> list[str]:
         return []
     ns = ", ".join(str(int(n)) for n in sorted(set(sparse["sparse_top_n"])))
     n_dm = int(runs["uses_dropmatch"].fillna(False).astype(bool).sum())
+    escaped = (
+        int(sparse["sparse_escape"].fillna(False).astype(bool).sum())
+        if "sparse_escape" in sparse
+        else 0
+    )
+    escape = (
+        f", {escaped} of them with the escape to wider and exact heads where unsure (dropmatch.sparse_escape=true)"
+        if escaped
+        else ""
+    )
     head = (
         f"DropMatch decision: sparse variant (dropmatch.sparse_top_n={ns}) in {len(sparse)} of the {n_dm} "
-        "DropMatch runs"
+        f"DropMatch runs{escape}"
     )
     has = (
         sparse["audit_rounds"].notna()

@@ -130,10 +130,12 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         ),  # records before the field: the paper's rule
         "majority": str(dm.get("majority") or "strict"),
         # DropMatch's decision: a decoding run of a DropMatch method, the sparse variant's top-N (None: exact),
-        # and the share of its rounds audited by the exact rule (None: no audit)
+        # whether its unsure positions escape to wider and exact heads, and the share of its rounds audited by the
+        # exact rule (None: no audit)
         "uses_dropmatch": bool((cfg["method"] or {}).get("uses_dropmatch"))
         and not (cfg["method"] or {}).get("measure"),
         "sparse_top_n": dm.get("sparse_top_n"),
+        "sparse_escape": bool(dm.get("sparse_escape", False)),
         "audit_share": dm.get("audit_share"),
         "threshold": (cfg["method"] or {}).get("threshold"),
         "knobs": knobs_of(cfg),

@@ -105,3 +105,16 @@ def test_table6_footer_prints_the_audit_pooled_over_its_runs(results):
     assert "10/200 rounds also decided by the exact rule" in md
     assert f"same verdict at 31/32 positions (96.88%, one-sided 95% lower bound {lo:.2f}%)" in md
     assert "same accepted length at 9/10 rounds" in md
+
+
+def test_the_escape_is_named_only_where_runs_used_it():
+    """The sparse variant with ``dropmatch.sparse_escape=true`` is another decision: the line counts those runs;
+    without any, the line reads as before (committed footers unchanged)."""
+    runs = _runs((30, 29, 120, 118, 700), (20, 20, 70, 70, 380))
+    runs["sparse_escape"] = [True, False]
+    (line,) = audit_lines(runs)
+    assert "in 2 of the 2 DropMatch runs, 1 of them with the escape" in line
+    assert "dropmatch.sparse_escape=true" in line
+    runs["sparse_escape"] = False
+    (plain,) = audit_lines(runs)
+    assert "escape" not in plain and "in 2 of the 2 DropMatch runs; exactness audit" in plain

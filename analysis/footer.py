@@ -115,6 +115,10 @@ def decision_lines(runs: pd.DataFrame) -> list[str]:
     ):  # the rule's registry key; records without one are named by their method
         rule = known["criterion"].where(known["criterion"].notna(), rule).astype(str)
     keys = rule + "@" + known["backend"].astype(str)
+    if (
+        "decision_rules" in known
+    ):  # several rules in one run (bench): its own "<rule>@<backend>+..." name
+        keys = known["decision_rules"].where(known["decision_rules"].notna(), keys).astype(str)
     parts, mixed = [], []
     for key in sorted(keys.unique()):
         fps = known.loc[keys == key, "decision_code"].astype(str)

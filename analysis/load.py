@@ -7,7 +7,7 @@ methods), temperature, seed, repeats, tok_per_s_repeat_std,
 n (samples done), n_expected, offset, trace (criterion trace recorded), complete, accuracy, accuracy_stderr, tau, acceptance_rate,
 per_position_rate (list), num_drafts (rounds, from ``spec/counters``; None when absent), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, verify_s (seconds in verify passes), device, date_utc,
 git_sha, git_shas (every commit that wrote to the run, sorted tuple), git_dirty, model_identity (text),
-decision_code (text or None), run_dir, plus every ``quality/*`` metric as ``q_<name>``; quality_metric (the primary
+decision_code (text or None), decision_rules ("<rule>@<backend>+..." for a run deciding with several rules, bench; else None), run_dir, plus every ``quality/*`` metric as ``q_<name>``; quality_metric (the primary
 metric's name, what accuracy is) and comparable_metric (lm-eval's own number when the primary is another, e.g.
 GSM8K's ``exact_match,strict-match`` beside the primary ``math_verify,strict-match``; None otherwise).
 
@@ -86,6 +86,14 @@ def decision_code(meta: dict, cfg: dict | None = None) -> str | None:
     return _short(dc) if dc else None
 
 
+def decision_rules(meta: dict) -> str | None:
+    """``"<rule>@<backend>+..."`` of a run that decides with several rules (bench's arms: ``meta.decision_code.rules``,
+    :func:`runners.records.fingerprint.rules_decision_code`), which its footer names; None for a run of one rule."""
+    dc = meta.get("decision_code")
+    rules = dc.get("rules") if isinstance(dc, dict) else None
+    return "+".join(rules) if rules else None
+
+
 def read_meta(run_dir: Path) -> dict:
     try:
         return json.loads((Path(run_dir) / "meta.json").read_text())
@@ -108,20 +116,10 @@ def knobs_of(cfg: dict) -> str:
     return ", ".join(parts)
 
 
-def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
+def dropmatch_fields(cfg: dict) -> dict:
+    """A run's DropMatch settings as :func:`run_row`'s columns (None or the defaults where the record has none)."""
     dm = cfg.get("dropmatch") or {}
-    meta = read_meta(run_dir)
-    sessions = [meta, *(meta.get("sessions") or []), summary]
-    shas = tuple(sorted({str(x["git_sha"]) for x in sessions if x.get("git_sha")}))
-    judge = (cfg["method"] or {}).get("judge")
-    row = {
-        "run_id": summary.get("run_id", run_dir.name),
-        "pair": cfg["pair"]["name"],
-        "dataset": cfg["dataset"]["name"],
-        "method": cfg["method"]["name"],
-        "backend": cfg["backend"]["name"],
-        "profile": (cfg.get("profile") or {}).get("name"),
-        "L": int(cfg.get("L") or 0),
+    return {
         "p_drop": dm.get("p_drop"),
         "K": dm.get("K"),
         "path": dm.get("path"),
@@ -137,6 +135,23 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "sparse_top_n": dm.get("sparse_top_n"),
         "sparse_escape": bool(dm.get("sparse_escape", False)),
         "audit_share": dm.get("audit_share"),
+    }
+
+
+def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
+    meta = read_meta(run_dir)
+    sessions = [meta, *(meta.get("sessions") or []), summary]
+    shas = tuple(sorted({str(x["git_sha"]) for x in sessions if x.get("git_sha")}))
+    judge = (cfg["method"] or {}).get("judge")
+    row = {
+        "run_id": summary.get("run_id", run_dir.name),
+        "pair": cfg["pair"]["name"],
+        "dataset": cfg["dataset"]["name"],
+        "method": cfg["method"]["name"],
+        "backend": cfg["backend"]["name"],
+        "profile": (cfg.get("profile") or {}).get("name"),
+        "L": int(cfg.get("L") or 0),
+        **dropmatch_fields(cfg),
         "threshold": (cfg["method"] or {}).get("threshold"),
         "knobs": knobs_of(cfg),
         "judge_key": judge.get("key")
@@ -181,6 +196,7 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "git_dirty": any(bool(x.get("git_dirty")) for x in sessions),
         "model_identity": model_identity(cfg, meta, summary),
         "decision_code": decision_code(meta, cfg),
+        "decision_rules": decision_rules(meta),
         "criterion": (cfg["method"] or {}).get("criterion"),
         "run_dir": str(run_dir),
     }

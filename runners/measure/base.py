@@ -17,6 +17,7 @@ from criteria.registry import Registry, UnknownNameError
 from runners.config.errors import ConfigError
 from runners.config.resolve import resolve_run_config
 from runners.paths import results_dir
+from runners.records.fingerprint import rules_decision_code
 from runners.records.provenance import provenance
 from runners.records.record import RunRecord
 
@@ -71,6 +72,13 @@ class Measurement(Protocol):
         ...
 
 
+def decision_rules(job: Any) -> list[tuple[str, str]]:
+    """The ``(criterion, backend)`` pairs whose acceptance decisions a measurement makes (its optional
+    ``decision_rules()``; none for measurements that decide nothing, e.g. judging)."""
+    rules = getattr(job, "decision_rules", None)
+    return list(rules()) if callable(rules) else []
+
+
 def resolve_measurement(cfg: Any, identify_models: bool = True) -> dict:
     """:func:`runners.config.resolve.resolve_run_config` with the measurement's own checks (:func:`check`)."""
     return resolve_run_config(cfg, identify_models, check=check)
@@ -102,8 +110,14 @@ def run_resolved(c: Mapping[str, Any], log: Callable[[str], None] = logger.info)
     units = job.unit_ids()
     tag = f"{c['method']['name']} pair={c['pair']['name']} dtype={c['pair'].get('dtype')} n={len(units)}"
     with record:
+        rules = decision_rules(job)
+        code = rules_decision_code(rules) if rules else None
         skip = record.open_or_skip(
-            lambda: {**provenance(), "run_id": record.run_id},
+            lambda: {
+                **provenance(),
+                "run_id": record.run_id,
+                **({"decision_code": code} if code else {}),
+            },
             num_expected=len(units),
             tag=tag,
             log=log,
@@ -125,6 +139,7 @@ def run_resolved(c: Mapping[str, Any], log: Callable[[str], None] = logger.info)
                 "num_samples": len(lines),
                 "num_expected": len(units),
                 "complete": len(lines) == len(units),
+                **({"decision_code": code["fingerprint"]} if code else {}),
                 **provenance(),
             }
         )

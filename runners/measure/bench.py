@@ -125,6 +125,17 @@ class BenchMeasurement:
                 "(transformers generate prefills every prompt in full; so must our arms)"
             )
 
+    def decision_rules(self) -> list[tuple[str, str]]:
+        """``(criterion, backend)`` of each of our arms (transformers' own arms decide in transformers)."""
+        m = self.c["method"]
+        rule = {"ar": "autoregressive", "sd": m["criterion"], "sd_dm": m["dm_criterion"]}
+        out = []
+        for arm in m["arms"]:
+            ours = arm.removeprefix("lc_")
+            if ours in rule:
+                out.append((rule[ours], "llamacpp" if arm in GGUF_ARMS else "hf"))
+        return out
+
     def samples(self) -> list:
         if self._samples is None:
             self._samples = build(DATASETS, self.c["dataset"]).load()

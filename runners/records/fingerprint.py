@@ -182,6 +182,22 @@ def decision_code(criterion: str | None = None, backend: str | None = None) -> d
     return dict(_cached(criterion, backend))
 
 
+def rules_decision_code(rules: Iterable[tuple[str | None, str | None]]) -> dict:
+    """One fingerprint over the decision code of several ``(criterion, backend)`` pairs, for a run that decides with
+    several rules (``bench``'s arms): a hash over their sorted :func:`decision_code` fingerprints, the union of their
+    modules, and ``rules`` (``"<criterion>@<backend>"`` each, sorted), which the footers name."""
+    pairs = sorted({(c or "", b or "") for c, b in rules})
+    codes = [decision_code(c or None, b or None) for c, b in pairs]
+    h = hashlib.sha256("\n".join(sorted(d["fingerprint"] for d in codes)).encode()).hexdigest()
+    modules = sorted({m for d in codes for m in d["modules"]})
+    return {
+        "fingerprint": h,
+        "scheme": SCHEME,
+        "modules": modules,
+        "rules": [f"{c}@{b}" for c, b in pairs],
+    }
+
+
 def run_decision_code(cfg) -> dict:
     """:func:`decision_code` of a resolved run config (``method.criterion``, ``backend.name``)."""
     method, backend = dict(cfg.get("method") or {}), dict(cfg.get("backend") or {})

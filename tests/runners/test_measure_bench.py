@@ -240,6 +240,13 @@ def test_bench_records_resume_and_table(runs_root, main_env, monkeypatch):
         )
     md = (runs_root.parent / "bench" / "bench.md").read_text()
     assert "transformers assisted generation" in md and "verify(L+1)/decode" in md
+    # the record names the decision code of every arm that decides in our loop, and the footer prints it
+    code = json.loads((rec / "meta.json").read_text())["decision_code"]
+    assert (
+        "autoregressive@hf" in code["rules"] and len(code["rules"]) == len(set(code["rules"])) >= 2
+    )
+    assert s["decision_code"] == code["fingerprint"]
+    assert f"{'+'.join(code['rules'])} {code['fingerprint'][:12]}" in md
     assert (
         re.search(r"n \(prompts x repeats\) per block: \S+ float32 L=\d+: 1x2", md)
         and "× our AR [95% CI]" in md

@@ -10,7 +10,13 @@ import pytest
 
 from runners.paths import REPO_ROOT
 from runners.records import fingerprint
-from runners.records.fingerprint import DECISION_ROOTS, fingerprint_of, run_decision_code
+from runners.records.fingerprint import (
+    DECISION_ROOTS,
+    decision_code,
+    fingerprint_of,
+    rules_decision_code,
+    run_decision_code,
+)
 from runners.records.legacy_fingerprints import LEGACY_FILE, current_value
 from tests.helpers.cli import run_dirs, run_main
 
@@ -65,6 +71,17 @@ def test_fingerprint_covers_the_runs_own_rule_and_backend_only(tmp_path):
     js.write_text(js.read_text() + "\nY = 2\n")
     assert fingerprint_of("rejection", "hf", tmp_path)["fingerprint"] == sd["fingerprint"]
     assert fingerprint_of("dropmatch_js", "hf", tmp_path)["fingerprint"] != dm["fingerprint"]
+
+
+def test_a_run_of_several_rules_is_fingerprinted_over_them_all():
+    """bench decides with several rules: one fingerprint over theirs, whatever their order or repeats, naming
+    them; another set of rules gives another fingerprint."""
+    arms = [("autoregressive", "hf"), ("rejection", "hf"), ("dropmatch_js", "hf")]
+    code = rules_decision_code(arms)
+    assert code == rules_decision_code([*reversed(arms), arms[0]])
+    assert code["rules"] == ["autoregressive@hf", "dropmatch_js@hf", "rejection@hf"]
+    assert code["fingerprint"] != rules_decision_code(arms[:2])["fingerprint"]
+    assert set(decision_code("dropmatch_js", "hf")["modules"]) <= set(code["modules"])
 
 
 def test_legacy_fingerprints_map_to_the_current_scheme():

@@ -53,15 +53,23 @@ def commit_lines(runs: pd.DataFrame) -> list[str]:
     return out
 
 
-def identity_lines(runs: pd.DataFrame) -> list[str]:
-    """Model identity per pair (MIXED when one pair's runs used different weights or dtypes)."""
+def identity_lines(runs: pd.DataFrame, dtype_column: bool = False) -> list[str]:
+    """Model identity per pair (MIXED when one pair's runs used different weights or dtypes). With
+    ``dtype_column`` (a table with a dtype column: bench) runs of the same weights in several dtypes are not MIXED:
+    the line names the weights and counts the identities by dtype."""
     if "model_identity" not in runs:
         return []
     out = []
     for pair, g in runs.groupby("pair", sort=True):
         ids = sorted(set(g["model_identity"].astype(str)))
+        weights = sorted(set(g.get("weights_identity", g["model_identity"]).astype(str)))
         if len(ids) == 1:
             out.append(f"model identity ({pair}): {ids[0]}")
+        elif dtype_column and len(weights) == 1:
+            out.append(
+                f"model identity ({pair}): {weights[0]}; in the dtypes of the table's dtype column: "
+                + _counted(g["model_identity"].astype(str))
+            )
         else:
             out.append(
                 f"MIXED model identity ({pair}): {_counted(g['model_identity'].astype(str))}"
@@ -233,9 +241,9 @@ def seed_lines(runs: pd.DataFrame) -> list[str]:
     ]
 
 
-def provenance_lines(runs: pd.DataFrame) -> list[str]:
+def provenance_lines(runs: pd.DataFrame, dtype_column: bool = False) -> list[str]:
     """n of runs, pair, backend, profile, device, dates, decoding seeds, commits, model identity, decision
-    code."""
+    code. ``dtype_column``: the table shows each row's dtype (:func:`identity_lines`)."""
     if runs.empty:
         return ["no runs"]
     dates = sorted(d for d in runs["date_utc"].dropna())
@@ -249,7 +257,7 @@ def provenance_lines(runs: pd.DataFrame) -> list[str]:
         f"date (UTC): {span}; runs: {len(runs)}",
         *seed_lines(runs),
         *commit_lines(runs),
-        *identity_lines(runs),
+        *identity_lines(runs, dtype_column),
         *decision_lines(runs),
         *audit_lines(runs),
     ]

@@ -6,7 +6,7 @@ majority (``dropmatch.majority``: strict | plurality, strict when absent), thres
 methods), temperature, seed, repeats, tok_per_s_repeat_std,
 n (samples done), n_expected, offset, trace (criterion trace recorded), complete, accuracy, accuracy_stderr, tau, acceptance_rate,
 per_position_rate (list), num_drafts (rounds, from ``spec/counters``; None when absent), tok_per_s, tok_per_s_std, num_output_tokens, wall_s, verify_s (seconds in verify passes), device, date_utc,
-git_sha, git_shas (every commit that wrote to the run, sorted tuple), git_dirty, model_identity (text),
+git_sha, git_shas (every commit that wrote to the run, sorted tuple), git_dirty, model_identity (text), weights_identity (the same without dtypes),
 decision_code (text or None), decision_rules ("<rule>@<backend>+..." for a run deciding with several rules, bench; else None), run_dir, plus every ``quality/*`` metric as ``q_<name>``; quality_metric (the primary
 metric's name, what accuracy is) and comparable_metric (lm-eval's own number when the primary is another, e.g.
 GSM8K's ``exact_match,strict-match`` beside the primary ``math_verify,strict-match``; None otherwise).
@@ -42,11 +42,20 @@ def _flat_text(v: Any) -> str:
     return _short(v)
 
 
-def model_identity(cfg: dict, meta: dict, summary: dict) -> str:
+def _without_dtype(v: Any) -> Any:
+    """A recorded identity with every ``dtype`` entry dropped (at any depth)."""
+    if isinstance(v, dict):
+        return {k: _without_dtype(x) for k, x in v.items() if k != "dtype"}
+    return v
+
+
+def model_identity(cfg: dict, meta: dict, summary: dict, with_dtype: bool = True) -> str:
     """The weights a run used, as footer text: ``meta.model_identity`` when the record has it (any shape),
-    else the pair config's pinned sha256 / hub revision per model and its dtype."""
+    else the pair config's pinned sha256 / hub revision per model and its dtype (left out with ``with_dtype``
+    False: the weights alone)."""
     if meta.get("model_identity"):
-        return _flat_text(meta["model_identity"])
+        ident = meta["model_identity"]
+        return _flat_text(ident if with_dtype else _without_dtype(ident))
     pair = cfg.get("pair") or {}
     parts = []
     for role in ("target", "draft"):
@@ -60,7 +69,7 @@ def model_identity(cfg: dict, meta: dict, summary: dict) -> str:
         elif m:
             parts.append(f"{role} {m.get('name')} (unpinned)")
     dtype = meta.get("dtype") or summary.get("dtype") or pair.get("dtype")
-    if dtype:
+    if dtype and with_dtype:
         parts.append(f"dtype {dtype}")
     return ", ".join(parts) or "?"
 
@@ -195,6 +204,7 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "git_shas": shas,
         "git_dirty": any(bool(x.get("git_dirty")) for x in sessions),
         "model_identity": model_identity(cfg, meta, summary),
+        "weights_identity": model_identity(cfg, meta, summary, with_dtype=False),
         "decision_code": decision_code(meta, cfg),
         "decision_rules": decision_rules(meta),
         "criterion": (cfg["method"] or {}).get("criterion"),

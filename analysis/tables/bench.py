@@ -271,7 +271,7 @@ def build(selected: pd.DataFrame) -> Artefact:
             if t["arm"].isin(["lc_ar"]).any()
             else ""
         ),
-        *provenance_lines(runs),
+        *provenance_lines(runs, dtype_column=True),
     ]
     art.tables.append(
         Table(
@@ -282,7 +282,7 @@ def build(selected: pd.DataFrame) -> Artefact:
             foot,
         )
     )
-    extra = batch_table(batched, [s for _, s in chosen], provenance_lines(runs))
+    extra = batch_table(batched, [s for _, s in chosen], provenance_lines(runs, dtype_column=True))
     if extra is not None:
         art.tables.append(extra)
     art.runs = runs

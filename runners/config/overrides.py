@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from runners.config.errors import ConfigError
-from runners.config.known_keys import CONF, closest_key, is_known, unknown_key_message
+from runners.config.known_keys import CONF, OPEN, closest_key, is_known, unknown_key_message
 
 
 def command_overrides(argv: list[str]) -> tuple[list[str], list[Path]] | None:
@@ -134,3 +134,103 @@ def check_overrides(argv: list[str]) -> None:
         error = override_error(override, dirs)
         if error:
             raise ConfigError(error)
+    if not dirs and all(_plain_key(o) or _choices(o) is not None for o in parsed):
+        error = missing_in_option(overrides, parsed)
+        if error:
+            raise ConfigError(error)
+
+
+def _plain_key(override: Any) -> bool:
+    """A plain ``key=value`` of one value (no ``+``, ``~``, package, sweep, or Hydra key)."""
+    from hydra.core.override_parser.types import ValueType
+
+    return not (
+        override.is_hydra_override()
+        or override.is_delete()
+        or override.is_add()
+        or override.is_force_add()
+        or override.package is not None
+        or override.key_or_group == "hydra"
+    ) and (override.value_type == ValueType.ELEMENT)
+
+
+def _compose(overrides: list[str]) -> Any:
+    """``conf/run.yaml`` composed with ``overrides`` (Hydra's compose API, nothing run or written)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            return compose("run", overrides=overrides)
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def missing_in_option(overrides: list[str], parsed: list[Any]) -> str | None:
+    """A known key under a config group that the group's selected option does not define
+    (``backend.n_ctx=4096`` with backend=hf: the key is llama.cpp's), which Hydra refuses as "not in struct" with
+    exit status 1: the message names the selected option, the options that have the key and the option's keys.
+    Sweeps are composed at their first value."""
+    from hydra.errors import ConfigCompositionException
+
+    keyed = {
+        i
+        for i, o in enumerate(parsed)
+        if _plain_key(o) and "." in o.key_or_group and is_group(o.key_or_group.split(".")[0])
+    }
+    if not keyed:
+        return None
+    first = [
+        o.input_line
+        if _plain_key(o) or _choices(o) is None
+        else f"{o.key_or_group}={next(_choices(o))}"
+        for o in parsed
+    ]
+    try:
+        _compose(first)
+        return None
+    except ConfigCompositionException:
+        pass
+    except Exception:  # noqa: BLE001  (a value Hydra refuses otherwise: its own run says why)
+        return None
+    try:
+        base = _compose([x for j, x in enumerate(first) if j not in keyed])
+    except Exception:  # noqa: BLE001  (another override's fault: Hydra says which)
+        return None
+    for o in (parsed[i] for i in sorted(keyed)):
+        group, _, rest = o.key_or_group.partition(".")
+        node = base.get(group)
+        for part in rest.split(".")[:-1]:
+            node = node.get(part) if hasattr(node, "get") else None
+        leaf = rest.split(".")[-1]
+        if node is None or not hasattr(node, "keys") or leaf in node:
+            continue
+        chosen = base.get(group, {}).get("name", "?")
+        parent = o.key_or_group.rpartition(".")[0]
+        keys = ", ".join(sorted(map(str, node.keys()))) or "none"
+        if any(parent == k or parent.startswith(k + ".") for k in OPEN):  # free keys: added with +
+            return (
+                f"{o.key_or_group}={o.value()}: {parent} of {group}={chosen} has no key {leaf} (its keys: "
+                f"{keys}); add one with +{o.key_or_group}={o.value()}"
+            )
+        having = [
+            opt for opt in group_options(group) if leaf in (yaml_keys(CONF / group / f"{opt}.yaml"))
+        ]
+        return (
+            f"{o.key_or_group}={o.value()} is not a key of {group}={chosen}"
+            + (f" (it is one of {group}={', '.join(having)})" if having else "")
+            + f"; allowed keys of {parent if parent != group else f'{group}={chosen}'}: {keys}"
+        )
+    return None
+
+
+def yaml_keys(path: Path) -> set[str]:
+    """Top-level keys of a config file (none when unreadable)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return set()
+    return set(data) if isinstance(data, dict) else set()

@@ -45,6 +45,20 @@ REFUSED = [
         r"^method=dropmach .*did you mean method=dropmatch\? allowed: ar, autojudge",
     ),
     (["experiment=tabel6"], r"^experiment=tabel6 .*did you mean experiment=table6\?"),
+    (  # a key of another option of the group: Hydra's "not in struct" (exit 1) before
+        ["backend=hf", "backend.n_ctx=4096"],
+        r"^backend.n_ctx=4096 is not a key of backend=hf \(it is one of backend=llamacpp\); allowed keys of "
+        r"backend=hf: batch_size, name, prefix_caching, version$",
+    ),
+    (
+        ["-m", "backend=hf", "L=5,10", "backend.n_threads=2"],
+        r"^backend.n_threads=2 is not a key of backend=hf",
+    ),
+    (
+        ["pair.chat_template_kwargs.enable_thinking=false"],
+        r"pair.chat_template_kwargs of pair=qwen25coder_0.5b_1.5b has no key enable_thinking \(its keys: "
+        r"none\); add one with \+pair.chat_template_kwargs.enable_thinking=False$",
+    ),
     (["experiment=frontier/flyy"], r"did you mean experiment=frontier/fly\?"),
     (
         ["autojudge@method.judge=gsm8kk"],
@@ -75,13 +89,15 @@ ACCEPTED = [
         "backend.batch_size=4",
     ],
     ["pair.target.local_path=/models/t", "pair.draft.local_path=/models/d", "pair.name=mine"],
-    ["profile.limit.gsm8k=3", "pair.chat_template_kwargs.enable_thinking=false", "L=range(1,4)"],
+    ["profile.limit.gsm8k=3", "L=range(1,4)"],
+    ["pair=qwen3_4b_32b", "pair.chat_template_kwargs.enable_thinking=true"],
     [
         "++method.threshold=0.1,0.3",
         "~logger",
         "+dropmatch.pdrop=0.3",
     ],  # + keys: checked after composing
     ["autojudge@method.judge=livecodebench", "method=autojudge", "method.judge.mining.limit=4"],
+    ["backend=llamacpp", "backend.n_ctx=4096", "dataset=gsm8k,ifeval", "dataset.limit=2"],
     ["dataset=glob(*)", "dropmatch.p_drop=interval(0.1,0.3)", "--config-name", "other", "x.y=1"],
 ]
 

@@ -210,9 +210,15 @@ def missing_in_option(overrides: list[str], parsed: list[Any]) -> str | None:
         parent = o.key_or_group.rpartition(".")[0]
         keys = ", ".join(sorted(map(str, node.keys()))) or "none"
         if any(parent == k or parent.startswith(k + ".") for k in OPEN):  # free keys: added with +
+            close = difflib.get_close_matches(leaf, list(map(str, node.keys())), n=1, cutoff=0.6)
+            fix = (
+                f"did you mean {parent}.{close[0]}?"
+                if close
+                else f"add one with +{o.key_or_group}={o.value()}"
+            )
             return (
                 f"{o.key_or_group}={o.value()}: {parent} of {group}={chosen} has no key {leaf} (its keys: "
-                f"{keys}); add one with +{o.key_or_group}={o.value()}"
+                f"{keys}); {fix}"
             )
         having = [
             opt for opt in group_options(group) if leaf in (yaml_keys(CONF / group / f"{opt}.yaml"))

@@ -55,6 +55,11 @@ REFUSED = [
         r"^backend.n_threads=2 is not a key of backend=hf",
     ),
     (
+        ["method=autojudge", "method.judge.mining.limt=4"],
+        r"^method.judge.mining.limt=4: method.judge.mining of method=autojudge has no key limt \(its keys: "
+        r".*\blimit\b.*\); did you mean method.judge.mining.limit\?$",
+    ),
+    (
         ["pair.chat_template_kwargs.enable_thinking=false"],
         r"pair.chat_template_kwargs of pair=qwen25coder_0.5b_1.5b has no key enable_thinking \(its keys: "
         r"none\); add one with \+pair.chat_template_kwargs.enable_thinking=False$",

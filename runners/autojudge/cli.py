@@ -15,6 +15,7 @@ from typing import Any
 import hydra
 from omegaconf import OmegaConf
 
+from runners.autojudge.mining_config import check_mining
 from runners.config.errors import ConfigError
 from runners.config.optional_deps import gpu_available
 from runners.config.overrides import check_overrides, command_overrides
@@ -38,6 +39,10 @@ def judge_error(c: Mapping[str, Any], name: str) -> str | None:
             f"config error: method={c['method']['name']} has no judge; allowed: method=autojudge or "
             f"method=autojudge_dropmatch (their method.judge: conf/autojudge/*.yaml)"
         )
+    try:
+        check_mining(c["method"]["judge"])
+    except ConfigError as e:
+        return f"config error: {e}"
     if (c.get("pair") or {}).get("requires_gpu") and not gpu_available():
         return (
             f"[autojudge {name}] cannot build the judge here: pair={c['pair']['name']} needs a CUDA GPU and "

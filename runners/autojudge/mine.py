@@ -37,6 +37,7 @@ from runners.autojudge.artefact import mining_dataset_config, mining_identity, r
 from runners.autojudge.batch_mining import mine_batched
 from runners.autojudge.cli import hydra_entry
 from runners.autojudge.mining import MinedItem, Mismatch, Tracked, mine_prompt, search
+from runners.autojudge.mining_config import check_mining
 from runners.backends.hf_loop import HFLoopBackend
 from runners.backends.kv_state import KVState, PrefixCache
 from runners.config.errors import ConfigError
@@ -48,7 +49,6 @@ from runners.registry import DATASETS, SCORERS, build
 
 _logger = logging.getLogger(__name__)
 
-LABELS = ("answer", "correctness")
 NO_ANSWER = "[invalid]"  # lm-eval's filtered answer when no final answer was found
 
 
@@ -81,39 +81,6 @@ def outcome_function(
         return str(res[answer_key])
 
     return outcome
-
-
-def check_mining(judge_cfg: Mapping[str, Any]) -> dict:
-    """``method.judge.mining`` as a dict, its ``label``, ``features``, ``batch_size`` and ``lookahead`` checked.
-
-    Raises:
-        runners.config.validate.ConfigError: a value outside :data:`LABELS` / ``dd_dt, dt``, a ``batch_size``
-            that is not an integer >= 1, or a ``lookahead`` that is not an integer in [0, 64].
-    """
-    m = dict(judge_cfg["mining"])
-    if m.get("label") not in LABELS:
-        raise ConfigError(
-            f"method.judge.mining.label={m.get('label')!r} is invalid; allowed: {', '.join(LABELS)}"
-        )
-    if m.get("features") not in ("dd_dt", "dt"):
-        raise ConfigError(
-            f"method.judge.mining.features={m.get('features')!r} is invalid; allowed: dd_dt, dt"
-        )
-    bs = m.get("batch_size", 1)
-    if isinstance(bs, bool) or not isinstance(bs, int) or bs < 1:
-        raise ConfigError(
-            f"method.judge.mining.batch_size={bs!r} is invalid; allowed: an integer >= 1 (prompts whose "
-            f"searches are decoded together; 1: one prompt at a time)"
-        )
-    m["batch_size"] = bs
-    la = m.get("lookahead", 0)
-    if isinstance(la, bool) or not isinstance(la, int) or not 0 <= la <= 64:
-        raise ConfigError(
-            f"method.judge.mining.lookahead={la!r} is invalid; allowed: an integer >= 0 and <= 64 (tokens "
-            f"guessed per continuation and forward from the prompt's earlier continuations; 0: none)"
-        )
-    m["lookahead"] = la
-    return m
 
 
 def mine(

@@ -11,6 +11,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from runners.paths import REPO_ROOT
+from tests.helpers.cli import run_build
 
 pytestmark = pytest.mark.slow
 THRESHOLDS = (0.1, 0.5)
@@ -168,34 +169,18 @@ def test_no_runs_is_an_error(tmp_path, name):
 @pytest.mark.subprocess
 def test_build_refuses_what_it_cannot_build(tmp_path):
     env = {**os.environ, "DROPMATCH_RESULTS": str(tmp_path), "PYTHONPATH": str(REPO_ROOT)}
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "runners.autojudge.build",
-            "method=autojudge",
-            "pair=llama31_8b_70b",
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+
+    out = run_build(env, "method=autojudge", "pair=llama31_8b_70b")
     assert (
         out.returncode == 2
         and "cannot build the judge here" in out.stderr
         and "CUDA GPU" in out.stderr
     )
-    out = subprocess.run(
-        [sys.executable, "-m", "runners.autojudge.build", "method=sd"],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = run_build(env, "method=sd")
     assert out.returncode == 2 and "has no judge" in out.stderr
+    out = run_build(env, "method=autojudge", "method.judge.mining.limit=-1")
+    assert out.returncode == 2 and "method.judge.mining.limit=-1 is invalid" in out.stderr
+    assert list(tmp_path.iterdir()) == []  # refused before Hydra made a run directory
 
 
 @pytest.mark.subprocess

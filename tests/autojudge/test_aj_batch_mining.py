@@ -186,6 +186,28 @@ def test_bad_lookahead_is_refused():
             check_mining(judge)
 
 
+@pytest.mark.parametrize(
+    "key, bad, allowed",
+    [
+        ("limit", -1, "null or an integer >= 1"),
+        ("limit", 0, "null or an integer >= 1"),
+        ("offset", -1, "an integer >= 0"),
+        ("offset", None, "an integer >= 0"),
+        ("max_new_tokens", 0, "null or an integer >= 1"),
+        ("max_mismatches", 2.5, "null or an integer >= 1"),
+    ],
+)
+def test_bad_mining_sizes_are_refused(key, bad, allowed):
+    """The miner's sizes are checked with the rest (before Hydra's run, by runners.autojudge.cli); null where a
+    size may be unbounded passes."""
+    with pytest.raises(
+        ConfigError, match=rf"method\.judge\.mining\.{key}={bad!r} is invalid; allowed: {allowed}"
+    ):
+        check_mining({**JUDGE, "mining": {**JUDGE["mining"], key: bad}})
+    if "null" in allowed:
+        assert check_mining({**JUDGE, "mining": {**JUDGE["mining"], key: None}})[key] is None
+
+
 def test_batch_size_one_row_is_the_sequential_search(pair, prompts):
     """batch_size=1 through the batched driver: one row, no padding; the target hidden equals the sequential one."""
     seq = sequential(pair, prompts[:3], never, None)

@@ -34,6 +34,19 @@ def run_main(
     )
 
 
+def run_build(env: dict, *overrides: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -m runners.autojudge.build overrides`` in the repository with ``env`` (no tiny-pair defaults);
+    stdout and stderr captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "runners.autojudge.build", *overrides],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def raw_sample_ids(run_dir: Path) -> list[str]:
     """Sample ids of every complete line in ``samples.jsonl`` (duplicates kept: the file as written)."""
     path = Path(run_dir) / "samples.jsonl"

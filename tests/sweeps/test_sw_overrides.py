@@ -4,8 +4,6 @@ a single run, a sweep, the check reproduce.sh runs first (DROPMATCH_CHECK_ONLY) 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +11,7 @@ import pytest
 from runners.config.errors import ConfigError
 from runners.config.overrides import check_overrides
 from runners.paths import REPO_ROOT
-from tests.helpers.cli import run_main
+from tests.helpers.cli import run_build, run_main
 
 DATASETS = "alpaca, eagle_gsm8k, gsm8k, humaneval, ifeval, komt_bench, livecodebench, mmlu, mt_bench, spec_bench"
 
@@ -165,17 +163,6 @@ def test_reproduce_check_refuses_a_misspelled_key(main_env):
     assert not Path(main_env["DROPMATCH_RESULTS"]).exists()
 
 
-def _build(env: dict, *overrides: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "runners.autojudge.build", *overrides],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 @pytest.mark.subprocess
 @pytest.mark.parametrize(
     "overrides,shown",
@@ -194,7 +181,7 @@ def _build(env: dict, *overrides: str) -> subprocess.CompletedProcess:
 )
 def test_autojudge_build_refuses_before_hydra_writes(main_env, overrides, shown):
     """Before: exit 2 with the reason, but Hydra's run directory (results/hydra/runs/<time>/) was already made."""
-    p = _build(main_env, *overrides)
+    p = run_build(main_env, *overrides)
     assert p.returncode == 2, p.stdout + p.stderr
     assert shown in p.stderr, p.stderr
     assert "Traceback" not in p.stderr

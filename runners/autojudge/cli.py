@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from runners.autojudge.mining_config import check_mining
 from runners.config.errors import ConfigError
 from runners.config.optional_deps import gpu_available
-from runners.config.overrides import check_overrides, command_overrides
+from runners.config.overrides import check_overrides, command_overrides, compose_run
 from runners.datasets.sources import DatasetUnavailableError
 from runners.models.sources import ModelUnavailableError
 from runners.paths import REPO_ROOT, directory_env_errors
@@ -54,15 +54,11 @@ def judge_error(c: Mapping[str, Any], name: str) -> str | None:
 def composed(argv: list[str]) -> dict | None:
     """The resolved run config of a command line, composed with Hydra's compose API (no output directory, no
     job); None when it cannot be composed here (Hydra's own run then reports why)."""
-    from hydra import compose, initialize_config_dir
-
     split = command_overrides(argv)
     if split is None:
         return None
     try:
-        with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-            cfg = compose("run", overrides=split[0])
-        return OmegaConf.to_container(cfg, resolve=True)
+        return OmegaConf.to_container(compose_run(split[0]), resolve=True)
     except Exception:  # noqa: BLE001  (left to Hydra's run, which reports it in full)
         return None
 

@@ -105,8 +105,20 @@ def known_paths() -> frozenset[str]:
     return frozenset(out)
 
 
-def _open(path: str) -> bool:
+def is_open(path: str) -> bool:
+    """True if ``path`` lies in one of the :data:`OPEN` mappings (its keys are the user's)."""
     return any(path == p or path.startswith(p + ".") for p in OPEN)
+
+
+@functools.cache
+def option_paths(group: str, option: str) -> frozenset[str]:
+    """Every key path the file ``conf/<group>/<option>.yaml`` defines, relative to its package (``n_ctx``,
+    ``chat_template_kwargs.enable_thinking``); none when unreadable."""
+    try:
+        data = yaml.safe_load((CONF / group / f"{option}.yaml").read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return frozenset()
+    return frozenset(_paths(data, "", top=True))
 
 
 @functools.cache
@@ -132,7 +144,9 @@ def closest_key(path: str) -> str | None:
         same = sorted(
             p
             for p in shown
-            if p.rsplit(".", 1)[-1] == last and not _open(p) and not p.startswith("method.kwargs.")
+            if p.rsplit(".", 1)[-1] == last
+            and not is_open(p)
+            and not p.startswith("method.kwargs.")
         )
         return same[0] if same else f"method.kwargs.{last}"
     prefix = path.rsplit(".", 1)[0] if "." in path else ""
@@ -144,7 +158,7 @@ def closest_key(path: str) -> str | None:
 
 def is_known(path: str) -> bool:
     """True if a run config may hold ``path`` (a known key, or one under an :data:`OPEN` mapping)."""
-    return _open(path) or path in known_paths()
+    return is_open(path) or path in known_paths()
 
 
 def unknown_keys(cfg: Mapping[str, Any]) -> list[tuple[str, str | None]]:
@@ -154,7 +168,7 @@ def unknown_keys(cfg: Mapping[str, Any]) -> list[tuple[str, str | None]]:
     def walk(node: Mapping[str, Any], prefix: str) -> None:
         for k, v in node.items():
             path = f"{prefix}.{k}" if prefix else str(k)
-            if _open(path):
+            if is_open(path):
                 continue
             if path not in known_paths():
                 out.append((path, closest_key(path)))

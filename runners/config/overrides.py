@@ -24,7 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from runners.config.errors import ConfigError
-from runners.config.known_keys import CONF, OPEN, closest_key, is_known, unknown_key_message
+from runners.config.known_keys import (
+    CONF,
+    closest_key,
+    is_known,
+    is_open,
+    option_paths,
+    unknown_key_message,
+)
 
 
 def command_overrides(argv: list[str]) -> tuple[list[str], list[Path]] | None:
@@ -135,7 +142,7 @@ def check_overrides(argv: list[str]) -> None:
         if error:
             raise ConfigError(error)
     if not dirs and all(_plain_key(o) or _choices(o) is not None for o in parsed):
-        error = missing_in_option(overrides, parsed)
+        error = missing_in_option(parsed)
         if error:
             raise ConfigError(error)
 
@@ -154,7 +161,7 @@ def _plain_key(override: Any) -> bool:
     ) and (override.value_type == ValueType.ELEMENT)
 
 
-def _compose(overrides: list[str]) -> Any:
+def compose_run(overrides: list[str]) -> Any:
     """``conf/run.yaml`` composed with ``overrides`` (Hydra's compose API, nothing run or written)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -167,17 +174,18 @@ def _compose(overrides: list[str]) -> Any:
         GlobalHydra.instance().clear()
 
 
-def missing_in_option(overrides: list[str], parsed: list[Any]) -> str | None:
+def missing_in_option(parsed: list[Any]) -> str | None:
     """A known key under a config group that the group's selected option does not define
     (``backend.n_ctx=4096`` with backend=hf: the key is llama.cpp's), which Hydra refuses as "not in struct" with
     exit status 1: the message names the selected option, the options that have the key and the option's keys.
-    Sweeps are composed at their first value."""
+    Composed (sweeps at their first value) only when some option of the group lacks the key's path: a key every
+    option's file defines needs no composition."""
     from hydra.errors import ConfigCompositionException
 
     keyed = {
         i
         for i, o in enumerate(parsed)
-        if _plain_key(o) and "." in o.key_or_group and is_group(o.key_or_group.split(".")[0])
+        if _plain_key(o) and "." in o.key_or_group and not _in_every_option(o.key_or_group)
     }
     if not keyed:
         return None
@@ -188,14 +196,14 @@ def missing_in_option(overrides: list[str], parsed: list[Any]) -> str | None:
         for o in parsed
     ]
     try:
-        _compose(first)
+        compose_run(first)
         return None
     except ConfigCompositionException:
         pass
     except Exception:  # noqa: BLE001  (a value Hydra refuses otherwise: its own run says why)
         return None
     try:
-        base = _compose([x for j, x in enumerate(first) if j not in keyed])
+        base = compose_run([x for j, x in enumerate(first) if j not in keyed])
     except Exception:  # noqa: BLE001  (another override's fault: Hydra says which)
         return None
     for o in (parsed[i] for i in sorted(keyed)):
@@ -209,7 +217,7 @@ def missing_in_option(overrides: list[str], parsed: list[Any]) -> str | None:
         chosen = base.get(group, {}).get("name", "?")
         parent = o.key_or_group.rpartition(".")[0]
         keys = ", ".join(sorted(map(str, node.keys()))) or "none"
-        if any(parent == k or parent.startswith(k + ".") for k in OPEN):  # free keys: added with +
+        if is_open(parent):  # free keys: added with +
             close = difflib.get_close_matches(leaf, list(map(str, node.keys())), n=1, cutoff=0.6)
             fix = (
                 f"did you mean {parent}.{close[0]}?"
@@ -220,9 +228,7 @@ def missing_in_option(overrides: list[str], parsed: list[Any]) -> str | None:
                 f"{o.key_or_group}={o.value()}: {parent} of {group}={chosen} has no key {leaf} (its keys: "
                 f"{keys}); {fix}"
             )
-        having = [
-            opt for opt in group_options(group) if leaf in (yaml_keys(CONF / group / f"{opt}.yaml"))
-        ]
+        having = [opt for opt in group_options(group) if rest in option_paths(group, opt)]
         return (
             f"{o.key_or_group}={o.value()} is not a key of {group}={chosen}"
             + (f" (it is one of {group}={', '.join(having)})" if having else "")
@@ -231,12 +237,9 @@ def missing_in_option(overrides: list[str], parsed: list[Any]) -> str | None:
     return None
 
 
-def yaml_keys(path: Path) -> set[str]:
-    """Top-level keys of a config file (none when unreadable)."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return set()
-    return set(data) if isinstance(data, dict) else set()
+def _in_every_option(key: str) -> bool:
+    """True unless ``key`` lies under a config group (``backend.n_ctx``) some option of which lacks its path."""
+    group, _, rest = key.partition(".")
+    if not is_group(group):
+        return True
+    return all(rest in option_paths(group, opt) for opt in group_options(group))

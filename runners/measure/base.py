@@ -110,13 +110,12 @@ def run_resolved(c: Mapping[str, Any], log: Callable[[str], None] = logger.info)
     units = job.unit_ids()
     tag = f"{c['method']['name']} pair={c['pair']['name']} dtype={c['pair'].get('dtype')} n={len(units)}"
     with record:
-        rules = decision_rules(job)
-        code = rules_decision_code(rules) if rules else None
+        rules = decision_rules(job)  # the fingerprint is hashed only for a run that is written
         skip = record.open_or_skip(
             lambda: {
                 **provenance(),
                 "run_id": record.run_id,
-                **({"decision_code": code} if code else {}),
+                **({"decision_code": rules_decision_code(rules)} if rules else {}),
             },
             num_expected=len(units),
             tag=tag,
@@ -139,7 +138,7 @@ def run_resolved(c: Mapping[str, Any], log: Callable[[str], None] = logger.info)
                 "num_samples": len(lines),
                 "num_expected": len(units),
                 "complete": len(lines) == len(units),
-                **({"decision_code": code["fingerprint"]} if code else {}),
+                **({"decision_code": rules_decision_code(rules)["fingerprint"]} if rules else {}),
                 **provenance(),
             }
         )

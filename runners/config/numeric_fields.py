@@ -108,7 +108,9 @@ NUMERIC: tuple[Field, ...] = (
         note="draft tokens per round; 0 only with an autoregressive method",
     ),
     Field("dropmatch.p_drop", float, low=0, high=1, high_open=True),
-    Field("dropmatch.K", int, low=1, note="MC-dropout heads"),
+    # 0 is a valid value for the methods that read no heads (ar, sd, ...): a sweep may cross dropmatch.K=0,5 with
+    # them; runners.config.validate refuses it for the methods that read them
+    Field("dropmatch.K", int, low=0, note="MC-dropout heads; 0 only with a method that reads none"),
     Field("dropmatch.path", int, low=0, note="which single dropout path decodes"),
     Field("dropmatch.sparse_top_n", int, low=1, nullable=True, note="null = the exact rule"),
     Field(

@@ -171,6 +171,7 @@ def _validate_fields(cfg: Mapping[str, Any]) -> None:
                 f"with the exact rule, but dropmatch.sparse_top_n={dm['sparse_top_n']} makes the run "
                 "sparse; allowed: sparse_top_n=null with the check, or sparse_check_top_n=null"
             )
+    _validate_heads(cfg)
     escape = dm.get("sparse_escape", False)
     if not isinstance(escape, bool):
         raise ConfigError(
@@ -198,6 +199,17 @@ def _validate_fields(cfg: Mapping[str, Any]) -> None:
     if cfg.get("progress", "auto") not in PROGRESS:
         raise ConfigError(
             f"progress={cfg.get('progress')!r} is invalid; allowed: {', '.join(PROGRESS)}"
+        )
+
+
+def _validate_heads(cfg: Mapping[str, Any]) -> None:
+    """``dropmatch.K=0`` only with a method that reads no MC-dropout heads (AR, SD and the other rules ignore K)."""
+    method = cfg.get("method") or {}
+    K = (cfg.get("dropmatch") or {}).get("K")
+    if K == 0 and (method.get("uses_dropmatch") or method.get("ar_dropout_path")):
+        raise ConfigError(
+            f"dropmatch.K=0 is invalid with method={method.get('name')} (its rule reads the MC-dropout heads); "
+            "allowed: an integer >= 1 (method=sd decodes the same drafts without heads)"
         )
 
 

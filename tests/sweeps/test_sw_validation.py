@@ -17,7 +17,19 @@ BAD = [
     (["method=dropmatch", "L=-2"], r"L=-2 is invalid; allowed: an integer >= 1"),
     (["dropmatch.p_drop=1.0"], r"dropmatch.p_drop=1.0 is invalid; allowed: a number in \[0, 1\)"),
     (["dropmatch.p_drop=-0.1"], r"dropmatch.p_drop=-0.1 is invalid; allowed: a number in \[0, 1\)"),
-    (["dropmatch.K=0"], r"dropmatch.K=0 is invalid; allowed: an integer >= 1"),
+    (
+        ["dropmatch.K=0"],
+        r"^dropmatch.K=0 is invalid with method=dropmatch \(its rule reads the MC-dropout heads\); allowed: an "
+        r"integer >= 1",
+    ),
+    (
+        ["method=dropout_path", "dropmatch.K=0"],
+        r"^dropmatch.K=0 is invalid with method=dropout_path",
+    ),
+    # the methods that read no heads ignore K: a sweep may cross dropmatch.K=0,5 with them
+    (["method=ar", "dropmatch.K=0"], None),
+    (["method=sd", "dropmatch.K=0"], None),
+    (["method=sd", "dropmatch.K=-1"], r"^dropmatch.K=-1 is invalid; allowed: an integer >= 0"),
     (["decoding.temperature=-1"], r"decoding.temperature=-1 is invalid; allowed: a number >= 0"),
     (["method.criterion=nope"], r"method.criterion='nope' is unknown; allowed: .*dropmatch_js"),
     (["backend.name=nope"], r"backend='nope' is unknown; allowed: .*hf"),
@@ -52,7 +64,7 @@ BAD = [
         r"^decoding.temperature=True is invalid; allowed: a number >= 0",
     ),
     (["repeats=0"], r"^repeats=0 is invalid; allowed: an integer >= 1 or null"),
-    (["dropmatch.K=2.5"], r"^dropmatch.K=2.5 is invalid; allowed: an integer >= 1"),
+    (["dropmatch.K=2.5"], r"^dropmatch.K=2.5 is invalid; allowed: an integer >= 0"),
     (
         ["method=dropout_path", "dropmatch.path=-1"],
         r"^dropmatch.path=-1 is invalid; allowed: an integer >= 0",
@@ -552,6 +564,12 @@ def test_check_only_validates_a_sweep_and_runs_nothing(main_env):
         env, "pair=tiny", "profile=smoke", "method=sd", "L=2", "backend=vllm", multirun=True
     )
     assert p.returncode == 0 and "needs the 'vllm' package" not in p.stderr, p.stderr
+    # K=0 is refused only where the rule reads the heads (a breaker's sweep had AR and SD refused too)
+    p = run_main(
+        env, "pair=tiny", "profile=smoke", "method=ar,sd,dropmatch", "dropmatch.K=0", multirun=True
+    )
+    assert p.returncode == 2 and "1 of 3 sweep points invalid" in p.stderr, p.stderr
+    assert "dropmatch.K=0 is invalid with method=dropmatch" in p.stderr, p.stderr
 
 
 @pytest.mark.subprocess

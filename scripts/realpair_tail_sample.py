@@ -74,21 +74,17 @@ def sampled_js(heads, cen, q, ids, dup, cdf, rho, S):
     return js_draft, js_heads.amax(-1), diff.std(-1) / math.sqrt(S)
 
 
-def lumped_js(heads, cen, q, ids, dup, plain):
+def lumped_js(heads, q, ids, dup, plain):
     """The library's coarsened Eq. (6) (one rest entry: the plain head's log-sum-exp outside the candidates)."""
-    from criteria.dropmatch_base import js_statistics
+    from criteria.dropmatch_base import coarsen, js_statistics
     from criteria.dropout_heads import rest_logsumexp
 
     n, K_, _ = heads.shape
     hc = heads.gather(-1, ids[:, None].expand(n, K_, ids.shape[-1])).masked_fill(
         dup[:, None], float("-inf")
     )
-    rest = rest_logsumexp(plain, ids)[:, None, None].expand(n, K_, 1)
-    qc = q.gather(-1, ids).masked_fill(dup, 0.0)
-    qc = torch.cat([qc, (1.0 - qc.sum(-1, keepdim=True)).clamp_min(0.0)], -1)
-    d, h = js_statistics(
-        torch.cat([hc, rest], -1)[:, None], (qc / qc.sum(-1, keepdim=True))[:, None], 0.0
-    )
+    support = torch.cat([hc, rest_logsumexp(plain, ids)[:, None, None].expand(n, K_, 1)], -1)
+    d, h = js_statistics(support[:, None], coarsen(q.gather(-1, ids), support)[:, None], 0.0)
     return d[:, 0], h[:, 0]
 
 
@@ -179,7 +175,7 @@ def main() -> None:
                 }
 
                 ctx = (B, L, by_maj, emask, counted, need)
-                d, h = lumped_js(heads, cen, qf, ids, dup, plain)
+                d, h = lumped_js(heads, qf, ids, dup, plain)
                 count(tally, ctx, "lumped rest entry (the library's, no escape)", d <= h)
                 for S in first:
                     for S1 in wide:

@@ -40,11 +40,12 @@ class VerifyInputs:
         head_candidates: ``[B, P, C + 1]`` int64 or None: the sparse variant (``HeadSpec.top_n``): the token id of
             each entry of ``head_logits``' last dim (:func:`criteria.dropout_heads.candidate_tokens`), the last one
             ``-1`` (the rest of the vocabulary); None = exact heads over the whole vocabulary.
-        exact_heads: None, or with ``head_candidates`` the way back to the exact heads:
-            ``exact_heads(rows [m] int64, positions [m] int64, top_n=None)`` gives the K heads at those positions on
-            the round's dropout masks, over the whole vocabulary (``([m, K, V], None)``) or, with ``top_n``, at a
-            wider candidate set (``([m, K, C' + 1], [m, C' + 1])`` as ``head_logits`` / ``head_candidates``).
-            A rule calls it where the coarsened support cannot decide (:class:`criteria.dropmatch_js.DropMatchJS`).
+        exact_heads: None, or with ``head_candidates`` (the sparse variant with ``HeadSpec.escape``) the heads
+            beyond the candidates: ``exact_heads(rows [m] int64, positions [m] int64, samples=None)`` gives the K
+            heads at those positions on the round's dropout masks, over the whole vocabulary (``([m, K, V], None,
+            None)``) or, with ``samples`` S, at the candidates plus S sampled tail tokens (``([m, K, C + S]``,
+            ``[m, C + S]`` ids, ``[m, C + S]`` importance weights)``, :func:`criteria.verify._exact_heads_at`). The
+            JS rule reads it where Eq. (6) decides (:func:`criteria.dropmatch_js.sampled_decision`).
         sparse_support: None, or with ``head_candidates`` (the sparse variant as the verify round builds it) the
             support of Eq. (6): ``sparse_support(rows [m] int64, positions [m] int64)`` gives the K heads at those
             positions on the round's dropout masks at the candidate tokens plus the rest entry, and their ids
@@ -62,7 +63,9 @@ class VerifyInputs:
     target_hidden: torch.Tensor | None = None
     draft_hidden: torch.Tensor | None = None
     head_candidates: torch.Tensor | None = None
-    exact_heads: Callable[..., tuple[torch.Tensor, torch.Tensor | None]] | None = None
+    exact_heads: (
+        Callable[..., tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]] | None
+    ) = None
     sparse_support: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
 
 

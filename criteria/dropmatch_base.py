@@ -12,7 +12,6 @@ from criteria.common import check_inputs, finish_round, sample_categorical
 from criteria.divergence import (
     LN2,
     agreement_pattern,
-    centroid_probs,
     majority_token,
 )
 
@@ -117,39 +116,6 @@ def js_statistics(
         0.0, LN2
     )
     return js_draft, js_heads.amax(dim=-1)
-
-
-def lumping_slack(
-    head_logits: torch.Tensor, draft_probs: torch.Tensor, temperature: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """How far each side of Eq. (6) can rise once the sparse variant's rest entry is split back into its tokens.
-
-    Merging tokens never raises a JS divergence, and a token's term ``f(p, m) = ½ p ln(2p / (p + m)) +
-    ½ m ln(2m / (p + m))`` is at most ``½ (p + m) ln 2``. So with rest masses ``P_r`` (a distribution) and ``M_r``
-    (the centroid), the JS over the whole vocabulary lies in ``[JS_C, JS_C + ½ (P_r + M_r) ln 2 - f(P_r, M_r)]``,
-    ``JS_C`` the coarsened one (:func:`js_statistics` on :func:`js_inputs`). The heads' rest masses are those of
-    the rest entry, the plain head's mass outside the candidates, so the bound is as good as that estimate.
-
-    Args:
-        head_logits: ``[B, L, K, C + 1]`` float, the heads at the candidates plus the rest entry (last).
-        draft_probs: ``[B, L, C + 1]`` float, the draft on the same support (:func:`js_inputs`).
-        temperature: ``>= 0`` (T = 1 when greedy, as :func:`js_statistics`).
-
-    Returns:
-        ``(slack_draft [B, L], slack_heads [B, L])`` float32 nats: the most ``JS(p_hat || p_bar)`` and
-        ``max_i JS(p^(i) || p_bar)`` can exceed their coarsened values.
-    """
-    T = temperature if temperature > 0 else 1.0
-    scaled = head_logits.float() / T  # [B, L, K, C + 1]
-    m = centroid_probs(scaled)[..., -1]  # [B, L]
-    heads = torch.softmax(scaled, dim=-1)[..., -1]  # [B, L, K]
-
-    def slack(p: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-        half = (0.5 * (p + m)).clamp_min(torch.finfo(torch.float32).tiny)  # [...]
-        term = 0.5 * (torch.xlogy(p, p / half) + torch.xlogy(m, m / half))  # f(P_r, M_r)
-        return (half * LN2 - term).clamp_min(0.0)
-
-    return slack(draft_probs[..., -1].float(), m), slack(heads, m.unsqueeze(-1)).amax(dim=-1)
 
 
 def js_inputs(inputs: VerifyInputs, L: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -11,13 +11,12 @@ from criteria.base import VerifyInputs
 from criteria.dropmatch_base import (
     DropMatchBase,
     coarsen,
-    coarsened_draft,
     js_inputs,
     js_statistics,
-    lumping_slack,
     majority_vote,
 )
 from criteria.registry import CRITERIA
+from criteria.sampled_tail import sampled_js_statistics
 
 
 @CRITERIA.register("dropmatch_js")
@@ -58,7 +57,9 @@ class DropMatchJS(DropMatchBase):
         test is then exact up to the first rejection only, and no JS values are returned. The sparse variant
         (``head_candidates``) tests every position at once (its JS is over C + 1 entries), unless the round left
         its support to ``sparse_support``: then, without ``every_position``, only the positions that decide
-        (:meth:`_reached_js`, which also takes the escape, ``exact_heads``, at those positions only).
+        (:meth:`_reached_js`). With the escape (``exact_heads``) Eq. (6) is decided by :func:`sampled_decision`
+        instead of the lumped rest entry: at the positions that decide in a run, and at every position the
+        majority does not accept in a traced round.
         """
         L = inputs.draft_token_ids.shape[1]
         majority, valid = majority_vote(head_token_ids, self.majority)  # [B, L], [B, L]
@@ -73,9 +74,13 @@ class DropMatchJS(DropMatchBase):
             # per-position calls below (each a dozen small kernels), with the same values
             js_draft, js_heads_max = js_statistics(heads, draft_probs, inputs.temperature)
             if inputs.exact_heads is not None:
-                js_draft, js_heads_max = self._unlump(
-                    inputs, heads, draft_probs, by_majority, js_draft, js_heads_max
-                )
+                rows, positions = (~by_majority).nonzero(as_tuple=True)  # [m] each: Eq. (6) decides
+                js_draft, js_heads_max = js_draft.clone(), js_heads_max.clone()
+                if rows.numel():
+                    (
+                        js_draft[rows, positions],
+                        js_heads_max[rows, positions],
+                    ) = sampled_decision(inputs, rows, positions)
             return (js_draft <= js_heads_max) | by_majority, (js_draft, js_heads_max)
         ok = by_majority.clone()
         alive = torch.ones(
@@ -104,8 +109,8 @@ class DropMatchJS(DropMatchBase):
         each a pass over the vocabulary) is built only at those positions, in waves: each row's first position
         the majority (Eq. 7) does not accept, then, for the rows Eq. (6) accepted there, their next one. Each
         position gets the values the whole support would give it (the same per-row operations). With the escape
-        (``inputs.exact_heads``) a wave's unsure positions are decided again as :meth:`_unlump` does
-        (:func:`escape`), so the escape costs only where a position both decides the round and is unsure.
+        (``inputs.exact_heads``) a wave's positions are decided by :func:`sampled_decision` instead, so its
+        sample, and the exact heads it may take, cost only where a position decides the round.
         """
         T = inputs.temperature
         ok = by_majority.clone()  # [B, L]
@@ -120,146 +125,72 @@ class DropMatchJS(DropMatchBase):
             if rows.numel() == 0:
                 return ok
             positions = pending[rows].byte().argmax(dim=-1)  # [m] each row's first pending position
-            heads, cand = inputs.sparse_support(rows, positions)  # [m, K, C + 1], [m, C + 1]
-            q = coarsen(inputs.draft_probs[rows[:, None], positions[:, None], cand[:, :-1]], heads)
-            js_draft, js_heads_max = js_statistics(heads.unsqueeze(1), q.unsqueeze(1), T)  # [m, 1]
             if inputs.exact_heads is not None:
-                slack = lumping_slack(heads.unsqueeze(1), q.unsqueeze(1), T)  # [m, 1] each
-                js_draft, js_heads_max = escape(
-                    inputs, rows, positions, js_draft, js_heads_max, *slack
+                js_draft, js_heads_max = sampled_decision(inputs, rows, positions)  # [m] each
+            else:
+                heads, cand = inputs.sparse_support(rows, positions)  # [m, K, C + 1], [m, C + 1]
+                q = coarsen(
+                    inputs.draft_probs[rows[:, None], positions[:, None], cand[:, :-1]], heads
                 )
-            accepted = js_draft[:, 0] <= js_heads_max[:, 0]  # [m]
+                js_draft, js_heads_max = (
+                    v[:, 0] for v in js_statistics(heads.unsqueeze(1), q.unsqueeze(1), T)
+                )
+            accepted = js_draft <= js_heads_max  # [m]
             ok[rows, positions] = accepted
             start[rows] = torch.where(accepted, positions + 1, L)  # a rejection ends the row
 
-    @staticmethod
-    def _unlump(
-        inputs: VerifyInputs,
-        heads: torch.Tensor,
-        draft_probs: torch.Tensor,
-        by_majority: torch.Tensor,
-        js_draft: torch.Tensor,
-        js_heads_max: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The sparse variant's Eq. (6) decided again, on a wider support and then exactly, where it is unsure.
 
-        A position is unsure when the majority (Eq. 7) does not accept it, no earlier position of its row is
-        surely rejected, and the two sides of Eq. (6) are closer than what splitting the rest entry could move
-        them (:func:`unsure_positions`). Those positions climb ``ESCAPE_LADDER``: decided again at ``REFINE_TOP_N`` candidates
-        (``inputs.exact_heads(..., top_n)``: the heads at ~1,000 gathered LM-head rows), and those still unsure
-        from the exact heads over the whole vocabulary (one pass over the LM head for all of them) and the
-        draft's whole distribution. Returns ``(js_draft, js_heads_max)`` ``[B, L]`` with the values that decided.
-        """
-        slack_draft, slack_heads = lumping_slack(heads, draft_probs, inputs.temperature)  # [B, L]
-        js_draft, js_heads_max = js_draft.clone(), js_heads_max.clone()
-        for top_n in ESCAPE_LADDER:
-            unsure = unsure_positions(js_draft, js_heads_max, slack_draft, slack_heads, by_majority)
-            if not bool(unsure.any()):
-                break
-            rows, positions = unsure.nonzero(as_tuple=True)  # [m], [m]
-            (
-                js_draft[rows, positions],
-                js_heads_max[rows, positions],
-                slack_draft[rows, positions],
-                slack_heads[rows, positions],
-            ) = redecide(inputs, rows, positions, top_n)
-        return js_draft, js_heads_max
+# The escape's ladder: the tail samples of each rung (None: the exact heads over the whole vocabulary), and the band,
+# in standard errors plus a floor in nats, within which a rung leaves a position to the next. On 3,751 real positions
+# where Eq. (6) decided (the embedded pair, 10 items each of IFEval / GSM8K / HumanEval, batch 10, one mask seed;
+# scripts/realpair_tail_sample.py) this ladder differed from the exact rule at none, sending 88 positions to 4,096
+# samples and 24 to the exact heads, against 24 differing with the lumped rest entry. 32 first samples left 3
+# differing; 128 sent more positions to the exact heads (28); 4 standard errors sent more (32) for no fewer misses.
+TAIL_LADDER = (64, 4096, None)
+TAIL_Z = 3.0
+TAIL_FLOOR = 1e-5
 
 
-# The sparse variant's second support (``exact_heads(..., top_n)``): 2 x 512 candidates. On real rounds (the
-# embedded pair, IFEval / GSM8K / HumanEval, 3,847 positions) a JS test on it disagreed with the exact one at 12
-# positions, against 24 at top-64 and 5 at top-2,048 or top-8,192 (so the rest goes to the exact heads); at batch
-# 10 it cost ~10 ms per round against ~80 ms at top-2,048 (a top-4,096 over the vocabulary and the row gather).
-REFINE_TOP_N = 512
-# The supports an unsure position climbs, None the exact heads. Measured on 7,578 real positions (the embedded pair,
-# 10 items each of IFEval / GSM8K / HumanEval, 2 mask seeds, batch 10; scripts/realpair_escape.py): 321 positions
-# reached the first rung and 136 the exact heads; stopping at top-4,096 or top-2,048 instead left 11 and 13
-# disagreements against 1, and a top-4,096 rung before the exact heads cost more than it saved.
-ESCAPE_LADDER = (REFINE_TOP_N, None)
-# How much wider than lumping_slack the unsure band is. The heads' rest entry is the plain head's mass outside
-# the candidates, an estimate, so the bound is widened: at 1.5 x slack + 0.005 nats the band held every one of the
-# 41 disagreements of 13,440 real positions (the same rounds, 3 mask seeds); at 1 x slack + 0 it missed one.
-SLACK_SCALE = 1.5
-SLACK_FLOOR = 0.005
-
-
-def unsure_positions(
-    js_draft: torch.Tensor,
-    js_heads_max: torch.Tensor,
-    slack_draft: torch.Tensor,
-    slack_heads: torch.Tensor,
-    by_majority: torch.Tensor,
-) -> torch.Tensor:
-    """Positions where the coarsened Eq. (6) may decide otherwise than the exact one and the decision matters.
-
-    Args:
-        js_draft, js_heads_max: ``[B, L]`` float32, the two sides of Eq. (6) as computed (nats).
-        slack_draft, slack_heads: ``[B, L]`` float32, how far each could still move
-            (:func:`criteria.dropmatch_base.lumping_slack`; 0 where already exact).
-        by_majority: ``[B, L]`` bool, accepted by Eq. (7) (Eq. 6 is then moot).
+def sampled_decision(
+    inputs: VerifyInputs, rows: torch.Tensor, positions: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. (6) of a sparse round with the escape, at positions ``(rows [m], positions [m])``: the two sides from a
+    sampled tail (:func:`redecide`), climbing ``TAIL_LADDER`` wherever they are within ``TAIL_Z`` standard errors
+    plus ``TAIL_FLOOR`` of each other; the last rung, the exact heads, always decides.
 
     Returns:
-        ``[B, L]`` bool: ``|js_heads_max - js_draft| <= SLACK_SCALE * (slack_draft + slack_heads) + SLACK_FLOOR``
-        where both slacks are not 0, not accepted by the majority, and no earlier position of the row surely
-        rejected (outside that band and above it).
+        ``(js_draft [m], js_heads_max [m])`` float32 nats: the values of the rung that decided each position.
     """
-    band = SLACK_SCALE * (slack_draft + slack_heads) + SLACK_FLOOR
-    exact = (slack_draft == 0) & (slack_heads == 0)
-    near = ~by_majority & ~exact & ((js_heads_max - js_draft).abs() <= band)  # [B, L]
-    surely_out = ~by_majority & ~near & (js_draft > js_heads_max)
-    reached = (surely_out.cumsum(dim=-1) - surely_out.long()) == 0  # no sure rejection before
-    return near & reached
+    js_draft = torch.zeros(rows.shape, dtype=torch.float32, device=rows.device)
+    js_heads_max = torch.zeros_like(js_draft)
+    todo = torch.arange(rows.numel(), device=rows.device)
+    for samples in TAIL_LADDER:
+        d, h, se = redecide(inputs, rows[todo], positions[todo], samples)  # [n] each
+        js_draft[todo], js_heads_max[todo] = d, h
+        todo = todo[(h - d).abs() <= TAIL_Z * se + TAIL_FLOOR] if samples is not None else todo[:0]
+        if todo.numel() == 0:
+            break
+    return js_draft, js_heads_max
 
 
 def redecide(
-    inputs: VerifyInputs, rows: torch.Tensor, positions: torch.Tensor, top_n: int | None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Eq. (6) at positions ``(rows [m], positions [m])`` of a sparse round, again: on the sparse variant's support
-    at ``top_n`` candidates (``inputs.exact_heads(..., top_n)``) or, with ``top_n`` None, on the exact heads over the
-    whole vocabulary and the draft's whole distribution.
+    inputs: VerifyInputs, rows: torch.Tensor, positions: torch.Tensor, samples: int | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Eq. (6) at positions ``(rows [m], positions [m])`` of a sparse round, on the candidates plus ``samples`` tail
+    tokens (:func:`criteria.sampled_tail.sampled_js_statistics`) or, with ``samples`` None, on the exact heads
+    over the whole vocabulary and the draft's whole distribution (``inputs.exact_heads``).
 
     Returns:
-        ``(js_draft, js_heads_max, slack_draft, slack_heads)`` ``[m]`` float32 nats; the slacks
-        (:func:`criteria.dropmatch_base.lumping_slack`) are 0 where the values are exact.
+        ``(js_draft, js_heads_max, se)`` ``[m]`` float32 nats; ``se`` the standard error of their difference (0
+        where exact).
     """
     T = inputs.temperature
-    wide, cand = inputs.exact_heads(rows, positions, top_n)  # [m, K, C' + 1 or V]
+    heads, ids, weights = inputs.exact_heads(rows, positions, samples)  # [m, K, C + S or V]
     q = inputs.draft_probs[rows, positions]  # [m, V]
-    q = q if cand is None else coarsened_draft(q, cand, wide)  # [m, C' + 1 or V]
-    d, h = js_statistics(wide.unsqueeze(1), q.unsqueeze(1), T)  # [m, 1] each
-    if cand is None:
-        return d[:, 0], h[:, 0], torch.zeros_like(d[:, 0]), torch.zeros_like(h[:, 0])
-    sd, sh = lumping_slack(wide.unsqueeze(1), q.unsqueeze(1), T)  # [m, 1] each
-    return d[:, 0], h[:, 0], sd[:, 0], sh[:, 0]
-
-
-def escape(
-    inputs: VerifyInputs,
-    rows: torch.Tensor,
-    positions: torch.Tensor,
-    js_draft: torch.Tensor,
-    js_heads_max: torch.Tensor,
-    slack_draft: torch.Tensor,
-    slack_heads: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The escape at positions that decide their rows (none accepted by the majority, none after a rejection):
-    those unsure (:func:`unsure_positions`) climb ``ESCAPE_LADDER``: decided again at ``REFINE_TOP_N`` candidates, and
-    those still unsure on the exact heads (:func:`redecide`).
-
-    Args:
-        inputs: the sparse round (``exact_heads`` set); rows, positions: ``[m]`` int64.
-        js_draft, js_heads_max, slack_draft, slack_heads: ``[m, 1]`` float32 nats, the coarsened Eq. (6) there.
-
-    Returns:
-        ``(js_draft, js_heads_max)`` ``[m, 1]`` float32 nats, the values that decide.
-    """
-    d, h = js_draft.clone(), js_heads_max.clone()
-    sd, sh = slack_draft.clone(), slack_heads.clone()
-    moot = torch.zeros_like(d, dtype=torch.bool)  # [m, 1] the majority accepts none of them
-    for top_n in ESCAPE_LADDER:
-        unsure = unsure_positions(d, h, sd, sh, moot)[:, 0]  # [m]
-        if not bool(unsure.any()):
-            break
-        i = unsure.nonzero().squeeze(-1)
-        d[i, 0], h[i, 0], sd[i, 0], sh[i, 0] = redecide(inputs, rows[i], positions[i], top_n)
-    return d, h
+    if ids is None:
+        d, h = (v[:, 0] for v in js_statistics(heads.unsqueeze(1), q.unsqueeze(1), T))
+        return d, h, torch.zeros_like(d)
+    q = (
+        q.gather(-1, ids).float().masked_fill(torch.isneginf(heads[:, 0]), 0.0)
+    )  # duplicates count once
+    return sampled_js_statistics(heads, q, weights, samples, T)

@@ -39,8 +39,10 @@ class HeadSpec:
             share of rounds also decided by the exact rule on the same dropout masks (:mod:`criteria.audit`;
             the run keeps the sparse decision); 0 = no audit. Stored as 0.0 when ``K = 0``.
         escape: with the sparse variant only (``dropmatch.sparse_escape``): the rounds carry
-            ``VerifyInputs.exact_heads``, so the JS rule decides its unsure positions again on a wider support and
-            then on the exact heads (:meth:`criteria.dropmatch_js.DropMatchJS._unlump`). Default False.
+            ``VerifyInputs.exact_heads``, so the JS rule estimates the vocabulary beyond the candidates from a
+            deterministic sample instead of lumping it, and decides the positions that estimate cannot settle on
+            more samples and then on the exact heads (:func:`criteria.dropmatch_js.sampled_decision`). Default
+            False.
 
     Raises:
         ValueError: a field out of range, or an audit of an exact run; the message names ``dropmatch.K`` /

@@ -34,6 +34,7 @@ from criteria.dropout_heads import (
     rest_logsumexp,
     with_draft_top,
 )
+from criteria.sampled_tail import tail_sample
 
 
 def head_logits(
@@ -169,7 +170,7 @@ def _sparse_round_heads(
     logits ``target`` ``[B, P, V]`` float32 and the head inputs ``dropped`` ``[B, P, K, d]`` (Eq. 1-2)."""
     closures = {
         "sparse_support": None,
-        "exact_heads": _exact_heads_at(dropped, W, b, target, draft_probs)
+        "exact_heads": _exact_heads_at(dropped, W, b, target, draft_probs, heads.top_n)
         if heads.escape
         else None,
     }
@@ -200,26 +201,39 @@ def _exact_heads_at(
     b: torch.Tensor | None,
     target: torch.Tensor,
     draft_probs: torch.Tensor | None,
-) -> Callable[..., tuple[torch.Tensor, torch.Tensor | None]]:
-    """``VerifyInputs.exact_heads`` of a sparse round, from its own head inputs ``dropped`` ``[B, P, K, d]`` (the
-    same masks), plain logits ``target`` ``[B, P, V]`` float32 and ``draft_probs`` ``[B, L, V]``.
+    top_n: int,
+) -> Callable[..., tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]]:
+    """``VerifyInputs.exact_heads`` of a sparse round. It is built from the round's own head inputs ``dropped``
+    ``[B, P, K, d]`` (the same masks), the plain logits ``target`` ``[B, P, V]`` float32, ``draft_probs``
+    ``[B, L, V]`` and the candidates' ``top_n``.
 
-    ``at(rows [m], positions [m], top_n=None)`` returns the K heads at those positions: over the whole vocabulary
-    (``[m, K, V]`` in the matmul's dtype, Eq. 3; candidates None), or with ``top_n`` the sparse variant's heads at
-    a wider candidate set (``[m, K, C + 1]`` float32 and ``[m, C + 1]`` ids, :func:`_sparse_heads`)."""
+    ``at(rows [m], positions [m], samples=None)`` returns the K heads at those positions.
+    - With ``samples`` None: over the whole vocabulary, ``([m, K, V]`` in the matmul's dtype, None, None)``
+      (Eq. 3).
+    - With ``samples`` S: on the sparse variant's candidates (:func:`criteria.dropout_heads.candidate_tokens`)
+      plus S tail tokens (:func:`criteria.sampled_tail.tail_sample`). It returns ``([m, K, C + S]`` float32,
+      ``[m, C + S]`` int64 ids, ``[m, C + S]`` float32 weights)``: ``-inf`` at a masked duplicate; weight 1 at
+      a candidate and the importance weight at a sampled token."""
 
     def at(
-        rows: torch.Tensor, positions: torch.Tensor, top_n: int | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        rows: torch.Tensor, positions: torch.Tensor, samples: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         x = dropped[rows, positions]  # [m, K, d]
-        if top_n is not None:
-            q = None if draft_probs is None else draft_probs[rows, positions].unsqueeze(1)
-            heads, cand = _sparse_heads(
-                target[rows, positions].unsqueeze(1), x.unsqueeze(1), W, b, q, top_n
-            )
-            return heads[:, 0], cand[:, 0]
         m, K, d = x.shape
-        return torch.nn.functional.linear(x.reshape(m * K, d), W, b).view(m, K, -1), None
+        if samples is None:
+            return torch.nn.functional.linear(x.reshape(m * K, d), W, b).view(m, K, -1), None, None
+        plain = target[rows, positions]  # [m, V]
+        q = None if draft_probs is None else draft_probs[rows, positions]  # [m, V]
+        ids, dup = candidate_tokens(
+            plain.unsqueeze(1), None if q is None else q.unsqueeze(1), top_n
+        )  # [m, 1, C]
+        ids, dup = ids[:, 0], dup[:, 0]
+        tail, w = tail_sample(plain, q, ids, samples)  # [m, S] each
+        ids = torch.cat([ids, tail], dim=-1)  # [m, C + S]
+        dup = torch.cat([dup, torch.zeros_like(tail, dtype=torch.bool)], dim=-1)
+        heads = heads_on_candidates(x, W, b, ids, dup).float()  # [m, K, C + S]
+        exact = w.new_ones(m, ids.shape[-1] - samples)  # the candidates' terms count once
+        return heads, ids, torch.cat([exact, w], dim=-1)
 
     return at
 
@@ -573,7 +587,7 @@ def _row(inputs: VerifyInputs, i: int, generator: torch.Generator | None) -> Ver
         head_candidates=pick(inputs.head_candidates),
         exact_heads=None
         if inputs.exact_heads is None
-        else lambda rows, positions, top_n=None: inputs.exact_heads(rows + i, positions, top_n),
+        else lambda rows, positions, samples=None: inputs.exact_heads(rows + i, positions, samples),
         sparse_support=None
         if inputs.sparse_support is None
         else lambda rows, positions: inputs.sparse_support(rows + i, positions),

@@ -4,8 +4,8 @@ rounds: not a test.
 Decodes ``--n`` items of each of ``--datasets`` with the sparse ``dropmatch_js`` rule (greedy, L=5, K=5,
 p_drop=0.3, top-64, bf16, batch ``--batch``), keeps every row-round's verify inputs (the target's hidden states,
 the drafts, the draft probabilities), then decides them again in batches of ``--batch`` rows with ``--seeds`` mask
-seeds: exactly, sparsely (``lumped``), sparsely with the escape (``escape``: unsure positions at 2 x 512
-candidates, then exact heads) and with the escape going straight to the exact heads (``straight``). Prints, per
+seeds: exactly, sparsely (``lumped``), sparsely with the escape (``escape``: the tail sampled, then 4,096
+samples and the exact heads where unsure, ``criteria.dropmatch_js.TAIL_LADDER``) and with the escape going straight to the exact heads (``straight``). Prints, per
 variant, the drafted positions whose test agrees with the exact rule's up to its first rejection, and the decision
 time per batch round (the plain head's matmul included, so compare differences), and each row's first disagreement
 by kind (Eq. 7's verdict or Eq. 6's, with both sides of Eq. 6). ``--cache DIR`` keeps the captured rounds (about
@@ -119,7 +119,7 @@ def main() -> None:
     pair = load_pair({**cfg, "dtype": "bfloat16"})
     W = pair.target.get_output_embeddings().weight
     head, rule, B = LMHead(W), CRITERIA.get("dropmatch_js")(), args.batch
-    ladder = djs.ESCAPE_LADDER
+    ladder = djs.TAIL_LADDER
     variants = {
         "lumped": (HeadSpec(5, 0.3, top_n=64), ladder),
         "escape": (HeadSpec(5, 0.3, top_n=64, escape=True), ladder),
@@ -168,7 +168,7 @@ def main() -> None:
                 upto = (exact.num_accepted + 1).clamp(max=drafts.shape[1])  # [B]
                 counted = torch.arange(drafts.shape[1])[None] < upto[:, None]  # [B, L]
                 for name, (spec, steps) in variants.items():
-                    djs.ESCAPE_LADDER = steps
+                    djs.TAIL_LADDER = steps
                     res, secs = decide(spec)
                     same = (res.accept_mask == exact.accept_mask) & counted
                     tally[name][0] += int(same.sum())
@@ -176,7 +176,7 @@ def main() -> None:
                     tally[name][2] += secs
                     if not bool(same[counted].all()):
                         kinds[name] += miss_kinds(decide, spec, same, counted)
-        djs.ESCAPE_LADDER = ladder
+        djs.TAIL_LADDER = ladder
     for name, (agree, total, secs) in tally.items():
         share = f"{agree}/{total} = {100 * agree / total:.3f}%" if total else "(the reference)"
         print(f"  {name:9s} positions agree {share}; {1e3 * secs / batches:.1f} ms per batch round")

@@ -1,9 +1,9 @@
 """Sparse DropMatch JS with the tail importance-sampled instead of lumped, against the exact rule, on real-pair
-rounds: a measurement, not a test, and not the library's rule.
+rounds: a measurement, not a test. It sizes the ladder of ``dropmatch.sparse_escape``
+(``criteria.dropmatch_js.TAIL_LADDER``, ``TAIL_Z``) with the library's estimator, over several settings at once.
 
-The library's sparse variant (``dropmatch.sparse_top_n``) computes Eq. (6) on the C candidates plus one rest entry
-whose logit is the plain head's log-sum-exp outside them, for every head. This script asks whether estimating the
-tail instead closes the gap to the exact rule more cheaply. Per drafted position:
+Without the escape, the sparse variant (``dropmatch.sparse_top_n``) computes Eq. (6) on the C candidates plus one rest
+entry whose logit is the plain head's log-sum-exp outside them, for every head. Per drafted position, the escape:
 
 - the candidates are the library's (:func:`criteria.dropout_heads.candidate_tokens`, top-64 of the plain head and
   of the draft), their terms exact;
@@ -26,7 +26,6 @@ Load the real pair only under the machine-wide lock; the rounds come from ``scri
 from __future__ import annotations
 
 import argparse
-import math
 import os
 
 import torch
@@ -34,44 +33,20 @@ import torch
 K, P_DROP, TOP_N, FLOOR = 5, 0.3, 64, 1e-5
 
 
-def pointwise_js(p: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-    """``f(p, m) = 1/2 p ln(2p / (p + m)) + 1/2 m ln(2m / (p + m))`` elementwise (nats)."""
-    h = 0.5 * (p + m)
-    return 0.5 * (torch.xlogy(p, p) + torch.xlogy(m, m)) - torch.xlogy(h, h)
+def sampled_js(heads, q, ids, dup, plain, S):
+    """``(js_draft [n], js_heads_max [n], se [n])`` with S tail samples: the library's estimator
+    (:func:`criteria.sampled_tail.sampled_js_statistics` on :func:`criteria.sampled_tail.tail_sample`), read off the
+    full heads ``[n, K, V]`` instead of gathered LM-head rows."""
+    from criteria.sampled_tail import sampled_js_statistics, tail_sample
 
-
-def sampled_js(heads, cen, q, ids, dup, cdf, rho, S):
-    """``(js_draft [n], js_heads_max [n], se [n])`` with S tail samples; inputs as built in :func:`decide`."""
-    n, K_, V = heads.shape
-    u = (torch.arange(S, dtype=torch.float32) + 0.5) / S
-    idx = torch.searchsorted(cdf, (u[None] * cdf[:, -1:]).contiguous()).clamp(max=V - 1)  # [n, S]
-    w = 1.0 / (S * rho.gather(-1, idx))  # [n, S]
-    hc = heads.gather(-1, ids[:, None].expand(n, K_, ids.shape[-1])).masked_fill(
-        dup[:, None], float("-inf")
-    )
-    cc = cen.gather(-1, ids).masked_fill(dup, float("-inf"))
-    qc = q.gather(-1, ids).masked_fill(dup, 0.0)
-    hs, cs, qs = (
-        heads.gather(-1, idx[:, None].expand(n, K_, S)),
-        cen.gather(-1, idx),
-        q.gather(-1, idx),
-    )
-
-    def log_norm(at_c, at_s):  # log(sum over candidates + the sampled tail estimate)
-        mx = at_c.amax(-1, keepdim=True)
-        tail = ((at_s - mx).exp() * (w[:, None] if at_s.dim() == 3 else w)).sum(-1)
-        return ((at_c - mx).exp().sum(-1) + tail).log() + mx[..., 0]
-
-    lh, lc = log_norm(hc, hs), log_norm(cc, cs)
-    ph_c, ph_s = (hc - lh[..., None]).exp(), (hs - lh[..., None]).exp()
-    c_c, c_s = (cc - lc[:, None]).exp(), (cs - lc[:, None]).exp()
-    xh = pointwise_js(ph_s, c_s[:, None]) * w[:, None] * S  # [n, K, S] per-sample terms
-    xd = pointwise_js(qs, c_s) * w * S  # [n, S]
-    js_heads = pointwise_js(ph_c, c_c[:, None]).sum(-1) + xh.mean(-1)  # [n, K]
-    js_draft = pointwise_js(qc, c_c).sum(-1) + xd.mean(-1)  # [n]
-    best = js_heads.argmax(-1)
-    diff = xh[torch.arange(n), best] - xd  # [n, S]
-    return js_draft, js_heads.amax(-1), diff.std(-1) / math.sqrt(S)
+    n, K_, _ = heads.shape
+    tail, w = tail_sample(plain, q, ids, S)  # [n, S]
+    every = torch.cat([ids, tail], -1)
+    at = heads.gather(-1, every[:, None].expand(n, K_, every.shape[-1]))
+    at[..., : ids.shape[-1]] = at[..., : ids.shape[-1]].masked_fill(dup[:, None], float("-inf"))
+    qs = q.gather(-1, every)
+    qs[:, : ids.shape[-1]] = qs[:, : ids.shape[-1]].masked_fill(dup, 0.0)
+    return sampled_js_statistics(at, qs, torch.cat([torch.ones(dup.shape), w], -1), S, 0.0)
 
 
 def lumped_js(heads, q, ids, dup, plain):
@@ -161,18 +136,7 @@ def main() -> None:
                 ids, dup = (t.view(n, -1) for t in candidate_tokens(plain, qf, TOP_N))
                 V = plain.shape[-1]
                 heads, plain, qf = heads.view(n, K, V), plain.view(n, V), qf.view(n, V)
-                cen = heads.mean(1)  # [n, V] centroid logits (Eq. 5)
-                cands = torch.zeros(n, V, dtype=torch.bool).scatter_(-1, ids, True)
-                pi = (plain - plain.amax(-1, keepdim=True)).exp().masked_fill(cands, 0.0)
-                qt = qf.masked_fill(cands, 0.0)
-                qm = qt.sum(-1, keepdim=True)
-                rho = 0.5 * pi / pi.sum(-1, keepdim=True) + 0.5 * torch.where(
-                    qm > 0, qt / qm.clamp_min(1e-30), pi / pi.sum(-1, keepdim=True)
-                )
-                cdf = rho.cumsum(-1).contiguous()
-                est = {
-                    S: sampled_js(heads, cen, qf, ids, dup, cdf, rho, S) for S in {*first, *wide}
-                }
+                est = {S: sampled_js(heads, qf, ids, dup, plain, S) for S in {*first, *wide}}
 
                 ctx = (B, L, by_maj, emask, counted, need)
                 d, h = lumped_js(heads, qf, ids, dup, plain)

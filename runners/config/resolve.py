@@ -8,6 +8,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+import criteria.rules  # noqa: F401  (fills CRITERIA)
+from criteria.registry import CRITERIA
 from runners.autojudge.artefact import attach_judge
 from runners.backends.select import resolve_backend
 from runners.config.errors import ConfigError
@@ -27,8 +29,9 @@ def resolve_run_config(
     profile's per-dataset ``limit`` / ``max_new_tokens`` fill unset fields;
     autoregressive methods get ``L = 0``; ``backend: auto`` becomes the chosen backend's config
     (:mod:`runners.backends.select`); DropMatch fields a method does not use are fixed (so a sweep
-    over ``dropmatch.p_drop`` runs SD once, not once per value), and ``dropmatch.audit_share`` is dropped where
-    nothing is audited (an exact run, or a share of 0); ``model_identity`` records the weights
+    over ``dropmatch.p_drop`` runs SD once, not once per value), ``dropmatch.audit_share`` is dropped where
+    nothing is audited (an exact run, or a share of 0) and ``dropmatch.sparse_escape`` where it changes nothing
+    (false, an exact run, or a rule without Eq. 6: :func:`_reads_js`); ``model_identity`` records the weights
     each model will be loaded from (:func:`runners.models.identity.model_identity`; skipped with
     ``identify_models=False``, for validation only); a model whose ``local_path`` replaces the weights its built-in
     pair names is labelled by those weights, not the built-in name (:func:`runners.models.identity.label_own_weights`:
@@ -83,8 +86,9 @@ def resolve_run_config(
         dm.pop(
             "audit_share", None
         )  # nothing audited: the config (and run id) of a run without the field
-    if not dm.get("sparse_escape"):
-        dm.pop("sparse_escape", None)  # likewise: runs without the escape keep their run ids
+    if not (dm.get("sparse_escape") and dm.get("sparse_top_n") is not None and _reads_js(method)):
+        # likewise: runs the escape cannot change (none asked, an exact run, a rule without Eq. 6) keep their ids
+        dm.pop("sparse_escape", None)
     if method.get("uses_dropmatch") or method.get("measure"):
         dm["path"] = 0
     elif method.get("ar_dropout_path"):  # one path: K = 1; the rule's settings do not apply
@@ -97,6 +101,19 @@ def resolve_run_config(
     if identify_models:
         c["model_identity"] = model_identity(c["pair"], c["backend"])
     return c
+
+
+def _reads_js(method: Mapping[str, Any]) -> bool:
+    """Whether the method's rule computes Eq. (6), the only test ``dropmatch.sparse_escape`` changes: the DropMatch
+    rules that read the draft's distribution (``dropmatch_js``, ``autojudge_dropmatch``; not ``dropmatch_naive``), or
+    a measurement's DropMatch arm (bench's ``method.dm_criterion``)."""
+    if method.get("uses_dropmatch"):
+        name = method.get("criterion")
+    elif method.get("measure"):
+        name = method.get("dm_criterion")
+    else:
+        return False
+    return name in CRITERIA and bool(getattr(CRITERIA.get(name), "needs_draft_probs", False))
 
 
 def _resolve_backend(c: Mapping[str, Any]) -> dict:

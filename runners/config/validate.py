@@ -177,12 +177,6 @@ def _validate_fields(cfg: Mapping[str, Any]) -> None:
         raise ConfigError(
             f"dropmatch.sparse_escape={escape!r} is invalid; allowed values: true, false"
         )
-    if escape and dm.get("sparse_top_n") is None:
-        raise ConfigError(
-            "dropmatch.sparse_escape=true takes the sparse variant back to the exact heads where it is unsure, "
-            "but dropmatch.sparse_top_n=null makes the run exact; allowed: sparse_top_n=N with the escape, or "
-            "sparse_escape=false"
-        )
     backend = str((cfg.get("backend") or {}).get("name"))
     if (
         dm.get("audit_share")

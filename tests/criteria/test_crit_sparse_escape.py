@@ -1,4 +1,5 @@
-"""The sparse DropMatch JS test goes back to wider and then exact heads where its coarsened support cannot decide."""
+"""The sparse DropMatch JS test with the escape: the tail beyond the candidates sampled, not lumped, and the positions
+the sample cannot settle decided on more samples and then on the exact heads."""
 
 from __future__ import annotations
 
@@ -7,25 +8,64 @@ import torch
 
 import criteria.dropmatch_js
 import criteria.rules  # noqa: F401
-from criteria.dropmatch_js import DropMatchJS, unsure_positions
+from criteria.dropmatch_base import js_statistics
+from criteria.dropmatch_js import DropMatchJS
 from criteria.dropout_heads import HeadSpec, LMHead
+from criteria.sampled_tail import sampled_js_statistics, tail_sample
 from criteria.verify import _heads, head_logits, verify_round
 from tests.helpers.verify_inputs import hidden_round
 
 
-def test_unsure_positions_band_majority_and_prefix():
-    """Unsure: inside the band, not accepted by the majority, no sure rejection earlier in the row; exact
-    positions (both slacks 0) never."""
-    jd = torch.tensor([[0.10, 0.30, 0.10, 0.20], [0.10, 0.10, 0.10, 0.10]])
-    jh = torch.tensor([[0.11, 0.10, 0.10, 0.21], [0.50, 0.105, 0.105, 0.105]])
-    sd = torch.full_like(jd, 0.01)
-    sh = torch.full_like(jd, 0.01)
-    maj = torch.tensor([[False, False, False, False], [False, True, False, False]])
-    sd[1, 3] = sh[1, 3] = 0.0  # already exact
-    got = unsure_positions(jd, jh, sd, sh, maj)
-    # row 0: t=0 in the band; t=1 surely rejected (0.30 > 0.10 + band) so t=2, t=3 are moot
-    # row 1: t=0 surely accepted, t=1 accepted by the majority, t=2 in the band, t=3 exact
-    assert got.tolist() == [[True, False, False, False], [False, False, True, False]]
+def _position_set(seed: int, m: int = 6, K: int = 5, V: int = 400, C: int = 16):
+    g = torch.Generator().manual_seed(seed)
+    heads = 3 * torch.randn(m, K, V, generator=g)
+    q = torch.softmax(3 * torch.randn(m, V, generator=g), -1)
+    plain = heads.mean(1) + 0.1 * torch.randn(m, V, generator=g)
+    return heads, q, plain, plain.topk(C, dim=-1).indices
+
+
+def _sampled(heads, q, ids, tail, w):
+    every = torch.cat([ids, tail], -1)
+    weights = torch.cat([torch.ones(ids.shape), w], -1)
+    at = heads.gather(-1, every[:, None].expand(-1, heads.shape[1], -1))
+    return sampled_js_statistics(at, q.gather(-1, every), weights, tail.shape[-1], 0.0)
+
+
+def test_enumerated_tail_gives_the_exact_js():
+    """With every tail token once at weight 1 the estimate is the exact Eq. (6) (the weighted sums are the sums)."""
+    heads, q, _, ids = _position_set(0)
+    keep = torch.ones(q.shape, dtype=torch.bool).scatter_(-1, ids, False)
+    tail = torch.stack([row.nonzero().squeeze(-1) for row in keep])  # [m, V - C]
+    d, h, _ = _sampled(heads, q, ids, tail, torch.ones(tail.shape))
+    d0, h0 = (v[:, 0] for v in js_statistics(heads[:, None], q[:, None], 0.0))
+    assert torch.allclose(d, d0, atol=2e-6) and torch.allclose(h, h0, atol=2e-6)
+
+
+def test_tail_sample_stays_outside_the_candidates_and_converges():
+    """Sampled tokens are never candidates, the sample is deterministic, and the estimate's error shrinks with S
+    and stays within a few standard errors of the exact margin."""
+    heads, q, plain, ids = _position_set(1)
+    d0, h0 = (v[:, 0] for v in js_statistics(heads[:, None], q[:, None], 0.0))
+    errors = []
+    for S in (16, 256, 4096):
+        tail, w = tail_sample(plain, q, ids, S)
+        assert not bool((tail[:, :, None] == ids[:, None]).any())
+        assert torch.equal(tail, tail_sample(plain, q, ids, S)[0])
+        d, h, se = _sampled(heads, q, ids, tail, w)
+        err = ((h - d) - (h0 - d0)).abs()
+        assert bool((err <= 5 * se + 1e-4).all()), (S, err, se)
+        errors.append(float(err.max()))
+    assert errors[0] > errors[1] > errors[2] and errors[2] < 5e-3, errors
+
+
+def test_tail_sample_edges():
+    """Candidates covering the vocabulary leave a zero-weight tail; a bad S names the field."""
+    plain = torch.randn(2, 8)
+    ids = torch.arange(8).repeat(2, 1)
+    _, w = tail_sample(plain, torch.softmax(plain, -1), ids, 4)
+    assert torch.equal(w, torch.zeros(2, 4))
+    with pytest.raises(ValueError, match="samples=0 is invalid"):
+        tail_sample(plain, None, ids[:, :2], 0)
 
 
 def _decide(rule, hidden, W, drafts, q, spec, B, trace=True):
@@ -42,35 +82,32 @@ def _decide(rule, hidden, W, drafts, q, spec, B, trace=True):
     )
 
 
-def test_escape_recomputes_unsure_positions_exactly(monkeypatch):
-    """At top-16 over 400 tokens lumping moves Eq. (6) enough to flip rounds. Where the escape went straight to
-    the exact heads, the trace's JS values are the exact rule's; with the escape (straight, or through the wider
-    support first) the decisions differ from the exact ones on fewer rows than the lumped ones (the rest are
-    head-token misses: a head's argmax outside the candidates, which no JS escape changes)."""
+def test_escape_decides_closer_to_the_exact_rule(monkeypatch):
+    """At top-16 over 400 tokens lumping the tail flips rounds. With the ladder straight to the exact heads, the
+    trace's JS values where Eq. (6) decides are the exact rule's; with the sampled ladder the decisions differ from
+    the exact ones on fewer rows than the lumped ones (the rest are head-token misses: a head's argmax outside the
+    candidates, which no JS estimate changes)."""
     B = 256
     hidden, W, drafts, q = hidden_round(3, B, 400, 0.8)
     rule = DropMatchJS()
     exact = _decide(rule, hidden, W, drafts, q, HeadSpec(5, 0.3), B)
-    laddered = _decide(rule, hidden, W, drafts, q, HeadSpec(5, 0.3, top_n=16, escape=True), B)
-    monkeypatch.setattr(
-        criteria.dropmatch_js, "ESCAPE_LADDER", (None,)
-    )  # straight to the exact heads
-    escaped = _decide(rule, hidden, W, drafts, q, HeadSpec(5, 0.3, top_n=16, escape=True), B)
-    monkeypatch.setattr(DropMatchJS, "_unlump", staticmethod(lambda i, h, q, m, jd, jh: (jd, jh)))
-    lumped = _decide(rule, hidden, W, drafts, q, HeadSpec(5, 0.3, top_n=16, escape=True), B)
-    redone = escaped.trace["js_draft"] != lumped.trace["js_draft"]  # [B, L]
-    assert int(redone.sum()) >= 10
+    lumped = _decide(rule, hidden, W, drafts, q, HeadSpec(5, 0.3, top_n=16), B)
+    sampled = _decide(rule, hidden, W, drafts, q, HeadSpec(5, 0.3, top_n=16, escape=True), B)
+    monkeypatch.setattr(criteria.dropmatch_js, "TAIL_LADDER", (None,))
+    straight = _decide(rule, hidden, W, drafts, q, HeadSpec(5, 0.3, top_n=16, escape=True), B)
+    decided = ~straight.trace["accepted_by_majority"] & ~straight.trace["draft_agrees_majority"]
+    assert int(decided.sum()) >= 100
     for key in ("js_draft", "js_heads_max"):
-        assert torch.allclose(escaped.trace[key][redone], exact.trace[key][redone], atol=1e-5)
+        assert torch.allclose(straight.trace[key][decided], exact.trace[key][decided], atol=1e-5)
     wrong = lambda r: int((r.num_accepted != exact.num_accepted).sum())  # noqa: E731
-    assert wrong(escaped) < wrong(lumped), (wrong(escaped), wrong(lumped))
-    assert wrong(laddered) < wrong(lumped), (wrong(laddered), wrong(lumped))
+    assert wrong(straight) < wrong(lumped), (wrong(straight), wrong(lumped))
+    assert wrong(sampled) < wrong(lumped), (wrong(sampled), wrong(lumped))
 
 
-@pytest.mark.parametrize("top_n", [None, 8])
-def test_exact_heads_at_are_the_rounds_heads_on_the_same_masks(top_n):
-    """``exact_heads(rows, positions)`` gives the exact heads of those positions (top_n None) or the sparse heads
-    at a wider top-N, both on the round's own dropout masks."""
+@pytest.mark.parametrize("samples", [None, 8])
+def test_exact_heads_at_are_the_rounds_heads_on_the_same_masks(samples):
+    """``exact_heads(rows, positions)`` gives the exact heads of those positions (samples None) or the heads at the
+    candidates and 8 tail tokens (weight 1 at the candidates), both on the round's own dropout masks."""
     B, P = 3, 4
     hidden, W, drafts, q = hidden_round(5, B, 300, 0.8, L=P)
     gens = lambda: [torch.Generator().manual_seed(7 + i) for i in range(B)]  # noqa: E731
@@ -82,38 +119,40 @@ def test_exact_heads_at_are_the_rounds_heads_on_the_same_masks(top_n):
         positions=P,
         draft_probs=q,
     )
-    at = closures["exact_heads"]
     rows, positions = torch.tensor([0, 2, 2]), torch.tensor([1, 0, 3])
-    got, cand = at(rows, positions, top_n)
-    _, want, want_cand = head_logits(
-        hidden, LMHead(W), HeadSpec(5, 0.3, top_n=top_n), gens(), positions=P, draft_probs=q
-    )
-    assert torch.allclose(got.float(), want[rows, positions].float(), atol=1e-5)
-    if top_n is None:
-        assert cand is None and want_cand is None
-    else:
-        assert torch.equal(cand, want_cand[rows, positions])
+    got, ids, weights = closures["exact_heads"](rows, positions, samples)
+    _, want, _ = head_logits(hidden, LMHead(W), HeadSpec(5, 0.3), gens(), positions=P)
+    want = want[rows, positions].float()  # [m, K, V]
+    if samples is None:
+        assert ids is None and weights is None
+        assert torch.allclose(got.float(), want, atol=1e-5)
+        return
+    assert ids.shape == (3, 8 + 8) and weights.shape == ids.shape
+    assert torch.equal(weights[:, :8], torch.ones(3, 8)) and bool((weights[:, 8:] > 0).all())
+    at = want.gather(-1, ids[:, None].expand(-1, 5, -1))
+    finite = torch.isfinite(got)
+    assert torch.allclose(got[finite], at[finite], atol=1e-4)
 
 
 def test_escape_in_the_run_path_decides_as_the_traced_one(monkeypatch):
-    """A run decides lazily (no trace: Eq. 6 only at the positions that decide the round); with the escape it
-    redoes only those of them that are unsure. Same accepted lengths as the traced round, which redoes every unsure
-    position before a sure rejection, and no more positions sent back to a wider support."""
+    """A run decides lazily (no trace: Eq. 6 only at the positions that decide the round) and samples only there.
+    Same accepted lengths as the traced round, which samples every position the majority leaves to Eq. (6), and
+    fewer positions sampled."""
     B = 256
     hidden, W, drafts, q = hidden_round(3, B, 400, 0.8)
     rule, spec = DropMatchJS(), HeadSpec(5, 0.3, top_n=16, escape=True)
-    redone = []
+    sampled = []
     real = criteria.dropmatch_js.redecide
 
-    def counting(inputs, rows, positions, top_n):
-        redone.append(int(rows.numel()))
-        return real(inputs, rows, positions, top_n)
+    def counting(inputs, rows, positions, samples):
+        sampled.append((samples, int(rows.numel())))
+        return real(inputs, rows, positions, samples)
 
     monkeypatch.setattr(criteria.dropmatch_js, "redecide", counting)
     traced = _decide(rule, hidden, W, drafts, q, spec, B)
-    traced_n, redone[:] = sum(redone), []
+    first = lambda: sum(n for s, n in sampled if s == 64)  # noqa: E731
+    traced_n, sampled[:] = first(), []
     run = _decide(rule, hidden, W, drafts, q, spec, B, trace=False)
     assert torch.equal(run.num_accepted, traced.num_accepted)
-    assert 0 < sum(redone) <= traced_n, (sum(redone), traced_n)
-    lumped = _decide(rule, hidden, W, drafts, q, HeadSpec(5, 0.3, top_n=16), B, trace=False)
-    assert not torch.equal(run.num_accepted, lumped.num_accepted)  # the escape changed decisions
+    assert 0 < first() < traced_n, (first(), traced_n)
+    assert {s for s, _ in sampled} >= {64, 4096}  # the ladder climbed

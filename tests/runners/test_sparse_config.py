@@ -149,7 +149,7 @@ def test_bad_audit_settings_are_config_errors(overrides, match):
 
 def test_sparse_escape_reaches_the_head_spec_and_keeps_other_run_ids():
     """dropmatch.sparse_escape=true reaches the HeadSpec and makes another run; false is the config (and run id)
-    of a run made before the field existed."""
+    of a run made before the field existed; so is true where it changes nothing (an exact run, the naive rule)."""
     from runners.records.run_id import run_id_of
 
     plain = resolve_run_config(_cfg("dropmatch.sparse_top_n=64"))
@@ -157,18 +157,40 @@ def test_sparse_escape_reaches_the_head_spec_and_keeps_other_run_ids():
     escaped = resolve_run_config(_cfg("dropmatch.sparse_top_n=64", "dropmatch.sparse_escape=true"))
     assert head_spec(escaped).escape and head_spec(escaped).top_n == 64
     assert run_id_of(escaped) != run_id_of(plain)
-
-
-@pytest.mark.parametrize(
-    "overrides, match",
-    [
-        (("dropmatch.sparse_top_n=64", "dropmatch.sparse_escape=2"), "dropmatch.sparse_escape=2"),
+    for moot, base in (
+        (("dropmatch.sparse_top_n=null", "dropmatch.sparse_escape=true"), ()),
         (
-            ("dropmatch.sparse_top_n=null", "dropmatch.sparse_escape=true"),
-            "sparse_top_n=N with the escape",
+            ("method=dropmatch_naive", "dropmatch.sparse_top_n=64", "dropmatch.sparse_escape=true"),
+            ("method=dropmatch_naive", "dropmatch.sparse_top_n=64"),
         ),
-    ],
-)
-def test_bad_escape_settings_are_config_errors(overrides, match):
-    with pytest.raises(ConfigError, match=match):
-        resolve_run_config(_cfg(*overrides))
+    ):
+        got, want = resolve_run_config(_cfg(*moot)), resolve_run_config(_cfg(*base))
+        assert "sparse_escape" not in got["dropmatch"] and not head_spec(got).escape
+        assert run_id_of(got) == run_id_of(want)
+
+
+def test_default_profile_escapes_its_sparse_runs():
+    """The default profile's CPU decision is the sparse variant with the sampled tail (the escape); the paper
+    profile's vLLM runs stay exact."""
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+        composed = compose(
+            config_name="run", overrides=["profile=default", "method=dropmatch", "backend=hf"]
+        )
+    cfg = resolve_run_config(composed, identify_models=False)
+    assert head_spec(cfg).top_n == 64 and head_spec(cfg).escape
+
+
+def test_bad_escape_settings_are_config_errors():
+    with pytest.raises(ConfigError, match="dropmatch.sparse_escape=2"):
+        resolve_run_config(_cfg("dropmatch.sparse_top_n=64", "dropmatch.sparse_escape=2"))
+
+
+def test_escape_is_kept_where_a_rule_computes_eq6():
+    """The escape changes Eq. (6) only: kept for the JS rules and bench's DropMatch arm, not for the naive rule."""
+    from runners.config.resolve import _reads_js
+
+    assert _reads_js({"uses_dropmatch": True, "criterion": "dropmatch_js"})
+    assert _reads_js({"uses_dropmatch": True, "criterion": "autojudge_dropmatch"})
+    assert not _reads_js({"uses_dropmatch": True, "criterion": "dropmatch_naive"})
+    assert _reads_js({"measure": "bench", "criterion": "rejection", "dm_criterion": "dropmatch_js"})
+    assert not _reads_js({"criterion": "rejection"})

@@ -1,0 +1,127 @@
+"""Eq. (6) of the sparse variant with the vocabulary beyond its candidates estimated from a deterministic sample.
+
+The sparse variant keeps the heads at C candidate tokens exact. The lumped rest entry
+(:func:`criteria.dropout_heads.rest_logsumexp`) gives every head the plain head's tail; here the tail is
+estimated instead. S tail tokens are drawn by systematic sampling from a proposal ``rho`` (half the plain head's
+distribution outside the candidates, half the draft's), and each one enters the support with the importance
+weight ``w = 1 / (S rho)``. Each head's normaliser, the centroid's normaliser and every JS term are then
+weighted sums over the support. The estimate has a standard error, so a caller can tell when the estimate
+cannot settle Eq. (6) and decide that position some other way (:mod:`criteria.dropmatch_js`).
+
+Paper: DropMatch (arXiv 2603.03333) Eq. (5)-(6). Importance sampling and systematic resampling: Owen, *Monte
+Carlo theory, methods and examples* (2013), ch. 9 and 10.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def tail_sample(
+    plain_logits: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    candidates: torch.Tensor,
+    samples: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """S tail tokens per position and their importance weights. No random draws: systematic sampling at
+    quantiles ``(s + 1/2) / S``, so the round's random streams are untouched and a position always gets the same
+    sample.
+
+    The proposal is ``rho = 1/2 pi + 1/2 q_tail``: ``pi`` is ``softmax(plain)`` outside the candidates (at T = 1
+    whatever the run's temperature: the proposal moves the estimate's variance, never its mean), and ``q_tail`` is the draft's distribution there, each renormalised over the tail. When one of the
+    two has no mass in the tail, the other is used alone. When neither has, the proposal is uniform over the tail.
+    A token may be drawn more than once. Each draw carries its own weight, so the sum stays unbiased.
+
+    Args:
+        plain_logits: ``[m, V]`` float, the plain head's logits.
+        draft_probs: ``[m, V]`` float or None, the draft distribution.
+        candidates: ``[m, C]`` int64, the exact tokens (duplicates allowed).
+        samples: S >= 1.
+
+    Returns:
+        ``(ids [m, S] int64, weights [m, S] float32)``. ``weights = 1 / (S rho(id))``, so ``sum_s w_s g(id_s)``
+        estimates ``sum over the tail of g``. Every weight is 0 when the candidates cover the vocabulary.
+
+    Raises:
+        ValueError: ``samples < 1``.
+    """
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise ValueError(f"samples={samples!r} is invalid; allowed: an integer >= 1")
+    scaled = plain_logits.float()
+    pi = (scaled - scaled.amax(dim=-1, keepdim=True)).exp_().scatter_(-1, candidates, 0.0)  # [m, V]
+    tail = torch.ones_like(pi).scatter_(-1, candidates, 0.0)  # [m, V] 1 outside the candidates
+    parts = [pi]
+    if draft_probs is not None:
+        parts.append(draft_probs.float().scatter(-1, candidates, 0.0))
+    parts = [
+        p / p.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny) for p in parts
+    ]
+    rho = torch.stack(parts).mean(dim=0)  # [m, V]
+    mass = rho.sum(dim=-1, keepdim=True)  # [m, 1]: 1, 1/2 (one part empty) or 0 (both)
+    rho = torch.where(
+        mass > 0, rho / mass.clamp_min(1e-30), tail / tail.sum(-1, keepdim=True).clamp_min(1)
+    )
+    cdf = rho.cumsum(dim=-1)  # [m, V]
+    u = (torch.arange(samples, device=rho.device, dtype=torch.float32) + 0.5) / samples  # [S]
+    ids = torch.searchsorted(cdf, (u * cdf[:, -1:]).contiguous()).clamp_(max=rho.shape[-1] - 1)
+    at = rho.gather(-1, ids)  # [m, S]
+    weights = torch.where(at > 0, 1.0 / (samples * at.clamp_min(1e-30)), torch.zeros_like(at))
+    return ids, weights
+
+
+def pointwise_js(p: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """``f(p, m) = 1/2 p ln(2p / (p + m)) + 1/2 m ln(2m / (p + m))`` elementwise, in nats. Summed over a support,
+    it gives ``JS(p || m)``. It is 0 where ``p == m``, and homogeneous: ``f(a p, a m) = a f(p, m)``."""
+    h = 0.5 * (p + m)
+    return 0.5 * (torch.xlogy(p, p) + torch.xlogy(m, m)) - torch.xlogy(h, h)
+
+
+def sampled_js_statistics(
+    head_logits: torch.Tensor,
+    draft_probs: torch.Tensor,
+    weights: torch.Tensor,
+    samples: int,
+    temperature: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`criteria.dropmatch_base.js_statistics` on a support of C exact entries and S sampled ones, with the
+    standard error of the decision's margin.
+
+    Each head's distribution is ``w_e exp(l_e / T) / sum_e' w_e' exp(l_e' / T)`` over the support, and the
+    centroid is the same with the heads' mean logit (Eq. 5). Each side of Eq. (6) is ``sum_e w_e f(p_e, m_e)``.
+    The draft's values are its true probabilities, so its normaliser needs no estimate. The standard error is
+    that of the sampled part of ``JS(p^(i*) || p_bar) - JS(p_hat || p_bar)``, where i* is the head with the
+    largest JS. It leaves out the normalisers' own error: the ladder's band in :mod:`criteria.dropmatch_js` was
+    sized on real rounds with that omission.
+
+    Args:
+        head_logits: ``[..., K, C + S]`` float, the heads at the candidates (``-inf`` at a masked duplicate),
+            then at the S sampled tokens.
+        draft_probs: ``[..., C + S]`` float, the draft at the same entries (0 at a masked duplicate).
+        weights: ``[..., C + S]`` float, 1 at the candidates and the :func:`tail_sample` weights after them.
+        samples: S >= 2 (the standard error needs two samples).
+        temperature: ``>= 0`` (T = 1 when greedy, as the exact rule).
+
+    Returns:
+        ``(js_draft [...], js_heads_max [...], se [...])`` float32 nats. These are estimates: a side may fall
+        slightly outside ``[0, ln 2]``.
+    """
+    T = temperature if temperature > 0 else 1.0
+    scaled = head_logits.float() / T  # [..., K, E]
+    log_w = weights.float().log()  # [..., E]: -inf where a weight is 0
+    center = scaled.mean(dim=-2)  # [..., E], Eq. (5)
+    p = (scaled + log_w.unsqueeze(-2)).log_softmax(dim=-1).exp() / weights.unsqueeze(-2)
+    c = (center + log_w).log_softmax(dim=-1).exp() / weights
+    p = torch.nan_to_num(p, nan=0.0)  # a zero weight: 0 / 0 (its terms carry no weight anyway)
+    c = torch.nan_to_num(c, nan=0.0)
+    q = draft_probs.float()
+    terms_heads = pointwise_js(p, c.unsqueeze(-2)) * weights.unsqueeze(-2)  # [..., K, E]
+    terms_draft = pointwise_js(q, c) * weights  # [..., E]
+    js_heads = terms_heads.sum(dim=-1)  # [..., K]
+    js_draft = terms_draft.sum(dim=-1)
+    best = js_heads.argmax(dim=-1, keepdim=True)  # [..., 1]
+    margin = terms_heads.gather(-2, best.unsqueeze(-1).expand(*best.shape, terms_heads.shape[-1]))
+    margin = margin.squeeze(-2)[..., -samples:] - terms_draft[..., -samples:]  # [..., S]
+    se = (samples * margin).std(dim=-1) / math.sqrt(samples)
+    return js_draft, js_heads.amax(dim=-1), se

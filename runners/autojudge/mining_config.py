@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runners.config.errors import ConfigError
+from runners.config.numeric_fields import Field, FieldError
 
 # important iff the extracted final answer changes (the authors' GSM8K rule), or iff correctness changes
 LABELS = ("answer", "correctness")
@@ -14,22 +15,18 @@ LABELS = ("answer", "correctness")
 def _int_field(
     m: Mapping[str, Any], key: str, lo: int, hi: int | None, null: bool, meaning: str
 ) -> int | None:
-    """``m[key]`` checked: an integer in ``[lo, hi]`` (``hi`` None: no upper end), or None where ``null``.
+    """``m[key]`` checked as a run config's numeric fields are (:class:`runners.config.numeric_fields.Field`): an
+    integer in ``[lo, hi]`` (``hi`` None: no upper end; an integral float is taken as its integer), or None where
+    ``null``.
 
     Raises:
         runners.config.validate.ConfigError: naming ``method.judge.mining.<key>`` and the allowed values.
     """
-    v = m.get(key)
-    if v is None and null:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
-        span = f">= {lo}" + (f" and <= {hi}" if hi is not None else "")
-        raise ConfigError(
-            f"method.judge.mining.{key}={v!r} is invalid; allowed: "
-            + ("null or " if null else "")
-            + f"an integer {span} ({meaning})"
-        )
-    return v
+    field = Field(f"method.judge.mining.{key}", int, low=lo, high=hi, nullable=null, note=meaning)
+    try:
+        return field.check(m.get(key))
+    except FieldError as e:
+        raise ConfigError(str(e)) from None
 
 
 def check_mining(judge_cfg: Mapping[str, Any]) -> dict:
@@ -68,10 +65,13 @@ def check_mining(judge_cfg: Mapping[str, Any]) -> dict:
         "tokens guessed per continuation and forward from the prompt's earlier continuations; 0: none",
     )
     m.setdefault("offset", 0)
-    _int_field(m, "offset", 0, None, False, "the first item mined")
-    _int_field(m, "limit", 1, None, True, "prompts mined; null: every item from offset")
-    _int_field(
-        m, "max_new_tokens", 1, None, True, "the target's cap per prompt; null: the dataset's"
-    )
-    _int_field(m, "max_mismatches", 1, None, True, "mismatches per prompt; null: all")
+    for key, lo, null, meaning in (
+        ("offset", 0, False, "the first item mined"),
+        ("limit", 1, True, "prompts mined; null: every item from offset"),
+        ("max_new_tokens", 1, True, "the target's cap per prompt; null: the dataset's"),
+        ("max_mismatches", 1, True, "mismatches per prompt; null: all"),
+    ):
+        value = _int_field(m, key, lo, None, null, meaning)
+        if key in m:  # an absent key stays absent (the mining artefact's identity hashes this dict)
+            m[key] = value
     return m

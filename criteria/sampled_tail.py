@@ -49,24 +49,31 @@ def tail_sample(
     """
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise ValueError(f"samples={samples!r} is invalid; allowed: an integer >= 1")
-    scaled = plain_logits.float()
-    pi = (scaled - scaled.amax(dim=-1, keepdim=True)).exp_().scatter_(-1, candidates, 0.0)  # [m, V]
-    tail = torch.ones_like(pi).scatter_(-1, candidates, 0.0)  # [m, V] 1 outside the candidates
-    parts = [pi]
+    tiny = torch.finfo(torch.float32).tiny
+    x = plain_logits.float()
+    rho = (
+        (x - x.amax(dim=-1, keepdim=True)).exp_().scatter_(-1, candidates, 0.0)
+    )  # [m, V] pi, unnormalised
+    share = rho.sum(dim=-1, keepdim=True)  # [m, 1]
     if draft_probs is not None:
-        parts.append(draft_probs.float().scatter(-1, candidates, 0.0))
-    parts = [
-        p / p.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny) for p in parts
-    ]
-    rho = torch.stack(parts).mean(dim=0)  # [m, V]
-    mass = rho.sum(dim=-1, keepdim=True)  # [m, 1]: 1, 1/2 (one part empty) or 0 (both)
-    rho = torch.where(
-        mass > 0, rho / mass.clamp_min(1e-30), tail / tail.sum(-1, keepdim=True).clamp_min(1)
-    )
+        q = draft_probs.float().scatter(-1, candidates, 0.0)  # [m, V] the draft's tail
+        q_share = q.sum(dim=-1, keepdim=True)
+        # half of each part, or all of one where the other has no tail mass: one pass, no renormalised copies
+        parts = (share > 0).float() + (q_share > 0).float()  # [m, 1]
+        rho.mul_((share > 0) / (parts * share).clamp_min(tiny))
+        rho.add_(q.mul_((q_share > 0) / (parts * q_share).clamp_min(tiny)))
+    else:
+        rho.div_(share.clamp_min(tiny))
     cdf = rho.cumsum(dim=-1)  # [m, V]
+    total = cdf[:, -1:]  # [m, 1]: 1, or 0 where neither part has tail mass
+    if bool((total <= 0).any()):  # there: uniform over the tail (no row's sum is 0 otherwise)
+        flat = torch.ones_like(rho).scatter_(-1, candidates, 0.0)
+        rho = torch.where(total > 0, rho, flat)
+        cdf = rho.cumsum(dim=-1)
+        total = cdf[:, -1:]
     u = (torch.arange(samples, device=rho.device, dtype=torch.float32) + 0.5) / samples  # [S]
-    ids = torch.searchsorted(cdf, (u * cdf[:, -1:]).contiguous()).clamp_(max=rho.shape[-1] - 1)
-    at = rho.gather(-1, ids)  # [m, S]
+    ids = torch.searchsorted(cdf, (u * total).contiguous()).clamp_(max=rho.shape[-1] - 1)
+    at = rho.gather(-1, ids) / total.clamp_min(tiny)  # [m, S] rho at the drawn tokens, normalised
     weights = torch.where(at > 0, 1.0 / (samples * at.clamp_min(1e-30)), torch.zeros_like(at))
     return ids, weights
 

@@ -32,6 +32,7 @@ from criteria.dropout_heads import (
     head_token_candidates,
     heads_on_candidates,
     rest_logsumexp,
+    top_ids,
     with_draft_top,
 )
 from criteria.sampled_tail import tail_sample
@@ -168,18 +169,24 @@ def _sparse_round_heads(
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Callable | None]]:
     """The sparse variant's heads, candidates and closures for :func:`_heads` (``heads.top_n`` set), from the plain
     logits ``target`` ``[B, P, V]`` float32 and the head inputs ``dropped`` ``[B, P, K, d]`` (Eq. 1-2)."""
+    if not lazy:
+        closures = {
+            "sparse_support": None,
+            "exact_heads": _exact_heads_at(dropped, W, b, target, draft_probs, heads.top_n)
+            if heads.escape
+            else None,
+        }
+        return *_sparse_heads(target, dropped, W, b, draft_probs, heads.top_n), closures
+    sparse, cand = _token_heads(target, dropped, W, b, draft_token_ids, heads.top_n)
+    target_top = cand[..., :-2]  # [B, P, N] the plain head's top-N, which the heads' tokens needed
     closures = {
-        "sparse_support": None,
-        "exact_heads": _exact_heads_at(dropped, W, b, target, draft_probs, heads.top_n)
+        "sparse_support": functools.partial(
+            _support_at, dropped, W, b, target, draft_probs, target_top, heads.top_n
+        ),
+        "exact_heads": _exact_heads_at(dropped, W, b, target, draft_probs, heads.top_n, target_top)
         if heads.escape
         else None,
     }
-    if not lazy:
-        return *_sparse_heads(target, dropped, W, b, draft_probs, heads.top_n), closures
-    sparse, cand = _token_heads(target, dropped, W, b, draft_token_ids, heads.top_n)
-    closures["sparse_support"] = functools.partial(
-        _support_at, dropped, W, b, target, draft_probs, cand[..., :-2], heads.top_n
-    )
     return sparse, cand, closures
 
 
@@ -202,16 +209,18 @@ def _exact_heads_at(
     target: torch.Tensor,
     draft_probs: torch.Tensor | None,
     top_n: int,
+    target_top: torch.Tensor | None = None,
 ) -> Callable[..., tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]]:
     """``VerifyInputs.exact_heads`` of a sparse round. It is built from the round's own head inputs ``dropped``
     ``[B, P, K, d]`` (the same masks), the plain logits ``target`` ``[B, P, V]`` float32, ``draft_probs``
-    ``[B, L, V]`` and the candidates' ``top_n``.
+    ``[B, L, V]``, the candidates' ``top_n`` and, when the round found it already, the plain head's top-N
+    ``target_top`` ``[B, P, N]`` (else found here).
 
     ``at(rows [m], positions [m], samples=None)`` returns the K heads at those positions.
     - With ``samples`` None: over the whole vocabulary, ``([m, K, V]`` in the matmul's dtype, None, None)``
       (Eq. 3).
-    - With ``samples`` S: on the sparse variant's candidates (:func:`criteria.dropout_heads.candidate_tokens`)
-      plus S tail tokens (:func:`criteria.sampled_tail.tail_sample`). It returns ``([m, K, C + S]`` float32,
+    - With ``samples`` S: on the sparse variant's candidates (the plain head's and the draft's top-N,
+      :func:`criteria.dropout_heads.with_draft_top`) plus S tail tokens (:func:`criteria.sampled_tail.tail_sample`). It returns ``([m, K, C + S]`` float32,
       ``[m, C + S]`` int64 ids, ``[m, C + S]`` float32 weights)``: ``-inf`` at a masked duplicate; weight 1 at
       a candidate and the importance weight at a sampled token."""
 
@@ -224,10 +233,8 @@ def _exact_heads_at(
             return torch.nn.functional.linear(x.reshape(m * K, d), W, b).view(m, K, -1), None, None
         plain = target[rows, positions]  # [m, V]
         q = None if draft_probs is None else draft_probs[rows, positions]  # [m, V]
-        ids, dup = candidate_tokens(
-            plain.unsqueeze(1), None if q is None else q.unsqueeze(1), top_n
-        )  # [m, 1, C]
-        ids, dup = ids[:, 0], dup[:, 0]
+        top = top_ids(plain, top_n) if target_top is None else target_top[rows, positions]
+        ids, dup = with_draft_top(top, q, top_n)  # [m, C]
         tail, w = tail_sample(plain, q, ids, samples)  # [m, S] each
         ids = torch.cat([ids, tail], dim=-1)  # [m, C + S]
         dup = torch.cat([dup, torch.zeros_like(tail, dtype=torch.bool)], dim=-1)

@@ -164,7 +164,8 @@ def audit_lines(runs: pd.DataFrame) -> list[str]:
         else 0
     )
     escape = (
-        f", {escaped} of them with the escape to wider and exact heads where unsure (dropmatch.sparse_escape=true)"
+        f", {escaped} of them with the escape (the tail sampled; more samples, then the exact heads, where unsure: "
+        "dropmatch.sparse_escape=true)"
         if escaped
         else ""
     )

@@ -30,8 +30,9 @@ def tail_sample(
     sample.
 
     The proposal is ``rho = 1/2 pi + 1/2 q_tail``: ``pi`` is ``softmax(plain)`` outside the candidates (at T = 1
-    whatever the run's temperature: the proposal moves the estimate's variance, never its mean), and ``q_tail`` is the draft's distribution there, each renormalised over the tail. When one of the
-    two has no mass in the tail, the other is used alone. When neither has, the proposal is uniform over the tail.
+    whatever the run's temperature: the proposal moves the estimate's variance, never its mean), and ``q_tail``
+    is the draft's distribution there, each renormalised over the tail. When one of the two has no mass in the
+    tail, the other is used alone. When neither has, the proposal is uniform over the tail.
     A token may be drawn more than once. Each draw carries its own weight, so the sum stays unbiased.
 
     Args:

@@ -70,6 +70,19 @@ def resolve_run_config(
     spec_method = (c.get("pair") or {}).get("spec_method")  # what the pair's draft is (eagle3 head)
     if spec_method and dict(c["backend"]).get("name") == "vllm":
         c["backend"] = {**dict(c["backend"]), "spec_method": str(spec_method)}
+    _fill_from_profile(c)
+    _fix_dropmatch(c)
+    c["pair"] = label_own_weights(c["pair"])
+    if isinstance(method.get("judge"), Mapping):
+        attach_judge(c)
+    if identify_models:
+        c["model_identity"] = model_identity(c["pair"], c["backend"])
+    return c
+
+
+def _fill_from_profile(c: dict) -> None:
+    """The profile's per-dataset ``limit`` and ``max_new_tokens`` and its ``repeats`` where the run leaves them unset
+    (``max_new_tokens`` falls back to the dataset's own cap), in place."""
     profile = c.get("profile") or {}
     name = c["dataset"]["name"]
     if c["dataset"].get("limit") is None and (profile.get("limit") or {}).get(name) is not None:
@@ -81,26 +94,29 @@ def resolve_run_config(
         )
     if c.get("repeats") is None:
         c["repeats"] = int(profile.get("repeats") or 1)
+
+
+def _fix_dropmatch(c: dict) -> None:
+    """``dropmatch`` as the run id hashes it, in place: ``audit_share`` and ``sparse_escape`` dropped where they change
+    nothing (:func:`_reads_js`), the fields a method does not use fixed (``path`` 0 for DropMatch rules and
+    measurements, one path of K = 1 for ``ar_dropout_path``, ``{"unused": True}`` otherwise)."""
     dm = c["dropmatch"]
     if dm.get("sparse_top_n") is None or not dm.get("audit_share"):
         dm.pop(
             "audit_share", None
         )  # nothing audited: the config (and run id) of a run without the field
-    if not (dm.get("sparse_escape") and dm.get("sparse_top_n") is not None and _reads_js(method)):
+    if not (
+        dm.get("sparse_escape") and dm.get("sparse_top_n") is not None and _reads_js(c["method"])
+    ):
         # likewise: runs the escape cannot change (none asked, an exact run, a rule without Eq. 6) keep their ids
         dm.pop("sparse_escape", None)
+    method = c["method"]
     if method.get("uses_dropmatch") or method.get("measure"):
         dm["path"] = 0
     elif method.get("ar_dropout_path"):  # one path: K = 1; the rule's settings do not apply
         c["dropmatch"] = {"K": 1, "p_drop": dm["p_drop"], "path": dm.get("path", 0)}
     else:
         c["dropmatch"] = {"unused": True}
-    c["pair"] = label_own_weights(c["pair"])
-    if isinstance(method.get("judge"), Mapping):
-        attach_judge(c)
-    if identify_models:
-        c["model_identity"] = model_identity(c["pair"], c["backend"])
-    return c
 
 
 def _reads_js(method: Mapping[str, Any]) -> bool:

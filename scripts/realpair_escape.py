@@ -8,7 +8,9 @@ seeds: exactly, sparsely (``lumped``), sparsely with the escape (``escape``: the
 samples and the exact heads where unsure, ``criteria.dropmatch_js.TAIL_LADDER``) and with the escape going straight to the exact heads (``straight``). Prints, per
 variant, the drafted positions whose test agrees with the exact rule's up to its first rejection, and the decision
 time per batch round (the plain head's matmul included, so compare differences), and each row's first disagreement
-by kind (Eq. 7's verdict or Eq. 6's, with both sides of Eq. 6). ``--cache DIR`` keeps the captured rounds (about
+by kind (Eq. 7's verdict or Eq. 6's, with both sides of Eq. 6). ``--rungs`` also prints where the escape's time
+goes: each rung of the ladder's positions, calls and milliseconds per batch round, beside the greedy rule's whole
+decision (the plain head and its argmax: what SD pays too) on the same rounds. ``--cache DIR`` keeps the captured rounds (about
 2.7 GB for the defaults) for the next call. Load the real pair only under the
 machine-wide lock:
 
@@ -19,14 +21,16 @@ machine-wide lock:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
 
 import torch
 
 
-def capture(pair, dataset: str, n: int, batch: int, max_new: int) -> list:
-    """Every row-round's ``(hidden [1, L+1, d], drafts [1, L], draft_probs [1, L, V])`` of a sparse DM decode."""
+def capture(pair, dataset: str, n: int, batch: int, max_new: int, verify_s: list) -> list:
+    """Every row-round's ``(hidden [1, L+1, d], drafts [1, L], draft_probs [1, L, V])`` of a sparse DM decode; each
+    batch round's ``(rows, verify-forward seconds)`` is appended to ``verify_s``."""
     from omegaconf import OmegaConf
 
     import runners.datasets  # noqa: F401
@@ -53,11 +57,21 @@ def capture(pair, dataset: str, n: int, batch: int, max_new: int) -> list:
         return real(hidden, lm_head, drafts, rule, heads, **kw)
 
     decide.verify_round = keep  # the loop decides every round through runners.backends.decide
+    be = hf_loop.HFLoopBackend(pair, batch_size=batch)
+    real_round = be._round
+
+    def timed_round(*a, **kw):
+        parts = real_round(*a, **kw)
+        verify_s.append(
+            (len(a[0]), parts["verify"])
+        )  # rows, the target's verify forward of this round
+        return parts
+
+    be._round = timed_round
     try:
         dec = DecodingConfig(
             num_speculative_tokens=5, max_new_tokens=max_new, stop=list(data.stop or [])
         )
-        be = hf_loop.HFLoopBackend(pair, batch_size=batch)
         list(
             be.generate(
                 data.load(), dec, CRITERIA.get("dropmatch_js")(), HeadSpec(5, 0.3, top_n=64)
@@ -92,6 +106,62 @@ def miss_kinds(decide, spec, same, counted) -> list[str]:
     return out
 
 
+class Rungs:
+    """Positions, calls and seconds of each rung of ``criteria.dropmatch_js.redecide`` while counting is on, and the
+    greedy rule's decision seconds on the same batch rounds (``greedy_s``)."""
+
+    def __init__(self, djs) -> None:
+        self.djs, self.real, self.on = djs, djs.redecide, False
+        self.stats: dict[str, list] = {}  # rung -> [calls, positions, seconds]
+        self.greedy_s = 0.0
+        self.verify_s = 0.0  # the verify forwards of the rounds captured in this process
+        self.verify_row_rounds = 0
+
+        def redecide(inputs, rows, positions, samples):
+            t = time.perf_counter()
+            out = self.real(inputs, rows, positions, samples)
+            if self.on:
+                s = self.stats.setdefault("exact" if samples is None else str(samples), [0, 0, 0.0])
+                s[0] += 1
+                s[1] += int(rows.numel())
+                s[2] += time.perf_counter() - t
+            return out
+
+        djs.redecide = redecide
+
+    @contextlib.contextmanager
+    def counting(self, on: bool):
+        self.on = on
+        try:
+            yield
+        finally:
+            self.on = False
+
+    def report(self, batches: int, row_rounds: int) -> None:
+        """Milliseconds per batch round of the replay (``batches`` rounds of B rows, ``row_rounds`` in all), and the
+        ladder's share of the verify forwards, per row-round on both sides: the loop's own rounds hold fewer rows as
+        items finish, so their forwards are counted by the rows they carried."""
+        verify = self.verify_s / self.verify_row_rounds if self.verify_row_rounds else float("nan")
+        print(
+            f"  verify forward: {self.verify_s:.1f} s over {self.verify_row_rounds} row-rounds captured in this"
+            f" process (nan: all read from the cache)"
+        )
+        print(
+            f"  greedy rule (plain head + argmax): {1e3 * self.greedy_s / batches:.1f} ms per batch round"
+        )
+        ladder = 0.0
+        for rung, (calls, n, secs) in self.stats.items():
+            ladder += secs
+            print(
+                f"  escape rung {rung:>5s}: {n} positions in {calls} calls, {1e3 * secs / batches:.1f} ms per"
+                f" batch round ({1e3 * secs / max(n, 1):.2f} ms per position)"
+            )
+        print(
+            f"  the ladder: {1e3 * ladder / batches:.1f} ms per batch round; per row-round"
+            f" {100 * ladder / row_rounds / verify:.1f}% of the verify forward's"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10)
@@ -101,6 +171,11 @@ def main() -> None:
     ap.add_argument("--max-new", type=int, default=256)
     ap.add_argument(
         "--cache", default="", help="a directory for the captured rounds (reused when there)"
+    )
+    ap.add_argument(
+        "--rungs",
+        action="store_true",
+        help="time each rung of the escape's ladder and the greedy rule",
     )
     args = ap.parse_args()
 
@@ -119,6 +194,7 @@ def main() -> None:
     pair = load_pair({**cfg, "dtype": "bfloat16"})
     W = pair.target.get_output_embeddings().weight
     head, rule, B = LMHead(W), CRITERIA.get("dropmatch_js")(), args.batch
+    greedy = CRITERIA.get("greedy_match")()
     ladder = djs.TAIL_LADDER
     variants = {
         "lumped": (HeadSpec(5, 0.3, top_n=64), ladder),
@@ -126,18 +202,23 @@ def main() -> None:
         "straight": (HeadSpec(5, 0.3, top_n=64, escape=True), (None,)),
     }
     tally = {v: [0, 0, 0.0] for v in ["exact", *variants]}  # positions agree, positions, seconds
+    rungs = Rungs(djs) if args.rungs else None
     kinds = {v: [] for v in variants}
     batches = 0
     for ds in args.datasets.split(","):
         t0 = time.perf_counter()
         path = f"{args.cache}/{ds}-{args.n}-{B}-{args.max_new}.pt" if args.cache else ""
+        verify_s: list[tuple[int, float]] = []  # per batch round, when captured in this process
         if path and os.path.exists(path):
             rounds = torch.load(path)
         else:
-            rounds = capture(pair, ds, args.n, B, args.max_new)
+            rounds = capture(pair, ds, args.n, B, args.max_new, verify_s)
             if path:
                 os.makedirs(args.cache, exist_ok=True)
                 torch.save(rounds, path)
+        if rungs and verify_s:  # the loop's rounds (their rows vary as items finish)
+            rungs.verify_s += sum(secs for _, secs in verify_s)
+            rungs.verify_row_rounds += sum(rows for rows, _ in verify_s)
         print(
             f"== {ds}: {len(rounds)} row-rounds captured in {time.perf_counter() - t0:.0f} s",
             flush=True,
@@ -146,7 +227,7 @@ def main() -> None:
             hidden, drafts, q = (torch.cat([r[k] for r in rounds[i : i + B]]) for k in range(3))
             for s in range(args.seeds):
 
-                def decide(spec, s=s, hidden=hidden, drafts=drafts, q=q, trace=False):
+                def decide(spec, s=s, hidden=hidden, drafts=drafts, q=q, trace=False, rule=rule):
                     gens = [make_generator(1000 * s + j, W.device) for j in range(B)]
                     t = time.perf_counter()
                     res = verify_round(
@@ -164,12 +245,15 @@ def main() -> None:
 
                 exact, secs = decide(HeadSpec(5, 0.3))
                 tally["exact"][2] += secs
+                if rungs:
+                    rungs.greedy_s += decide(HeadSpec(5, 0.3, top_n=64), rule=greedy)[1]
                 batches += 1
                 upto = (exact.num_accepted + 1).clamp(max=drafts.shape[1])  # [B]
                 counted = torch.arange(drafts.shape[1])[None] < upto[:, None]  # [B, L]
                 for name, (spec, steps) in variants.items():
                     djs.TAIL_LADDER = steps
-                    res, secs = decide(spec)
+                    with rungs.counting(name == "escape") if rungs else contextlib.nullcontext():
+                        res, secs = decide(spec)
                     same = (res.accept_mask == exact.accept_mask) & counted
                     tally[name][0] += int(same.sum())
                     tally[name][1] += int(counted.sum())
@@ -182,6 +266,8 @@ def main() -> None:
         print(f"  {name:9s} positions agree {share}; {1e3 * secs / batches:.1f} ms per batch round")
         for kind in kinds.get(name, []):
             print(f"    miss: {kind}")
+    if rungs:
+        rungs.report(batches, batches * B)
 
 
 if __name__ == "__main__":

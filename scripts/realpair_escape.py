@@ -10,7 +10,8 @@ variant, the drafted positions whose test agrees with the exact rule's up to its
 time per batch round (the plain head's matmul included, so compare differences), and each row's first disagreement
 by kind (Eq. 7's verdict or Eq. 6's, with both sides of Eq. 6). ``--rungs`` also prints where the escape's time
 goes: each rung of the ladder's positions, calls and milliseconds per batch round, beside the greedy rule's whole
-decision (the plain head and its argmax: what SD pays too) on the same rounds. ``--cache DIR`` keeps the captured rounds (about
+decision (the plain head and its argmax: what SD pays too) on the same rounds, and, for rounds captured in this
+process, the ladder's share of the loop's verify forwards (per row-round). ``--cache DIR`` keeps the captured rounds (about
 2.7 GB for the defaults) for the next call. Load the real pair only under the
 machine-wide lock:
 
@@ -62,9 +63,8 @@ def capture(pair, dataset: str, n: int, batch: int, max_new: int, verify_s: list
 
     def timed_round(*a, **kw):
         parts = real_round(*a, **kw)
-        verify_s.append(
-            (len(a[0]), parts["verify"])
-        )  # rows, the target's verify forward of this round
+        # the round's rows (fewer as items finish) and its target verify forward
+        verify_s.append((len(a[0]), parts["verify"]))
         return parts
 
     be._round = timed_round
@@ -111,7 +111,7 @@ class Rungs:
     greedy rule's decision seconds on the same batch rounds (``greedy_s``)."""
 
     def __init__(self, djs) -> None:
-        self.djs, self.real, self.on = djs, djs.redecide, False
+        self.real, self.on = djs.redecide, False
         self.stats: dict[str, list] = {}  # rung -> [calls, positions, seconds]
         self.greedy_s = 0.0
         self.verify_s = 0.0  # the verify forwards of the rounds captured in this process

@@ -100,17 +100,13 @@ def _fix_dropmatch(c: dict) -> None:
     """``dropmatch`` as the run id hashes it, in place: ``audit_share`` and ``sparse_escape`` dropped where they change
     nothing (:func:`_reads_js`), the fields a method does not use fixed (``path`` 0 for DropMatch rules and
     measurements, one path of K = 1 for ``ar_dropout_path``, ``{"unused": True}`` otherwise)."""
-    dm = c["dropmatch"]
+    dm, method = c["dropmatch"], c["method"]
     if dm.get("sparse_top_n") is None or not dm.get("audit_share"):
-        dm.pop(
-            "audit_share", None
-        )  # nothing audited: the config (and run id) of a run without the field
-    if not (
-        dm.get("sparse_escape") and dm.get("sparse_top_n") is not None and _reads_js(c["method"])
-    ):
+        # nothing audited: the config (and run id) of a run without the field
+        dm.pop("audit_share", None)
+    if not (dm.get("sparse_escape") and dm.get("sparse_top_n") is not None and _reads_js(method)):
         # likewise: runs the escape cannot change (none asked, an exact run, a rule without Eq. 6) keep their ids
         dm.pop("sparse_escape", None)
-    method = c["method"]
     if method.get("uses_dropmatch") or method.get("measure"):
         dm["path"] = 0
     elif method.get("ar_dropout_path"):  # one path: K = 1; the rule's settings do not apply

@@ -5,7 +5,8 @@ Every footer names: pair, backend, profile; device; the date span and run count;
 the runs (each with its run count; a table from several commits says so); uncommitted changes; the model
 identity per pair (weights' sha256 or hub revision, dtype); the decision-code fingerprint of the acceptance
 rule when the records carry one (several in one table: said so, with counts); for DropMatch runs decided by
-the sparse variant, its audited agreement with the exact rule (:func:`audit_lines`). Where a GGUF engine
+the sparse variant, its audited agreement with the exact rule (:func:`audit_lines`) and what its decision cost
+in the runs themselves (:func:`decision_cost_lines`). Where a GGUF engine
 (llama.cpp) made any of the runs, a line names the engine and precision of every run (:func:`engine_lines`).
 """
 
@@ -215,6 +216,54 @@ def audit_lines(runs: pd.DataFrame) -> list[str]:
     ]
 
 
+DECISION_TARGET = (
+    3.0  # % : the DropMatch decision's share of a verify pass the default CPU profile aims at
+)
+RUNGS = (("64", "64 samples"), ("4096", "4096"), ("exact", "the exact heads"))
+
+
+def decision_cost_lines(runs: pd.DataFrame) -> list[str]:
+    """What the DropMatch decision cost in its own runs: per benchmark and pooled, the seconds after the plain
+    logits (the dropout heads and the rule, ``speed/rule_s``, :mod:`runners.backends.round_meter`) over those of
+    the verify pass (the target's forward ``verify_s`` plus the plain LM head, ``criterion_s - rule_s``), sums over
+    the runs' samples; and, where the escape ran, the positions that reached each rung. No line without a
+    DropMatch run that measured it (the exact rule, vLLM and older records do not).
+    """
+    if "rule_s" not in runs or "uses_dropmatch" not in runs:
+        return []
+    dm = runs[runs["uses_dropmatch"].fillna(False).astype(bool)]
+    timed = dm[dm["rule_s"].notna() & dm["verify_s"].notna() & dm["criterion_s"].notna()]
+    if timed.empty:
+        return []
+
+    def share(part: pd.DataFrame) -> float:
+        rule = float(part["rule_s"].sum())
+        verify = float(part["verify_s"].sum()) + float(part["criterion_s"].sum()) - rule
+        return 100.0 * rule / verify if verify > 0 else float("nan")
+
+    by_set = ", ".join(
+        f"{name} {share(part):.1f}%" for name, part in timed.groupby("dataset", sort=False)
+    )
+    pooled = share(timed)
+    verdict = "met" if pooled <= DECISION_TARGET else "missed"
+    line = (
+        f"DropMatch decision cost in its runs (dropout heads and rule, after the plain logits, over the verify "
+        f"pass: target forward + plain LM head; summed over samples): {by_set}; pooled {pooled:.1f}% "
+        f"(the <= {DECISION_TARGET:g}% target: {verdict})"
+    )
+    if len(timed) < len(dm):
+        line += f"; {len(dm) - len(timed)} DropMatch run(s) did not measure it"
+    reached = [
+        p for p in timed.get("escape_positions", pd.Series(dtype=object)) if isinstance(p, dict)
+    ]
+    if reached:
+        counts = "; ".join(
+            f"{label} {sum(int(p.get(key, 0)) for p in reached)}" for key, label in RUNGS
+        )
+        line += f"; escape, positions that reached each rung: {counts}"
+    return [line]
+
+
 def audit_time(audited: pd.DataFrame) -> str:
     """Where the audit's seconds went: outside the runs' tok/s (records that say so, ``audit_outside_wall``) or
     inside; empty for records older than the flag (their footers stay as they were built)."""
@@ -261,6 +310,7 @@ def provenance_lines(runs: pd.DataFrame, dtype_column: bool = False) -> list[str
         *identity_lines(runs, dtype_column),
         *decision_lines(runs),
         *audit_lines(runs),
+        *decision_cost_lines(runs),
     ]
 
 

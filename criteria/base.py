@@ -93,6 +93,27 @@ class AcceptResult:
 
 
 @runtime_checkable
+class RoundMeter(Protocol):
+    """What a backend measures inside one verify round; the round only reports to it (no clock in ``criteria``).
+
+    :func:`criteria.verify.verify_round` calls :meth:`plain` once, when the plain head's logits ``[B, L+1, V]``
+    are ready and nothing that depends on the dropout heads has run yet (the sparse variant and the plain head
+    alone; not the exact rule, whose heads share the plain rows' matmul), and :meth:`escape` at each rung of the
+    escape ladder (:func:`criteria.dropmatch_js.sampled_decision`).
+    """
+
+    def plain(self) -> None:
+        """The plain logits are ready: what follows is the rule's own decision (dropout heads and test)."""
+        ...
+
+    def escape(self, samples: int | None, rows: torch.Tensor) -> None:
+        """One rung of the escape ladder reached at ``rows`` ``[m]`` int64 (the batch row of each position,
+        repeated for several positions of a row); ``samples`` the rung's tail samples, None for the exact heads
+        over the whole vocabulary."""
+        ...
+
+
+@runtime_checkable
 class Criterion(Protocol):
     """An acceptance rule. Pure: no I/O, no global RNG, inputs are not mutated.
 

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from criteria.base import AcceptResult, VerifyInputs
+from criteria.base import AcceptResult, RoundMeter, VerifyInputs
 from criteria.dropout_heads import (
     HeadSpec,
     LMHead,
@@ -94,9 +94,12 @@ def _heads(
     target_logits: torch.Tensor | None = None,
     draft_token_ids: torch.Tensor | None = None,
     lazy: bool = False,
+    meter: RoundMeter | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, dict[str, Callable | None]]:
     """:func:`head_logits`, plus the sparse variant's closures as :class:`VerifyInputs` fields (both None unless
-    ``heads.top_n``): ``sparse_support`` (with ``lazy``) and ``exact_heads`` (with ``heads.escape``).
+    ``heads.top_n``): ``sparse_support`` (with ``lazy``) and ``exact_heads`` (with ``heads.escape``). ``meter``
+    (:class:`criteria.base.RoundMeter`) hears when the plain logits are ready, except on the exact rule's path
+    (one matmul for the plain and the head rows), and each escape rung the round's closure serves.
 
     With ``lazy`` the sparse heads are those of the heads' tokens only (:func:`_token_heads`, the drafts
     ``draft_token_ids`` ``[B, L]`` among the candidates) and Eq. (6)'s support is left to ``sparse_support``, which
@@ -105,6 +108,7 @@ def _heads(
     none = {"sparse_support": None, "exact_heads": None}
     given = target_logits is not None
     if given and not heads.active:
+        _plain_ready(meter)
         return target_logits.float(), None, None, none
     if hidden is None or lm_head is None:
         raise ValueError(
@@ -126,9 +130,10 @@ def _heads(
             if heads.active
             else None
         )
+        _plain_ready(meter)
         return plain.float(), copies, None, none
-    dropped = _dropped(hidden, generators, heads.K, heads.p_drop, P)  # [B*P, K, d], Eq. (1)-(2)
     if heads.top_n is None:
+        dropped = _dropped(hidden, generators, heads.K, heads.p_drop, P)  # [B*P, K, d], Eq. (1)-(2)
         # plain rows first (unless given), then the head rows: [B*N + B*P*K, V], Eq. (3), one matmul
         rows = torch.cat([flat[: 0 if given else B * N], dropped.reshape(B * P * heads.K, d)])
         logits = lm_head.full(torch.nn.functional.linear(rows, W, b))
@@ -145,6 +150,10 @@ def _heads(
         if given
         else torch.nn.functional.linear(flat, W, b).float().view(B, N, -1)
     )  # [B, N, V]
+    _plain_ready(meter)
+    # the masks after the plain logits (no other draw between them: the same streams), so the meter counts them
+    # in the rule's decision
+    dropped = _dropped(hidden, generators, heads.K, heads.p_drop, P)  # [B*P, K, d], Eq. (1)-(2)
     return target, *_sparse_round_heads(
         target[:, :P],
         dropped.view(B, P, heads.K, d),
@@ -154,7 +163,13 @@ def _heads(
         draft_probs,
         draft_token_ids,
         lazy,
+        meter,
     )
+
+
+def _plain_ready(meter: RoundMeter | None) -> None:
+    if meter is not None:
+        meter.plain()
 
 
 def _sparse_round_heads(
@@ -166,13 +181,17 @@ def _sparse_round_heads(
     draft_probs: torch.Tensor | None,
     draft_token_ids: torch.Tensor | None,
     lazy: bool,
+    meter: RoundMeter | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Callable | None]]:
     """The sparse variant's heads, candidates and closures for :func:`_heads` (``heads.top_n`` set), from the plain
-    logits ``target`` ``[B, P, V]`` float32 and the head inputs ``dropped`` ``[B, P, K, d]`` (Eq. 1-2)."""
+    logits ``target`` ``[B, P, V]`` float32 and the head inputs ``dropped`` ``[B, P, K, d]`` (Eq. 1-2); the escape's
+    closure reports its rungs to ``meter``."""
     if not lazy:
         closures = {
             "sparse_support": None,
-            "exact_heads": _exact_heads_at(dropped, W, b, target, draft_probs, heads.top_n)
+            "exact_heads": _exact_heads_at(
+                dropped, W, b, target, draft_probs, heads.top_n, meter=meter
+            )
             if heads.escape
             else None,
         }
@@ -183,7 +202,9 @@ def _sparse_round_heads(
         "sparse_support": functools.partial(
             _support_at, dropped, W, b, target, draft_probs, target_top, heads.top_n
         ),
-        "exact_heads": _exact_heads_at(dropped, W, b, target, draft_probs, heads.top_n, target_top)
+        "exact_heads": _exact_heads_at(
+            dropped, W, b, target, draft_probs, heads.top_n, target_top, meter
+        )
         if heads.escape
         else None,
     }
@@ -210,11 +231,12 @@ def _exact_heads_at(
     draft_probs: torch.Tensor | None,
     top_n: int,
     target_top: torch.Tensor | None = None,
+    meter: RoundMeter | None = None,
 ) -> Callable[..., tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]]:
     """``VerifyInputs.exact_heads`` of a sparse round. It is built from the round's own head inputs ``dropped``
     ``[B, P, K, d]`` (the same masks), the plain logits ``target`` ``[B, P, V]`` float32, ``draft_probs``
     ``[B, L, V]``, the candidates' ``top_n`` and, when the round found it already, the plain head's top-N
-    ``target_top`` ``[B, P, N]`` (else found here).
+    ``target_top`` ``[B, P, N]`` (else found here). Each call is reported to ``meter`` (:meth:`RoundMeter.escape`).
 
     ``at(rows [m], positions [m], samples=None)`` returns the K heads at those positions.
     - With ``samples`` None: over the whole vocabulary, ``([m, K, V]`` in the matmul's dtype, None, None)``
@@ -227,6 +249,8 @@ def _exact_heads_at(
     def at(
         rows: torch.Tensor, positions: torch.Tensor, samples: int | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        if meter is not None:
+            meter.escape(samples, rows)
         x = dropped[rows, positions]  # [m, K, d]
         m, K, d = x.shape
         if samples is None:
@@ -341,6 +365,7 @@ def verify_round(
     trace: bool = False,
     target_logits: torch.Tensor | None = None,
     max_positions: int | None = None,
+    meter: RoundMeter | None = None,
 ) -> AcceptResult:
     """Decide one round of B sequences with ``rule``.
 
@@ -364,6 +389,8 @@ def verify_round(
             without heads ``hidden`` and ``lm_head`` may be None (no matmul at all).
         max_positions: None, or P in ``[1, L]``: decide the round cut to its first P drafts (heads computed there
             only; the masks still drawn for all L + 1 positions: those of the whole round; :mod:`criteria.audit`).
+        meter: None, or the backend's :class:`criteria.base.RoundMeter` for this round (when the plain logits are
+            ready; the escape's rungs). It changes no value and no random draw.
 
     Returns:
         :class:`AcceptResult` with ``accept_mask`` ``[B, L]`` (``[B, P]`` with ``max_positions``),
@@ -394,6 +421,7 @@ def verify_round(
         draft_token_ids,
         draft_hidden,
         temperature,
+        meter,
     )
     res = _decide(rule, inputs, generators, trace)
     res = dataclasses.replace(res, target_argmax=inputs.target_logits[:, :P].argmax(dim=-1))
@@ -416,6 +444,7 @@ def _round_inputs(
     draft_token_ids: torch.Tensor,
     draft_hidden: torch.Tensor | None,
     temperature: float,
+    meter: RoundMeter | None = None,
 ) -> tuple[int, VerifyInputs]:
     """The rule's :class:`VerifyInputs` for a round's first P drafts, and the number of positions with heads:
     :func:`_heads` (``lazy``) at the positions ``rule`` reads (+ the bonus position unless
@@ -432,6 +461,7 @@ def _round_inputs(
         target_logits=target_logits,
         draft_token_ids=draft_token_ids[:, :P],
         lazy=True,
+        meter=meter,
     )
     needs_hidden = bool(getattr(rule, "needs_hidden", False))
     return positions, VerifyInputs(

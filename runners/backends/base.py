@@ -57,6 +57,10 @@ class SampleResult:
         prefill_s: prompt prefill time (both models), seconds.
         draft_s / verify_s / criterion_s: split of ``wall_s``, seconds. audit_s: the exact rule's second decision
             of audited rounds (:mod:`criteria.audit`), seconds, outside ``wall_s``, ``share_s`` and ``criterion_s``.
+        rule_s: the part of ``criterion_s`` after the plain logits (the dropout heads and the rule,
+            :mod:`runners.backends.round_meter`), seconds; None when not measured (the exact rule, vLLM).
+        escape: positions that reached each rung of the escape ladder (``{"64": n, "4096": n, "exact": n}``, rungs
+            not reached left out), or None (no escape).
         accepted_per_round: accepted draft count of each round, in order, after the same cut.
         stop_reason: ``"eos"``, ``"stop"`` or ``"length"``.
         eos_removed: 1 when an EOS token ended the output (not kept in ``output_token_ids``), else 0.
@@ -86,6 +90,8 @@ class SampleResult:
     trace: list[dict[str, Any]] | None = None
     share_s: float | None = None
     audit: dict[str, Any] | None = None
+    rule_s: float | None = None
+    escape: dict[str, int] | None = None
 
 
 @runtime_checkable

@@ -79,7 +79,10 @@ class Row:
         traces: per-round criterion traces (``decoding.trace``) or None.
         audit: its audited rounds (:class:`criteria.audit.AuditTally`) when the run audits the sparse
             variant (``HeadSpec.audit_share`` > 0), else None.
-        timing: ``draft`` / ``verify`` / ``criterion`` seconds of the rounds it took part in.
+        timing: ``draft`` / ``verify`` / ``criterion`` / ``audit`` seconds of the rounds it took part in, and
+            ``rule`` (the part of ``criterion`` after the plain logits) when the rounds measured it
+            (:mod:`runners.backends.round_meter`).
+        escape: its positions that reached each rung of the escape ladder (``"64"``, ``"4096"``, ``"exact"``).
         share_s: its share of the batch's wall time (module docstring).
     """
 
@@ -98,6 +101,7 @@ class Row:
         default_factory=lambda: {"draft": 0.0, "verify": 0.0, "criterion": 0.0, "audit": 0.0}
     )
     share_s: float = 0.0
+    escape: dict[str, int] = field(default_factory=dict)
     done: bool = False
 
     @property

@@ -19,6 +19,7 @@ from criteria.audit import audit_states, exact_verdicts, is_audited
 from criteria.base import AcceptResult
 from criteria.dropout_heads import HeadSpec, LMHead
 from criteria.verify import verify_round
+from runners.backends.round_meter import RoundClock
 
 
 def decide_round(
@@ -44,7 +45,9 @@ def decide_round(
 
     Returns:
         ``(result, decision_s, audit_s)``: the run's :class:`AcceptResult` and the seconds of the decision and of
-        the audit (0.0 when no row is audited); each audited row's tally gets the round.
+        the audit (0.0 when no row is audited); each audited row's tally gets the round, and every row the
+        decision's seconds after the plain logits and its positions at each escape rung
+        (:class:`runners.backends.round_meter.RoundClock`).
     """
     audit_rows = [
         i
@@ -55,8 +58,13 @@ def decide_round(
     gens = [r.gen for r in rows]
     t0 = time.perf_counter()
     states = audit_states(gens, audit_rows)  # before the decision draws the masks
-    res = verify_round(hidden, head, drafts, rule, heads, generators=gens, trace=trace, **round_in)
+    clock = RoundClock(len(rows))
+    res = verify_round(
+        hidden, head, drafts, rule, heads, generators=gens, trace=trace, meter=clock, **round_in
+    )
+    clock.stop()
     t1 = time.perf_counter()
+    clock.charge(rows)
     if not audit_rows:
         return res, t1 - t0, 0.0
     exact = exact_verdicts(

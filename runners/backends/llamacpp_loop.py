@@ -437,4 +437,6 @@ class LlamaCppBackend:
             trace=traces,
             share_s=row.share_s,
             audit=row.audit.record(len(kept)) if row.audit is not None else None,
+            rule_s=row.timing.get("rule"),
+            escape=dict(row.escape) or None,
         )

@@ -28,8 +28,9 @@ def sample_record(
     Returns:
         ``sample_id``, ``prompt``, ``output_text``, ``output_token_ids``, ``reference``, ``quality``, ``spec``
         (the counters), ``accepted_per_round``, ``stop_reason``, ``eos_removed``, ``speed`` (tokens and seconds:
-        ``wall_s``, ``prefill_s``, ``draft_s``, ``verify_s``, ``criterion_s``, ``audit_s`` with ``audit_outside_wall`` and ``share_s`` when measured),
-        ``seed``, ``trace`` when the backend traced and ``audit`` when it audited the sparse variant.
+        ``wall_s``, ``prefill_s``, ``draft_s``, ``verify_s``, ``criterion_s``, ``rule_s``, ``audit_s`` with ``audit_outside_wall`` and ``share_s`` when
+        measured), ``seed``, ``trace`` when the backend traced, ``audit`` when it audited the sparse variant and
+        ``escape`` (positions per rung of the escape ladder) when a position reached it.
     """
     speed = {
         "num_output_tokens": res.num_output_tokens,
@@ -39,6 +40,8 @@ def sample_record(
         "verify_s": res.verify_s,
         "criterion_s": res.criterion_s,
     }
+    if res.rule_s is not None:
+        speed["rule_s"] = res.rule_s
     if res.audit_s:
         speed["audit_s"] = res.audit_s
         speed["audit_outside_wall"] = True  # the loops leave the audit out of wall_s / share_s
@@ -62,4 +65,6 @@ def sample_record(
         rec["trace"] = res.trace
     if res.audit is not None:
         rec["audit"] = res.audit
+    if res.escape:
+        rec["escape"] = dict(res.escape)
     return rec

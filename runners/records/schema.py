@@ -74,6 +74,9 @@ class Speed(TypedDict):
     draft_s: NotRequired[float]
     verify_s: NotRequired[float]
     criterion_s: NotRequired[float]
+    rule_s: NotRequired[
+        float
+    ]  # the part of criterion_s after the plain logits (runners/backends/round_meter.py)
     audit_s: NotRequired[float]  # the exactness audit's second decision (criteria/audit.py)
     share_s: NotRequired[float]
     wall_s_repeats: NotRequired[list[float]]
@@ -101,6 +104,7 @@ class DecodeLine(TypedDict):
     seed: NotRequired[int]
     trace: NotRequired[list[dict[str, Any]]]
     audit: NotRequired[dict[str, Any]]
+    escape: NotRequired[dict[str, int]]
 
 
 class LatencyLine(TypedDict):

@@ -4,6 +4,9 @@ Speed follows Spec-Bench: ``speed/tok_per_s`` is the mean of per-sample rates (o
 wall seconds, prefill excluded); ``speed/tok_per_s_total`` is total tokens / total seconds;
 ``speed/tok_per_s_aggregate`` (when records carry ``speed.share_s``) is total tokens / the run's decoding
 wall time (the sum of the samples' shares of the batch's time): the aggregate throughput of a batched run.
+``speed/draft_s`` / ``verify_s`` / ``criterion_s`` / ``audit_s`` sum the samples' parts (each sample counts
+every round it took part in), ``speed/rule_s`` (when every sample has it) the part of ``criterion_s`` after the
+plain logits; ``escape/positions`` sums the positions that reached each rung of the escape ladder.
 """
 
 from __future__ import annotations
@@ -98,6 +101,13 @@ def summarize(
         out["speed/tok_per_s_aggregate"] = tokens / sum(shares)
     for part in ("draft_s", "verify_s", "criterion_s"):
         out[f"speed/{part}"] = sum(s["speed"].get(part, 0.0) for s in samples)
+    if samples and all("rule_s" in s["speed"] for s in samples):
+        out["speed/rule_s"] = sum(s["speed"]["rule_s"] for s in samples)
+    rungs = sorted({k for s in samples for k in s.get("escape", {})})
+    if rungs:
+        out["escape/positions"] = {
+            k: sum(s.get("escape", {}).get(k, 0) for s in samples) for k in rungs
+        }
     if any("audit_s" in s["speed"] for s in samples):
         out["speed/audit_s"] = sum(s["speed"].get("audit_s", 0.0) for s in samples)
         # True when every audited sample's wall_s left the audit out (records written before that count it in)

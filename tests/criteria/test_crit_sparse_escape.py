@@ -12,7 +12,8 @@ from criteria.dropmatch_base import js_statistics
 from criteria.dropmatch_js import DropMatchJS
 from criteria.dropout_heads import HeadSpec, LMHead
 from criteria.sampled_tail import sampled_js_statistics, tail_sample
-from criteria.verify import _heads, head_logits, verify_round
+from criteria.verify import _heads, head_logits
+from tests.helpers.verify_inputs import decide_hidden_round as _decide
 from tests.helpers.verify_inputs import hidden_round
 
 
@@ -66,20 +67,6 @@ def test_tail_sample_edges():
     assert torch.equal(w, torch.zeros(2, 4))
     with pytest.raises(ValueError, match="samples=0 is invalid"):
         tail_sample(plain, None, ids[:, :2], 0)
-
-
-def _decide(rule, hidden, W, drafts, q, spec, B, trace=True):
-    return verify_round(
-        hidden,
-        LMHead(W),
-        drafts,
-        rule,
-        spec,
-        temperature=0.0,
-        generators=[torch.Generator().manual_seed(100 + i) for i in range(B)],
-        draft_probs=q,
-        trace=trace,
-    )
 
 
 def test_escape_decides_closer_to_the_exact_rule(monkeypatch):

@@ -130,3 +130,22 @@ def hidden_round(seed: int, B: int, V: int, match: float, L: int = 5, d: int = 2
     )
     q = torch.softmax((hidden[:, :L] @ W.T) + torch.randn(B, L, V, generator=g), -1)
     return hidden, W, drafts, q
+
+
+def decide_hidden_round(rule, hidden, W, drafts, q, spec, B, trace=True, meter=None):
+    """:func:`criteria.verify.verify_round` of a :func:`hidden_round` at T = 0, row ``i`` seeded ``100 + i``."""
+    from criteria.dropout_heads import LMHead
+    from criteria.verify import verify_round
+
+    return verify_round(
+        hidden,
+        LMHead(W),
+        drafts,
+        rule,
+        spec,
+        temperature=0.0,
+        generators=[torch.Generator().manual_seed(100 + i) for i in range(B)],
+        draft_probs=q,
+        trace=trace,
+        meter=meter,
+    )

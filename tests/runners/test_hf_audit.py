@@ -113,14 +113,9 @@ def test_covering_the_vocabulary_the_audit_agrees_everywhere(pair):
         assert a["differ"] == []
 
 
-@pytest.mark.subprocess
-def test_audit_reaches_the_record_the_summary_and_the_footer(main_env, runs_root):
-    """A run with the audit (tiny pair, sparse top-4 so that verdicts can differ): samples.jsonl carries each
-    sample's counts, summary.json their sums, and the table footer the pooled agreement and its bound."""
-    from analysis.footer import audit_lines, provenance_lines
-    from analysis.load import load_runs
-    from analysis.stats import clopper_pearson_lower
-
+def _sparse_run(main_env, runs_root, *extra):
+    """One tiny-pair DropMatch run (sparse top-4, 2 GSM8K items, 24 tokens) with ``extra`` overrides: its config,
+    sample lines and summary."""
     p = run_main(
         main_env,
         "method=dropmatch",
@@ -129,15 +124,26 @@ def test_audit_reaches_the_record_the_summary_and_the_footer(main_env, runs_root
         "dataset.limit=2",
         "decoding.max_new_tokens=24",
         "dropmatch.sparse_top_n=4",
-        "dropmatch.audit_share=0.5",
+        *extra,
         multirun=False,
     )
     assert p.returncode == 0, p.stderr[-3000:]
     (run_dir,) = list(runs_root.iterdir())
-    cfg = json.loads((run_dir / "config.json").read_text())
-    assert (cfg["dropmatch"]["sparse_top_n"], cfg["dropmatch"]["audit_share"]) == (4, 0.5)
+    read = lambda name: json.loads((run_dir / name).read_text())  # noqa: E731
     samples = [json.loads(x) for x in (run_dir / "samples.jsonl").read_text().splitlines()]
-    summary = json.loads((run_dir / "summary.json").read_text())
+    return read("config.json"), samples, read("summary.json")
+
+
+@pytest.mark.subprocess
+def test_audit_reaches_the_record_the_summary_and_the_footer(main_env, runs_root):
+    """A run with the audit (tiny pair, sparse top-4 so that verdicts can differ): samples.jsonl carries each
+    sample's counts, summary.json their sums, and the table footer the pooled agreement and its bound."""
+    from analysis.footer import audit_lines, provenance_lines
+    from analysis.load import load_runs
+    from analysis.stats import clopper_pearson_lower
+
+    cfg, samples, summary = _sparse_run(main_env, runs_root, "dropmatch.audit_share=0.5")
+    assert (cfg["dropmatch"]["sparse_top_n"], cfg["dropmatch"]["audit_share"]) == (4, 0.5)
     assert all(set(s["audit"]) >= {"rounds", "positions_equal", "audited"} for s in samples)
     for k in ("rounds", "rounds_equal", "positions", "positions_equal"):
         assert summary[f"audit/{k}"] == sum(s["audit"][k] for s in samples)
@@ -152,4 +158,26 @@ def test_audit_reaches_the_record_the_summary_and_the_footer(main_env, runs_root
     k, n = summary["audit/positions_equal"], summary["audit/positions"]
     assert f"{k}/{n} positions" in line
     assert f"lower bound {100 * clopper_pearson_lower(k, n):.2f}%" in line
+    assert line in provenance_lines(runs)
+
+
+@pytest.mark.subprocess
+def test_the_decision_cost_and_the_escape_reach_the_record_and_the_footer(main_env, runs_root):
+    """A run with the escape (tiny pair, sparse top-4): every sample carries ``rule_s`` (a part of its
+    ``criterion_s``) and its positions per rung, the summary their sums, and the footer the share it makes."""
+    from analysis.footer import decision_cost_lines, provenance_lines
+    from analysis.load import load_runs
+
+    _, samples, summary = _sparse_run(main_env, runs_root, "dropmatch.sparse_escape=true")
+    assert all(0 < s["speed"]["rule_s"] < s["speed"]["criterion_s"] for s in samples)
+    assert summary["speed/rule_s"] == pytest.approx(sum(s["speed"]["rule_s"] for s in samples))
+    reached = summary["escape/positions"]
+    assert reached["64"] == sum(s.get("escape", {}).get("64", 0) for s in samples) > 0
+    assert set(reached) <= {"64", "4096", "exact"}
+    runs = load_runs(runs_root)
+    (line,) = decision_cost_lines(runs)
+    rule = summary["speed/rule_s"]
+    share = 100 * rule / (summary["speed/verify_s"] + summary["speed/criterion_s"] - rule)
+    assert f"gsm8k {share:.1f}%; pooled {share:.1f}%" in line
+    assert f"64 samples {reached['64']};" in line
     assert line in provenance_lines(runs)

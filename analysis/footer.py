@@ -226,8 +226,9 @@ def decision_cost_lines(runs: pd.DataFrame) -> list[str]:
     """What the DropMatch decision cost in its own runs: per benchmark and pooled, the seconds after the plain
     logits (the dropout heads and the rule, ``speed/rule_s``, :mod:`runners.backends.round_meter`) over those of
     the verify pass (the target's forward ``verify_s`` plus the plain LM head, ``criterion_s - rule_s``), sums over
-    the runs' samples; and, where the escape ran, the positions that reached each rung. No line without a
-    DropMatch run that measured it (the exact rule, vLLM and older records do not).
+    the runs' samples; beside it the same share of the table's other speculative runs (``L > 0``: SD's rule, the
+    argmax and bookkeeping every rule pays); and, where the escape ran, the positions that reached each rung. No
+    line without a DropMatch run that measured it (the exact rule, vLLM and older records do not).
     """
     if "rule_s" not in runs or "uses_dropmatch" not in runs:
         return []
@@ -251,6 +252,17 @@ def decision_cost_lines(runs: pd.DataFrame) -> list[str]:
         f"pass: target forward + plain LM head; summed over samples): {by_set}; pooled {pooled:.1f}% "
         f"(the <= {DECISION_TARGET:g}% target: {verdict})"
     )
+    others = runs[
+        ~runs["uses_dropmatch"].fillna(False).astype(bool)
+        & (runs["L"] > 0)
+        & runs["rule_s"].notna()
+        & runs["verify_s"].notna()
+        & runs["criterion_s"].notna()
+    ]
+    if not others.empty:
+        line += (
+            f"; the other speculative runs' own rule, measured the same way: {share(others):.1f}%"
+        )
     if len(timed) < len(dm):
         line += f"; {len(dm) - len(timed)} DropMatch run(s) did not measure it"
     reached = [

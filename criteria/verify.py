@@ -124,14 +124,15 @@ def _heads(
             if given
             else lm_head.full(torch.nn.functional.linear(flat, W, b)).view(B, N, -1)
         )
+        ready = plain.float()
+        _plain_ready(meter)
         # p = 0: every head is the plain head; copies, so the rows are bitwise identical
         copies = (
             plain[:, :P, None].expand(B, P, heads.K, plain.shape[-1]).contiguous()
             if heads.active
             else None
         )
-        _plain_ready(meter)
-        return plain.float(), copies, None, none
+        return ready, copies, None, none
     if heads.top_n is None:
         dropped = _dropped(hidden, generators, heads.K, heads.p_drop, P)  # [B*P, K, d], Eq. (1)-(2)
         # plain rows first (unless given), then the head rows: [B*N + B*P*K, V], Eq. (3), one matmul

@@ -195,6 +195,7 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "wall_s": summary.get("speed/wall_s"),
         "verify_s": summary.get("speed/verify_s"),
         "criterion_s": summary.get("speed/criterion_s"),
+        "plain_s": summary.get("speed/plain_s"),
         "rule_s": summary.get("speed/rule_s"),
         "escape_positions": summary.get("escape/positions"),
         "audit_s": summary.get("speed/audit_s"),

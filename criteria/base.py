@@ -96,9 +96,9 @@ class AcceptResult:
 class RoundMeter(Protocol):
     """What a backend measures inside one verify round; the round only reports to it (no clock in ``criteria``).
 
-    :func:`criteria.verify.verify_round` calls :meth:`plain` once, when the plain head's logits ``[B, L+1, V]``
-    are ready and nothing that depends on the dropout heads has run yet (the sparse variant and the plain head
-    alone; not the exact rule, whose heads share the plain rows' matmul), and :meth:`escape` at each rung of the
+    :func:`criteria.verify.verify_round` calls :meth:`plain` once, when the plain head's float32 logits
+    ``[B, L+1, V]`` are ready and nothing that depends on the dropout heads has run yet (every path but the exact
+    rule's with ``p_drop > 0``, whose heads share the plain rows' matmul), and :meth:`escape` at each rung of the
     escape ladder (:func:`criteria.dropmatch_js.sampled_decision`).
     """
 

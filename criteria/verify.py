@@ -98,8 +98,9 @@ def _heads(
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, dict[str, Callable | None]]:
     """:func:`head_logits`, plus the sparse variant's closures as :class:`VerifyInputs` fields (both None unless
     ``heads.top_n``): ``sparse_support`` (with ``lazy``) and ``exact_heads`` (with ``heads.escape``). ``meter``
-    (:class:`criteria.base.RoundMeter`) hears when the plain logits are ready, except on the exact rule's path
-    (one matmul for the plain and the head rows), and each escape rung the round's closure serves.
+    (:class:`criteria.base.RoundMeter`) hears when the plain float32 logits are ready, except on the exact rule's
+    path with ``p_drop > 0`` (one matmul for the plain and the head rows), and each escape rung the round's closure
+    serves.
 
     With ``lazy`` the sparse heads are those of the heads' tokens only (:func:`_token_heads`, the drafts
     ``draft_token_ids`` ``[B, L]`` among the candidates) and Eq. (6)'s support is left to ``sparse_support``, which
@@ -108,8 +109,9 @@ def _heads(
     none = {"sparse_support": None, "exact_heads": None}
     given = target_logits is not None
     if given and not heads.active:
+        ready = target_logits.float()
         _plain_ready(meter)
-        return target_logits.float(), None, None, none
+        return ready, None, None, none
     if hidden is None or lm_head is None:
         raise ValueError(
             "head_logits needs hidden and lm_head unless target_logits is given without heads"

@@ -57,8 +57,9 @@ class SampleResult:
         prefill_s: prompt prefill time (both models), seconds.
         draft_s / verify_s / criterion_s: split of ``wall_s``, seconds. audit_s: the exact rule's second decision
             of audited rounds (:mod:`criteria.audit`), seconds, outside ``wall_s``, ``share_s`` and ``criterion_s``.
-        rule_s: the part of ``criterion_s`` after the plain logits (the dropout heads and the rule,
-            :mod:`runners.backends.round_meter`), seconds; None when not measured (the exact rule, vLLM).
+        plain_s / rule_s: the parts of ``criterion_s`` to the plain logits (the LM head) and after them (the dropout
+            heads and the rule), seconds (:mod:`runners.backends.round_meter`); None when not measured (no rounds,
+            the exact rule with ``p_drop > 0``, vLLM).
         escape: positions that reached each rung of the escape ladder (``{"64": n, "4096": n, "exact": n}``, rungs
             not reached left out), or None (no escape).
         accepted_per_round: accepted draft count of each round, in order, after the same cut.
@@ -90,6 +91,7 @@ class SampleResult:
     trace: list[dict[str, Any]] | None = None
     share_s: float | None = None
     audit: dict[str, Any] | None = None
+    plain_s: float | None = None
     rule_s: float | None = None
     escape: dict[str, int] | None = None
 

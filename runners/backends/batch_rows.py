@@ -80,8 +80,8 @@ class Row:
         audit: its audited rounds (:class:`criteria.audit.AuditTally`) when the run audits the sparse
             variant (``HeadSpec.audit_share`` > 0), else None.
         timing: ``draft`` / ``verify`` / ``criterion`` / ``audit`` seconds of the rounds it took part in, and
-            ``rule`` (the part of ``criterion`` after the plain logits) when the rounds measured it
-            (:mod:`runners.backends.round_meter`).
+            ``plain`` / ``rule`` (the parts of ``criterion`` to the plain logits and after them) when the rounds
+            measured them (:mod:`runners.backends.round_meter`).
         escape: its positions that reached each rung of the escape ladder (``"64"``, ``"4096"``, ``"exact"``).
         share_s: its share of the batch's wall time (module docstring).
     """

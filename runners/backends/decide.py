@@ -46,7 +46,7 @@ def decide_round(
     Returns:
         ``(result, decision_s, audit_s)``: the run's :class:`AcceptResult` and the seconds of the decision and of
         the audit (0.0 when no row is audited); each audited row's tally gets the round, and every row the
-        decision's seconds after the plain logits and its positions at each escape rung
+        seconds to the plain logits and after them and its positions at each escape rung
         (:class:`runners.backends.round_meter.RoundClock`).
     """
     audit_rows = [
@@ -58,7 +58,7 @@ def decide_round(
     gens = [r.gen for r in rows]
     t0 = time.perf_counter()
     states = audit_states(gens, audit_rows)  # before the decision draws the masks
-    clock = RoundClock(len(rows))
+    clock = RoundClock(len(rows), drafts.device)
     res = verify_round(
         hidden, head, drafts, rule, heads, generators=gens, trace=trace, meter=clock, **round_in
     )

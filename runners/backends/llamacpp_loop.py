@@ -437,6 +437,7 @@ class LlamaCppBackend:
             trace=traces,
             share_s=row.share_s,
             audit=row.audit.record(len(kept)) if row.audit is not None else None,
+            plain_s=row.timing.get("plain"),
             rule_s=row.timing.get("rule"),
             escape=dict(row.escape) or None,
         )

@@ -28,7 +28,7 @@ def sample_record(
     Returns:
         ``sample_id``, ``prompt``, ``output_text``, ``output_token_ids``, ``reference``, ``quality``, ``spec``
         (the counters), ``accepted_per_round``, ``stop_reason``, ``eos_removed``, ``speed`` (tokens and seconds:
-        ``wall_s``, ``prefill_s``, ``draft_s``, ``verify_s``, ``criterion_s``, ``rule_s``, ``audit_s`` with ``audit_outside_wall`` and ``share_s`` when
+        ``wall_s``, ``prefill_s``, ``draft_s``, ``verify_s``, ``criterion_s``, ``plain_s``, ``rule_s``, ``audit_s`` with ``audit_outside_wall`` and ``share_s`` when
         measured), ``seed``, ``trace`` when the backend traced, ``audit`` when it audited the sparse variant and
         ``escape`` (positions per rung of the escape ladder) when a position reached it.
     """
@@ -40,8 +40,8 @@ def sample_record(
         "verify_s": res.verify_s,
         "criterion_s": res.criterion_s,
     }
-    if res.rule_s is not None:
-        speed["rule_s"] = res.rule_s
+    if res.plain_s is not None and res.rule_s is not None:
+        speed["plain_s"], speed["rule_s"] = res.plain_s, res.rule_s
     if res.audit_s:
         speed["audit_s"] = res.audit_s
         speed["audit_outside_wall"] = True  # the loops leave the audit out of wall_s / share_s

@@ -74,9 +74,9 @@ class Speed(TypedDict):
     draft_s: NotRequired[float]
     verify_s: NotRequired[float]
     criterion_s: NotRequired[float]
-    rule_s: NotRequired[
-        float
-    ]  # the part of criterion_s after the plain logits (runners/backends/round_meter.py)
+    # the parts of criterion_s to the plain logits and after them (runners/backends/round_meter.py)
+    plain_s: NotRequired[float]
+    rule_s: NotRequired[float]
     audit_s: NotRequired[float]  # the exactness audit's second decision (criteria/audit.py)
     share_s: NotRequired[float]
     wall_s_repeats: NotRequired[list[float]]

@@ -5,8 +5,8 @@ wall seconds, prefill excluded); ``speed/tok_per_s_total`` is total tokens / tot
 ``speed/tok_per_s_aggregate`` (when records carry ``speed.share_s``) is total tokens / the run's decoding
 wall time (the sum of the samples' shares of the batch's time): the aggregate throughput of a batched run.
 ``speed/draft_s`` / ``verify_s`` / ``criterion_s`` / ``audit_s`` sum the samples' parts (each sample counts
-every round it took part in), ``speed/rule_s`` (when every sample has it) the part of ``criterion_s`` after the
-plain logits; ``escape/positions`` sums the positions that reached each rung of the escape ladder.
+every round it took part in), ``speed/plain_s`` / ``speed/rule_s`` (when every sample with rounds has them) the
+parts of ``criterion_s`` to the plain logits and after them; ``escape/positions`` sums the positions that reached each rung of the escape ladder.
 """
 
 from __future__ import annotations
@@ -99,15 +99,7 @@ def summarize(
         samples and all(x is not None for x in shares) and sum(shares) > 0
     ):  # batched backends: aggregate rate
         out["speed/tok_per_s_aggregate"] = tokens / sum(shares)
-    for part in ("draft_s", "verify_s", "criterion_s"):
-        out[f"speed/{part}"] = sum(s["speed"].get(part, 0.0) for s in samples)
-    if samples and all("rule_s" in s["speed"] for s in samples):
-        out["speed/rule_s"] = sum(s["speed"]["rule_s"] for s in samples)
-    rungs = sorted({k for s in samples for k in s.get("escape", {})})
-    if rungs:
-        out["escape/positions"] = {
-            k: sum(s.get("escape", {}).get(k, 0) for s in samples) for k in rungs
-        }
+    out.update(round_parts(samples))
     if any("audit_s" in s["speed"] for s in samples):
         out["speed/audit_s"] = sum(s["speed"].get("audit_s", 0.0) for s in samples)
         # True when every audited sample's wall_s left the audit out (records written before that count it in)
@@ -117,4 +109,24 @@ def summarize(
     if aggregate is not None:
         q = aggregate([s["quality"] for s in samples]) if samples else {}
         out.update({f"quality/{k}": v for k, v in q.items()})
+    return out
+
+
+def round_parts(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The rounds' seconds by part summed over the samples (``speed/draft_s`` / ``verify_s`` / ``criterion_s``, and
+    ``speed/plain_s`` / ``rule_s`` when every sample with rounds has them) and ``escape/positions`` (per rung)."""
+    out: dict[str, Any] = {
+        f"speed/{part}": sum(s["speed"].get(part, 0.0) for s in samples)
+        for part in ("draft_s", "verify_s", "criterion_s")
+    }
+    # a sample that ended at its prefill had no round to measure: the run's sums need every other sample's
+    decided = [s for s in samples if s.get("accepted_per_round")]
+    if decided and all("rule_s" in s["speed"] for s in decided):
+        for part in ("plain_s", "rule_s"):
+            out[f"speed/{part}"] = sum(s["speed"].get(part, 0.0) for s in decided)
+    rungs = sorted({k for s in samples for k in s.get("escape", {})})
+    if rungs:
+        out["escape/positions"] = {
+            k: sum(s.get("escape", {}).get(k, 0) for s in samples) for k in rungs
+        }
     return out

@@ -169,15 +169,17 @@ def test_the_decision_cost_and_the_escape_reach_the_record_and_the_footer(main_e
     from analysis.load import load_runs
 
     _, samples, summary = _sparse_run(main_env, runs_root, "dropmatch.sparse_escape=true")
-    assert all(0 < s["speed"]["rule_s"] < s["speed"]["criterion_s"] for s in samples)
-    assert summary["speed/rule_s"] == pytest.approx(sum(s["speed"]["rule_s"] for s in samples))
+    for s in samples:
+        assert 0 < s["speed"]["rule_s"] and 0 < s["speed"]["plain_s"]
+        assert s["speed"]["rule_s"] + s["speed"]["plain_s"] < s["speed"]["criterion_s"]
+    for part in ("plain_s", "rule_s"):
+        assert summary[f"speed/{part}"] == pytest.approx(sum(s["speed"][part] for s in samples))
     reached = summary["escape/positions"]
     assert reached["64"] == sum(s.get("escape", {}).get("64", 0) for s in samples) > 0
     assert set(reached) <= {"64", "4096", "exact"}
     runs = load_runs(runs_root)
     (line,) = decision_cost_lines(runs)
-    rule = summary["speed/rule_s"]
-    share = 100 * rule / (summary["speed/verify_s"] + summary["speed/criterion_s"] - rule)
-    assert f"gsm8k {share:.1f}%; pooled {share:.1f}%" in line
+    share = 100 * summary["speed/rule_s"] / (summary["speed/verify_s"] + summary["speed/plain_s"])
+    assert f"gsm8k {share:.1f}%; pooled {share:.1f}% (the <= 3% target, on the gross share" in line
     assert f"64 samples {reached['64']};" in line
     assert line in provenance_lines(runs)

@@ -121,20 +121,7 @@ def _heads(
     W, b = lm_head.rows()
     flat = hidden.reshape(B * N, d)
     if not heads.active or heads.p_drop == 0:
-        plain = (
-            target_logits.float()
-            if given
-            else lm_head.full(torch.nn.functional.linear(flat, W, b)).view(B, N, -1)
-        )
-        ready = plain.float()
-        _plain_ready(meter)
-        # p = 0: every head is the plain head; copies, so the rows are bitwise identical
-        copies = (
-            plain[:, :P, None].expand(B, P, heads.K, plain.shape[-1]).contiguous()
-            if heads.active
-            else None
-        )
-        return ready, copies, None, none
+        return *_plain_heads(flat, lm_head, heads, target_logits, (B, N, P), meter), None, none
     if heads.top_n is None:
         dropped = _dropped(hidden, generators, heads.K, heads.p_drop, P)  # [B*P, K, d], Eq. (1)-(2)
         # plain rows first (unless given), then the head rows: [B*N + B*P*K, V], Eq. (3), one matmul
@@ -168,6 +155,35 @@ def _heads(
         lazy,
         meter,
     )
+
+
+def _plain_heads(
+    flat: torch.Tensor,
+    lm_head: LMHead,
+    heads: HeadSpec,
+    target_logits: torch.Tensor | None,
+    shape: tuple[int, int, int],
+    meter: RoundMeter | None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`_heads` without dropout (no heads, or ``p_drop = 0``): the plain logits ``[B, N, V]`` float32 from
+    ``flat`` ``[B*N, d]`` (or ``target_logits``), and with heads K copies of them ``[B, P, K, V]`` in the matmul's
+    dtype; ``shape`` is ``(B, N, P)``."""
+    B, N, P = shape
+    W, b = lm_head.rows()
+    plain = (
+        target_logits.float()
+        if target_logits is not None
+        else lm_head.full(torch.nn.functional.linear(flat, W, b)).view(B, N, -1)
+    )
+    ready = plain.float()
+    _plain_ready(meter)
+    # p = 0: every head is the plain head; copies, so the rows are bitwise identical
+    copies = (
+        plain[:, :P, None].expand(B, P, heads.K, plain.shape[-1]).contiguous()
+        if heads.active
+        else None
+    )
+    return ready, copies
 
 
 def _plain_ready(meter: RoundMeter | None) -> None:

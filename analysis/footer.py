@@ -218,7 +218,6 @@ def audit_lines(runs: pd.DataFrame) -> list[str]:
 
 # % : the DropMatch decision's share of a verify pass the default CPU profile aims at (Table 4 judges it too)
 DECISION_TARGET = 3.0
-RUNGS = (("64", "64 samples"), ("4096", "4096"), ("exact", "the exact heads"))
 
 
 def decision_cost_lines(runs: pd.DataFrame) -> list[str]:
@@ -270,11 +269,22 @@ def decision_cost_lines(runs: pd.DataFrame) -> list[str]:
         p for p in dm.get("escape_positions", pd.Series(dtype=object)) if isinstance(p, dict)
     ]
     if reached:
-        counts = "; ".join(
-            f"{label} {sum(int(p.get(key, 0)) for p in reached)}" for key, label in RUNGS
-        )
-        line += f"; escape, positions that reached each rung: {counts}"
+        line += f"; escape, positions that reached each rung: {rung_counts(reached)}"
     return [line]
+
+
+def rung_counts(reached: list[dict]) -> str:
+    """The escape's positions per rung summed over runs (``escape/positions``: ``{"64": n, "4096": n, ...,
+    "exact": n}``), the sampled rungs in increasing order, then the exact heads: ``"64 samples 50; 4096 13; the
+    exact heads 5"``. A rung any run has is printed for all (0 where a run never reached it)."""
+    sampled = sorted({int(k) for p in reached for k in p if k != "exact"})
+    keys = [str(k) for k in sampled] + ["exact"]
+    labels = [f"{k} samples" if i == 0 else k for i, k in enumerate(keys[:-1])] + [
+        "the exact heads"
+    ]
+    return "; ".join(
+        f"{label} {sum(int(p.get(key, 0)) for p in reached)}" for key, label in zip(keys, labels)
+    )
 
 
 def audit_time(audited: pd.DataFrame) -> str:

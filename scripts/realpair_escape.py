@@ -5,7 +5,8 @@ Decodes ``--n`` items of each of ``--datasets`` with the sparse ``dropmatch_js``
 p_drop=0.3, top-64, bf16, batch ``--batch``), keeps every row-round's verify inputs (the target's hidden states,
 the drafts, the draft probabilities), then decides them again in batches of ``--batch`` rows with ``--seeds`` mask
 seeds: exactly, sparsely (``lumped``), sparsely with the escape (``escape``: the tail sampled, then 4,096
-samples and the exact heads where unsure, ``criteria.dropmatch_js.TAIL_LADDER``) and with the escape going straight to the exact heads (``straight``). Prints, per
+samples and the exact heads where unsure, ``criteria.dropmatch_js.TAIL_LADDER``), with the escape going straight to
+the exact heads (``straight``) and with each of ``--ladders`` in the ladder's place. Prints, per
 variant, the drafted positions whose test agrees with the exact rule's up to its first rejection, and the decision
 time per batch round (the plain head's matmul included, so compare differences), and each row's first disagreement
 by kind (Eq. 7's verdict or Eq. 6's, with both sides of Eq. 6). ``--rungs`` also prints where the escape's time
@@ -177,6 +178,12 @@ def main() -> None:
         action="store_true",
         help="time each rung of the escape's ladder and the greedy rule",
     )
+    ap.add_argument(
+        "--ladders",
+        default="",
+        help="more ladders to compare, ';'-separated, each rung's samples ','-separated and 'exact' last "
+        "(e.g. '64,4096,32768,exact')",
+    )
     args = ap.parse_args()
 
     from omegaconf import OmegaConf
@@ -201,6 +208,11 @@ def main() -> None:
         "escape": (HeadSpec(5, 0.3, top_n=64, escape=True), ladder),
         "straight": (HeadSpec(5, 0.3, top_n=64, escape=True), (None,)),
     }
+    for text in filter(None, args.ladders.split(";")):
+        steps = tuple(None if r.strip() == "exact" else int(r) for r in text.split(","))
+        if steps[-1] is not None:
+            ap.error(f"--ladders {text!r}: the last rung must be 'exact'")
+        variants[f"ladder {text}"] = (HeadSpec(5, 0.3, top_n=64, escape=True), steps)
     tally = {v: [0, 0, 0.0] for v in ["exact", *variants]}  # positions agree, positions, seconds
     rungs = Rungs(djs) if args.rungs else None
     kinds = {v: [] for v in variants}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.footer import decision_cost_lines
+from analysis.footer import decision_cost_lines, rung_counts
 
 
 def _run(dataset, rule_s, verify_s, plain_s, escape=None, dm=True, L=5, trace=False):
@@ -56,3 +56,11 @@ def test_gross_verdict_unmeasured_and_silent_cases():
     assert decision_cost_lines(pd.DataFrame([_run("gsm8k", 1.0, 9.0, 2.0, dm=False)])) == []
     assert decision_cost_lines(pd.DataFrame([_run("gsm8k", 0.0, 0.0, 0.0)])) == []
     assert decision_cost_lines(pd.DataFrame([{"dataset": "gsm8k", "uses_dropmatch": True}])) == []
+
+
+def test_rungs_in_increasing_order_whatever_ladder_the_runs_had():
+    """Records made with another ladder (a 32,768-sample rung) or without the exact rung reached: every sampled rung
+    any run has, numerically ordered (not as strings), 0 where a run never reached it, the exact heads last."""
+    reached = [{"64": 7, "4096": 2, "32768": 1}, {"64": 3, "exact": 1}, {"32768": 4, "64": 1}]
+    assert rung_counts(reached) == "64 samples 11; 4096 2; 32768 5; the exact heads 1"
+    assert rung_counts([{"64": 2}]) == "64 samples 2; the exact heads 0"

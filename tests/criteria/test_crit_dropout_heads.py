@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import criteria.dropout_heads as dh
 from criteria.dropout_heads import dropout_head_logits, dropout_masks, dropped_hidden
 
 
@@ -142,3 +143,33 @@ def test_dropped_hidden_equals_the_masked_definition(dtype):
     assert out.dtype == dtype and out.shape == (7, 5, 32) and torch.equal(out, ref)
     # every dropped unit is zero, and only those (h has no zeros)
     assert int((out == 0).sum()) == int((~keep).sum())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_heads_on_candidates_position_by_position_gives_each_dot_product(dtype, monkeypatch):
+    """Above ``GATHER_BYTES`` the rows are gathered one position at a time, each distinct token once (a sampled
+    tail repeats tokens): every logit is still ``W[id] . x_k + b[id]`` at its own entry, ``-inf`` at duplicates."""
+    g = torch.Generator().manual_seed(5)
+    M, K, d, V, C = 3, 4, 64, 50, 40  # C > V: tokens repeat within a position
+    x = torch.randn(M, K, d, generator=g).to(dtype)
+    W = torch.randn(V, d, generator=g).to(dtype)
+    b = torch.randn(V, generator=g).to(dtype)
+    ids = torch.randint(0, V, (M, C), generator=g)
+    dup = torch.rand(M, C, generator=g) < 0.2
+    one_shot = dh.heads_on_candidates(x, W, b, ids, dup)
+    monkeypatch.setattr(dh, "GATHER_BYTES", C * d * W.element_size())  # less than M positions' rows
+    seen = []
+    real = torch.unique
+    monkeypatch.setattr(torch, "unique", lambda t, **kw: seen.append(t.numel()) or real(t, **kw))
+    split = dh.heads_on_candidates(x, W, b, ids, dup)
+    assert seen == [C] * M  # one position at a time
+    ref = (x.float() @ W.float()[ids].transpose(1, 2) + b.float()[ids].unsqueeze(1)).masked_fill(
+        dup.unsqueeze(1), float("-inf")
+    )
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 5e-2}
+    for out in (one_shot, split):
+        assert out.dtype == dtype and out.shape == (M, K, C)
+        torch.testing.assert_close(out.float(), ref, **tol)
+    # the same dot products grouped otherwise: equal here, within a rounding step of the dtype on any BLAS
+    near = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 8e-3, "atol": 1e-2}
+    torch.testing.assert_close(split, one_shot, **near)

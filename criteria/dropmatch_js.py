@@ -149,7 +149,10 @@ class DropMatchJS(DropMatchBase):
 # positions of IFEval / GSM8K / HumanEval) 32 first samples left 3 differing at 3 standard errors, and 128 sent more
 # positions to the exact heads than 64. A rung of 32,768 samples before the exact heads (a read of the whole LM head,
 # ~28 ms per position on a 2-vCPU CPU in bf16) cut the ladder's time by a third on the 7,578 positions of those
-# rounds at two mask seeds, with the same agreement with the exact rule (scripts/realpair_escape.py --ladders).
+# rounds at two mask seeds, with the same agreement with the exact rule (scripts/realpair_escape.py --ladders). In
+# the loop, where its ~10,000 distinct rows per position cost more, it and the per-position gather
+# (dropout_heads.GATHER_BYTES) took Table 6's decision from 5.6 to 5.4% of a verify pass (README "Two cuts of the
+# escape's cost").
 TAIL_LADDER = (64, 4096, 32768, None)
 TAIL_Z = 5.0
 TAIL_FLOOR = 1e-5

@@ -278,13 +278,9 @@ def rung_counts(reached: list[dict]) -> str:
     "exact": n}``), the sampled rungs in increasing order, then the exact heads: ``"64 samples 50; 4096 13; the
     exact heads 5"``. A rung any run has is printed for all (0 where a run never reached it)."""
     sampled = sorted({int(k) for p in reached for k in p if k != "exact"})
-    keys = [str(k) for k in sampled] + ["exact"]
-    labels = [f"{k} samples" if i == 0 else k for i, k in enumerate(keys[:-1])] + [
-        "the exact heads"
-    ]
-    return "; ".join(
-        f"{label} {sum(int(p.get(key, 0)) for p in reached)}" for key, label in zip(keys, labels)
-    )
+    rungs = [(str(k), f"{k} samples" if i == 0 else str(k)) for i, k in enumerate(sampled)]
+    rungs.append(("exact", "the exact heads"))
+    return "; ".join(f"{label} {sum(int(p.get(key, 0)) for p in reached)}" for key, label in rungs)
 
 
 def audit_time(audited: pd.DataFrame) -> str:

@@ -27,7 +27,7 @@ from analysis.measure_runs import lines_of, newest, of_method, used, varying
 from analysis.stats import B_DEFAULT, NAN, SEED, Estimate, bootstrap, fmt, fmt_spread
 from analysis.tables.bench_batch import batch_rows, batch_table
 from analysis.timings import CI_NOTE, median_ci, ratios, seconds_frame
-from runners.records.bench_lines import decision_per_pass, share_of_sums
+from runners.records.bench_lines import decision_per_pass, share_of_sums, uses_meter
 
 NAME = "bench"
 ARM_LABELS = {
@@ -168,6 +168,12 @@ def cost_note(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> str:
             return "n/a"
         return f"{e.value:.1f}%" + ("" if np.isnan(e.lo) else f" [{e.lo:.1f}, {e.hi:.1f}]")
 
+    def seconds(pre: str) -> str:
+        """What the decision's seconds are: the round meter's (Table 6's measure) or the older records' criterion."""
+        if uses_meter(lines, f"{pre}sd_dm", f"{pre}sd"):
+            return "seconds after the plain logits per pass less SD's, over SD's forward + LM head, as Table 6"
+        return "decision seconds per pass less SD's" if pre == "" else "decision seconds"
+
     sec = seconds_frame([ln for ln in lines if ln.get("kind") == "latency"])
     if sec:
         r = ratios(sec)
@@ -183,8 +189,8 @@ def cost_note(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> str:
         f"{summary['bench/prompt_tokens_mean']:.0f} prompt tokens) x {summary['bench/repeats']} repeats; "
         f"verify(L+1)/decode {vd} (timed, {summary.get('bench/latency/context', '?')}-token KV, {timed}) / "
         f"{f('bench/in_situ/verify_over_decode')} (in the loop: SD verify pass vs AR step); DM decision overhead "
-        f"{dm} of the verify pass (timed: K extra head rows + JS) / {decision('')} (in the loop: SD+DM's decision "
-        f"seconds per pass less SD's{audit('')}; with the two arms' verify forwards too, whose difference is the "
+        f"{dm} of the verify pass (timed: K extra head rows + JS) / {decision('')} (in the loop: SD+DM's "
+        f"{seconds('')}{audit('')}; with the two arms' verify forwards too, whose difference is the "
         f"forward's own variation: {pct('bench/in_situ/dm_overhead_share')}); torch threads {summary.get('model/threads')}; "
         f"max 1-min load average {f('bench/loadavg_1min_max', '.1f')}"
         + (
@@ -195,7 +201,7 @@ def cost_note(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> str:
         + (
             f"; llama.cpp ({summary.get('model/gguf_precision')}): verify(L+1)/decode "
             f"{f('bench/in_situ/lc_verify_over_decode')} (in the loop), DM decision overhead "
-            f"{decision('lc_')} of its verify pass (in the loop, decision seconds{audit('lc_')}; with the "
+            f"{decision('lc_')} of its verify pass (in the loop, {seconds('lc_')}{audit('lc_')}; with the "
             f"forwards: {pct('bench/in_situ/lc_dm_overhead_share')})"
             if "bench/in_situ/lc_verify_over_decode" in summary
             else ""

@@ -38,7 +38,9 @@ def our_generate(
         rule: ``(rule, heads)``: the built acceptance rule and its ``criteria.dropout_heads.HeadSpec``.
 
     Returns:
-        The arm fields (see the module docstring); ``verify_s`` / ``draft_s`` / ``criterion_s`` split ``decode_s``.
+        The arm fields (see the module docstring); ``verify_s`` / ``draft_s`` / ``criterion_s`` split ``decode_s``;
+        ``plain_s`` / ``rule_s``: the round meter's parts of the rounds (:mod:`runners.backends.round_meter`;
+        None where the rule has no plain moment).
     """
 
     decoding = _greedy(L, max_new_tokens, seed)
@@ -59,6 +61,8 @@ def our_generate(
         "draft_s": res.draft_s,
         "verify_s": res.verify_s,
         "criterion_s": res.criterion_s,
+        "plain_s": res.plain_s,
+        "rule_s": res.rule_s,
         "audit_s": res.audit_s,
     }
 

@@ -15,7 +15,7 @@ Keys (``bench/`` namespace; units in the suffix):
     the loop; ``bench/in_situ/dm_overhead_share``: SD+DM's extra verify + criterion seconds per pass over SD's,
     as a share of SD's verify pass (the exactness audit not included: ``bench/in_situ/dm_audit_share``, the
     audit's seconds per pass over SD's verify pass); ``bench/in_situ/dm_decision_share``: the decision alone,
-    SD+DM's criterion seconds per pass less SD's over SD's verify pass
+    SD+DM's decision seconds per pass less SD's over SD's verify pass, the round meter's parts where recorded
     (:func:`runners.records.bench_lines.decision_share`: the two arms' forwards do the same work, so their
     difference is the forward's own variation, not the decision); ``bench/in_situ/lc_*``: the same for the
     llama.cpp arms;

@@ -70,31 +70,48 @@ def paired_repeats(
 def decision_per_pass(
     lines: Sequence[Mapping[str, Any]], arm: str, ref: str
 ) -> list[tuple[float, float, float, float, float]]:
-    """Per prompt line holding both arms: ``(criterion_s, passes)`` of ``arm``, ``(criterion_s, verify_s, passes)``
+    """Per prompt line holding both arms: ``(decision_s, passes)`` of ``arm``, ``(decision_s, verify_s, passes)``
     of ``ref``, each summed over the line's calls (batch 1, one prompt and repeat per line).
 
-    ``criterion_s`` is the rounds' decision time (in our loops: the LM head and the rule; the dropout heads and the
-    JS test for DropMatch), ``verify_s`` the target's forward passes, ``passes`` the verify passes after the
-    prefill. Lines recorded without these fields are left out.
+    Where every such line's two arms carry the round meter's parts (:func:`uses_meter`), ``decision_s`` is
+    ``rule_s`` (the seconds after the plain logits: the dropout heads, the rule and its escape) and ``verify_s``
+    the target's forward plus its plain LM head (``verify_s + plain_s``): Table 6's decision cost
+    (:func:`analysis.footer.decision_cost_lines`). Otherwise (records made before the meter) ``decision_s`` is
+    ``criterion_s`` (the LM head and the rule) and ``verify_s`` the forward alone. ``passes`` are the verify
+    passes after the prefill. Lines recorded without these fields are left out.
     """
+    pairs = _both_arms(lines, arm, ref, ("criterion_s", "verify_s", "verify_passes"))
+    meter = uses_meter(lines, arm, ref)
+    out = []
+    for a, b in pairs:
+        if meter:
+            row = (a["rule_s"], a["verify_passes"], b["rule_s"], b["verify_s"] + b["plain_s"])
+        else:
+            row = (a["criterion_s"], a["verify_passes"], b["criterion_s"], b["verify_s"])
+        out.append(tuple(float(v) for v in (*row, b["verify_passes"])))
+    return out
+
+
+def uses_meter(lines: Sequence[Mapping[str, Any]], arm: str, ref: str) -> bool:
+    """Whether every prompt line holding both arms has the round meter's ``plain_s`` and ``rule_s`` in both (and
+    there is such a line): :func:`decision_per_pass` then measures the decision as Table 6 does."""
+    pairs = _both_arms(lines, arm, ref, ("verify_passes",))
+    return bool(pairs) and all(
+        r.get(k) is not None for a, b in pairs for r in (a, b) for k in ("plain_s", "rule_s")
+    )
+
+
+def _both_arms(
+    lines: Sequence[Mapping[str, Any]], arm: str, ref: str, fields: Sequence[str]
+) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """``(arm's fields, ref's fields)`` of each prompt line holding both, each with every one of ``fields``."""
     out = []
     for ln in lines:
         if ln.get("kind") != "prompt" or arm not in ln["arms"] or ref not in ln["arms"]:
             continue
         a, b = ln["arms"][arm], ln["arms"][ref]
-        if any(
-            r.get(k) is None for r in (a, b) for k in ("criterion_s", "verify_s", "verify_passes")
-        ):
-            continue
-        out.append(
-            (
-                float(a["criterion_s"]),
-                float(a["verify_passes"]),
-                float(b["criterion_s"]),
-                float(b["verify_s"]),
-                float(b["verify_passes"]),
-            )
-        )
+        if all(r.get(k) is not None for r in (a, b) for k in fields):
+            out.append((a, b))
     return out
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from runners.measure.bench_summary import first_mismatch, summarize_bench
+from runners.records.bench_lines import decision_per_pass, decision_share, uses_meter
 from tests.helpers.cli import run_main
 
 
@@ -175,6 +176,41 @@ def test_summarize_bench_by_hand():
     ]
     assert "/ n/a (in the loop" in cost_note(s, old)  # lines recorded without decision seconds
     assert s["bench/ar/deterministic"] and s["bench/num_prompts"] == 2 and s["bench/repeats"] == 2
+
+
+def test_decision_share_uses_the_round_meter_where_recorded():
+    """With the meter's parts in both arms the bench's decision share is Table 6's: rule seconds per pass less SD's,
+    over SD's forward + plain LM head per pass; one line without them and the criterion seconds decide instead."""
+    from analysis.tables.bench import cost_note
+
+    ids = list(range(10))
+    sd = {**_arm(ids, 1.0, rounds=3, accepted=6, verify_s=0.6, criterion_s=0.09), "plain_s": 0.06}
+    dm = {**_arm(ids, 0.5, rounds=2, accepted=7, verify_s=0.5, criterion_s=0.2), "plain_s": 0.04}
+    lines = [
+        {
+            "kind": "prompt",
+            "prompt_id": pid,
+            "repeat": 0,
+            "arms": {"sd": {**sd, "rule_s": 0.01}, "sd_dm": {**dm, "rule_s": 0.1}},
+        }
+        for pid in ("a", "b")
+    ]
+    assert uses_meter(lines, "sd_dm", "sd")
+    # (0.1 / 2 - 0.01 / 3) / ((0.6 + 0.06) / 3) = 0.04667 / 0.22
+    assert decision_share(decision_per_pass(lines, "sd_dm", "sd")) == pytest.approx(
+        (0.05 - 0.01 / 3) / 0.22
+    )
+    s = {"model/dtype": "bfloat16", "bench/L": 5, "bench/num_prompts": 2, "bench/repeats": 1}
+    s["bench/prompt_tokens_mean"] = 100.0
+    assert "21.2% [21.2, 21.2] (in the loop: SD+DM's seconds after the plain logits" in cost_note(
+        s, lines
+    )
+    lines[1]["arms"]["sd"]["rule_s"] = (
+        None  # one arm of one line unmetered: the older measure for all lines
+    )
+    assert not uses_meter(lines, "sd_dm", "sd")
+    # (0.2 / 2 - 0.09 / 3) / (0.6 / 3)
+    assert decision_share(decision_per_pass(lines, "sd_dm", "sd")) == pytest.approx(0.35)
 
 
 @pytest.mark.subprocess

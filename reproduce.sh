@@ -258,6 +258,14 @@ run_artefact() {
   fi
   local overrides=() judging=()
   while IFS= read -r -d '' a; do
+    case $a in
+      -*)  # Hydra's own flags (--cfg, --info, -c, ...) cannot ride on the artefact's multirun sweeps
+        artefact_sweeps "$name"
+        echo "[reproduce] '$a' is not an override of ./reproduce.sh $name; allowed: key=value overrides," >&2
+        echo "  -m/--multirun (implied) and --help. For Hydra's flags call a sweep directly, e.g." >&2
+        echo "  .venv/bin/python -m runners.main experiment=${SWEEPS[0]:-$name} [overrides] --cfg job" >&2
+        exit 2 ;;
+    esac
     if is_judging_override "$a"; then judging+=("$a"); else overrides+=("$a"); fi
   done < <(strip_multirun "$@")
   local profile

@@ -408,13 +408,13 @@ def fmt_diff(d: PairedDiff, digits: int = 1, *, interval: bool = True) -> str:
 
 def fmt_spread(value: float, sd: float, n: int, digits: int = 2) -> str:
     """``"4.86 ± 0.12"``: a mean over ``n`` timing repeats and their standard deviation. Below two repeats there
-    is no spread to show (a recorded 0.0 is not one): ``"4.86 (n = 1, no interval)"``; ``""`` when the value is
-    undefined (NaN)."""
+    is no spread to show (a recorded 0.0 is not one): ``"4.86 (1 repeat, no interval)"`` (the repeats, not the
+    prompts a table's other columns pair over); ``""`` when the value is undefined (NaN)."""
     if value is None or math.isnan(value):
         return ""
     v = f"{value:.{digits}f}"
     if n < 2 or sd is None or math.isnan(sd):
-        return f"{v} (n = {int(n)}, no interval)"
+        return f"{v} ({int(n)} repeat{'' if int(n) == 1 else 's'}, no interval)"
     return f"{v} ± {sd:.{digits}f}"
 
 

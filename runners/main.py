@@ -86,6 +86,11 @@ def main(cfg: DictConfig) -> float | None:
         interrupted()
     except (ConfigError, ModelUnavailableError) as e:
         logger.error("%s\nconfig error: %s", describe(cfg), e)
+        if isinstance(e, ConfigError):
+            # imported here: the callbacks module imports this one
+            from runners.sweep.callbacks import write_refused
+
+            write_refused(str(e))
         sys.exit(2)
     except RecordError as e:  # a damaged record: where, before anything was decoded
         logger.error("record error: %s", e)

@@ -189,7 +189,7 @@ def cost_note(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> str:
         f"{summary['bench/prompt_tokens_mean']:.0f} prompt tokens) x {summary['bench/repeats']} repeats; "
         f"verify(L+1)/decode {vd} (timed, {summary.get('bench/latency/context', '?')}-token KV, {timed}) / "
         f"{f('bench/in_situ/verify_over_decode')} (in the loop: SD verify pass vs AR step); DM decision overhead "
-        f"{dm} of the verify pass (timed: K extra head rows + JS) / {decision('')} (in the loop: SD+DM's "
+        f"{dm} of the verify pass (timed: the exact rule, K extra head rows over the whole vocabulary + JS) / {decision('')} (in the loop: SD+DM's "
         f"{seconds('')}{audit('')}; with the two arms' verify forwards too, whose difference is the "
         f"forward's own variation: {pct('bench/in_situ/dm_overhead_share')}); torch threads {summary.get('model/threads')}; "
         f"max 1-min load average {f('bench/loadavg_1min_max', '.1f')}"

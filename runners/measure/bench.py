@@ -32,8 +32,11 @@ from typing import Any
 
 import torch
 
+import criteria.rules  # noqa: F401  (registration)
 import runners.backends  # noqa: F401  (registration)
 import runners.datasets  # noqa: F401
+from criteria.dropmatch_base import DropMatchBase
+from criteria.registry import CRITERIA
 from runners.backends.output import end_of_sequence_ids
 from runners.backends.select import backend_defaults
 from runners.config.decode_spec import build_rule, head_spec
@@ -82,6 +85,46 @@ def batch_sizes(c: Mapping[str, Any]) -> list[int]:
     return sorted(v)
 
 
+def _check_rules(c: Mapping[str, Any], arms: Sequence[str]) -> None:
+    """The arms' rules before anything loads: ``method.criterion`` (the SD arms) a registered rule that reads no
+    MC-dropout heads, ``method.dm_criterion`` (the SD+DM arms) a DropMatch rule (a
+    :class:`criteria.dropmatch_base.DropMatchBase`: the table labels its arm "SD + DropMatch"), and
+    ``dropmatch.K >= 1`` when an SD+DM arm runs.
+
+    Raises:
+        ConfigError: naming the field and the allowed values.
+    """
+    m = c["method"]
+    for field, arm_names, heads in (
+        ("criterion", ("sd", "lc_sd"), False),
+        ("dm_criterion", ("sd_dm", "lc_sd_dm"), True),
+    ):
+        if not any(a in arms for a in arm_names):
+            continue
+        allowed = [
+            n
+            for n in CRITERIA.names()
+            if (
+                issubclass(CRITERIA.get(n), DropMatchBase)
+                if heads
+                else not CRITERIA.get(n).needs_heads
+            )
+        ]
+        if m.get(field) not in allowed:
+            what = "is a DropMatch rule" if heads else "reads no MC-dropout heads"
+            raise ConfigError(
+                f"method.{field}={m.get(field)!r} is invalid for the arms {', '.join(arm_names)}; allowed: a "
+                f"rule that {what}: {', '.join(allowed)}"
+            )
+    K = c["dropmatch"].get("K")
+    ok = isinstance(K, int) and not isinstance(K, bool) and K >= 1
+    if not ok and any(a in arms for a in ("sd_dm", "lc_sd_dm")):
+        raise ConfigError(
+            f"dropmatch.K={c['dropmatch'].get('K')!r} is invalid with the arms sd_dm / lc_sd_dm (their rule reads "
+            "the MC-dropout heads); allowed: an integer >= 1, or method.arms without sd_dm and lc_sd_dm"
+        )
+
+
 @MEASUREMENTS.register("bench")
 class BenchMeasurement:
     """The benchmark run for one pair and dtype (sweep ``pair.dtype`` for both)."""
@@ -106,13 +149,15 @@ class BenchMeasurement:
             c["method"].pop("batch_sizes", None)
         else:
             c["method"]["batch_sizes"] = sizes
-        arms = list(m.get("arms") or [])
+        given = m.get("arms")
+        arms = list(given) if isinstance(given, (list, tuple)) else []
         bad = [a for a in arms if a not in ARMS]
-        if bad or "ar" not in arms or len(set(arms)) != len(arms):
+        if not arms or bad or "ar" not in arms or len(set(arms)) != len(arms):
             raise ConfigError(
-                f"method.arms={arms!r} is invalid; allowed: distinct names from {', '.join(ARMS)}, "
-                "including ar (the reference every output is compared with)"
+                f"method.arms={given!r} is invalid; allowed: a list of distinct names from {', '.join(ARMS)}, "
+                "including ar (the reference every output is compared with), e.g. method.arms=[ar,sd,sd_dm]"
             )
+        _check_rules(c, arms)
         if float(c["decoding"]["temperature"]) != 0.0:
             raise ConfigError(
                 f"decoding.temperature={c['decoding']['temperature']} is invalid for method=bench; "
@@ -122,7 +167,8 @@ class BenchMeasurement:
             raise ConfigError(
                 f"backend={c['backend']['name']} prefix_caching={c['backend'].get('prefix_caching')} "
                 "is invalid for method=bench; allowed: backend=hf backend.prefix_caching=false "
-                "(transformers generate prefills every prompt in full; so must our arms)"
+                "(transformers generate prefills every prompt in full; so must our arms; llama.cpp runs "
+                f"beside them as the arms {', '.join(GGUF_ARMS)}: method.arms=[ar,sd,sd_dm,lc_ar,lc_sd,lc_sd_dm])"
             )
 
     def decision_rules(self) -> list[tuple[str, str]]:

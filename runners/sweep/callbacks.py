@@ -7,7 +7,9 @@
   (finished earlier; nothing loaded; ``"stale": true`` when that record was made by other decision code and
   reused under ``reuse=warn``), ``concurrent``
   (another live process holds the record, e.g. the AR point at L=5 and at L=10 of one parallel sweep,
-  which are one run; that process completes it) or ``failed`` (the run raised);
+  which are one run; that process completes it) or ``failed`` (the run raised); a job that refuses its config
+  only once it runs (e.g. a batch above the prompts a dataset offset leaves) writes ``refused``
+  (:func:`write_refused`), which a rerun of the same command would refuse again;
 - in-process launchers also log (:func:`sweep_logger`), after each job,
   ``[sweep] 3/12 runs ended (2 done, 1 skipped, 0 concurrent, 0 failed), elapsed 0:02:05, ETA 0:04:10``;
 - a single run (no ``-m``) is validated before Hydra creates its output directory (:func:`refuse_invalid_run`):
@@ -42,6 +44,7 @@ from typing import Any
 
 from hydra import compose
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobStatus
 from hydra.errors import MissingConfigException
@@ -151,13 +154,13 @@ def refusal_lines(bad: list[tuple[str, str]], total: int | None) -> list[str]:
 
 
 def read_statuses(sweep_dir: Path) -> dict[str, int]:
-    """Counts of ``done`` / ``skipped`` / ``concurrent`` / ``failed`` / ``unreported`` jobs of a sweep.
+    """Counts of ``done`` / ``skipped`` / ``concurrent`` / ``failed`` / ``unreported`` / ``refused`` jobs of a sweep.
 
     A job that started but never ended (``started``: Ctrl-C exits the job with SystemExit, past Hydra's
     ``on_job_end``; a kill) counts by its run's record as it is now: ``done`` when the record is complete (the
     run finished before the interrupt, e.g. while its exports were written), ``skipped`` when it was complete
     before the job started, else ``unreported`` (rerun the sweep to resume it)."""
-    counts = {"done": 0, "skipped": 0, "concurrent": 0, "failed": 0, "unreported": 0}
+    counts = {"done": 0, "skipped": 0, "concurrent": 0, "failed": 0, "unreported": 0, "refused": 0}
     if not sweep_dir.is_dir():
         return counts
     for job_dir in sorted(
@@ -190,6 +193,30 @@ def started_status(entry: dict) -> str:
     if not complete:
         return "unreported"
     return "skipped" if entry.get("finished_before") else "done"
+
+
+def write_refused(error: str) -> None:
+    """In a multirun job that refuses its config once it runs (``runners.main``): its status ``refused`` with the
+    error, in place of ``started``, so the sweep's last lines say so instead of asking for a rerun. Nothing outside
+    a multirun job."""
+    try:
+        hc = HydraConfig.get()
+    except ValueError:  # not inside a Hydra job
+        return
+    if not str(hc.mode).endswith("MULTIRUN"):
+        return
+    out_dir = Path(str(hc.runtime.output_dir))
+    try:
+        previous = json.loads((out_dir / STATUS_FILE).read_text())
+    except (OSError, ValueError):
+        previous = {}
+    entry = {**previous, "status": "refused", "error": error[:2000]}
+    try:
+        tmp = out_dir / f"{STATUS_FILE}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(entry))
+        os.replace(tmp, out_dir / STATUS_FILE)
+    except OSError:
+        pass  # the sweep then counts the job by its record (unreported); the error is on stderr either way
 
 
 def count_stale(sweep_dir: Path) -> int:
@@ -311,15 +338,23 @@ class SweepSummary(Callback):
         self._print(
             f"[sweep] {how} after {hms(time.time() - self.t0)}: {n}{total} runs: {c['done']} done, "
             f"{c['skipped']} skipped, {c['concurrent']} concurrent, {c['failed']} failed, "
-            f"{c['unreported']} unreported ({self.sweep_dir})"
+            f"{c['unreported']} unreported"
+            + (f", {c['refused']} refused" if c["refused"] else "")
+            + f" ({self.sweep_dir})"
         )
+        if c["refused"]:
+            self._print(
+                f"[sweep] {c['refused']} run(s) refused their config (the error above); fix the overrides: the "
+                "same command would refuse them again"
+            )
         stale = count_stale(Path(self.sweep_dir))
         if stale:
             self._print(
                 f"[sweep] WARNING: {stale} of the skipped runs were made by other decision code and reused "
                 f"(reuse=warn); rerun with reuse=strict to recompute them"
             )
-        if how == "stopped" or c["failed"] or c["unreported"]:
+        # a sweep stopped by a refused config resumes into the same refusal: the refusal's line says what to do
+        if (how == "stopped" and not c["refused"]) or c["failed"] or c["unreported"]:
             self._print(
                 "[sweep] rerun the same command to resume: finished runs are skipped, unfinished ones "
                 "continue at the first sample without a record"

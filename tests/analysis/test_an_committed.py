@@ -220,7 +220,7 @@ def test_committed_bench_tables_show_no_interval_for_one_repeat():
         }
         if repeats == {1}:
             text = md.read_text(encoding="utf-8")
-            assert "± 0.00" not in text and "(n = 1, no interval)" in text, md.name
+            assert "± 0.00" not in text and "(1 repeat, no interval)" in text, md.name
 
 
 def _refuse_constant(name: str):

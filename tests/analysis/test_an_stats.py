@@ -191,7 +191,7 @@ def test_fmt_spread_shows_no_interval_below_two_repeats():
     """One timing repeat has no spread: its recorded std 0.0 is not shown as ± 0.00 (seen in bench_batch.md)."""
     from analysis.stats import fmt_spread
 
-    assert fmt_spread(5.383, 0.0, 1) == "5.38 (n = 1, no interval)"
+    assert fmt_spread(5.383, 0.0, 1) == "5.38 (1 repeat, no interval)"
     assert fmt_spread(5.383, 0.1234, 3) == "5.38 ± 0.12"
     assert fmt_spread(5.383, float("nan"), 2) == "5.38 (n = 2, no interval)"
     assert fmt_spread(float("nan"), 0.0, 1) == ""

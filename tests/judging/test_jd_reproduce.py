@@ -162,6 +162,20 @@ def test_help_after_an_artefact_prints_its_usage_once_and_runs_nothing(tmp_path)
     assert "judge overrides" in out.stdout
 
 
+def test_hydra_flags_after_an_artefact_are_refused_with_the_direct_command(tmp_path):
+    """``./reproduce.sh bench --cfg job`` used to reach Hydra beside the implied ``--multirun`` (a traceback):
+    now exit 2 naming the flag, what is allowed and the direct command that takes it; no Python call."""
+    for args in (("--cfg", "job"), ("L=3", "--info"), ("-c", "job")):
+        out, _ = reproduce(tmp_path, "bench", *args)
+        assert out.returncode == 2, out.stderr
+        flag = next(a for a in args if a.startswith("-"))
+        assert f"'{flag}' is not an override of ./reproduce.sh bench" in out.stderr
+        assert (
+            ".venv/bin/python -m runners.main experiment=bench [overrides] --cfg job" in out.stderr
+        )
+        assert "Traceback" not in out.stderr and not (tmp_path / "calls.log").exists()
+
+
 def test_usage_on_stdout_when_asked_on_stderr_when_wrong(tmp_path):
     for args in (["--help"], ["-h"], ["all", "--help"]):
         out, _ = reproduce(tmp_path, *args)

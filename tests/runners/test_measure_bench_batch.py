@@ -365,3 +365,30 @@ def test_bench_batch_units_records_and_table(runs_root, main_env, monkeypatch):
     md = (out / "bench_batch.md").read_text()
     assert "B=2: the first 2 prompts decoded together x 2 repeats" in md and "CPU ISA" in md
     assert "assisted generation decodes a batch of one" in md
+
+
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (["dropmatch.K=0"], r"dropmatch\.K=0 .*sd_dm"),
+        (["method.dm_criterion=nonsense"], r"method\.dm_criterion='nonsense'.*dropmatch_js"),
+        (["method.dm_criterion=rejection"], r"method\.dm_criterion='rejection'.*DropMatch rule"),
+        (
+            ["method.criterion=dropmatch_js"],
+            r"method\.criterion='dropmatch_js'.*no MC-dropout heads",
+        ),
+        (["method.arms=sd"], r"method\.arms='sd'.*a list of distinct names"),
+        (["method.arms=[]"], r"method\.arms=.*a list of distinct names"),
+    ],
+)
+def test_arm_rules_refused_by_name_before_loading(overrides, field):
+    """The arms' rules and K are checked in the config (no model loads in ``_resolve``): a rule the arm's label
+    would misname, or an SD+DM arm without heads, is refused naming the field and the allowed values."""
+    with pytest.raises(ConfigError, match=field):
+        _resolve(*overrides)
+
+
+def test_arms_without_dropmatch_take_any_k():
+    """``dropmatch.K=0`` is fine when no arm reads the heads."""
+    c = _resolve("dropmatch.K=0", "method.arms=[ar,sd,hf_assisted]")
+    assert c["method"]["arms"] == ["ar", "sd", "hf_assisted"]

@@ -106,3 +106,41 @@ def test_unreadable_status_is_unreported(tmp_path):
     (tmp_path / "1").mkdir()
     (tmp_path / "1" / ".dropmatch_status.json").write_text('{"status": "started"}')
     assert read_statuses(tmp_path)["unreported"] == 2
+
+
+def test_refused_job_is_counted_and_not_sent_to_a_rerun(
+    summary_line, tmp_path, capsys, monkeypatch
+):
+    """A job that refuses its config once it runs (``runners.main`` calls ``write_refused``) replaces its
+    ``started`` status with ``refused`` and the error; the sweep's lines count it and say the same command would
+    refuse again, without the advice to rerun it."""
+    from hydra.core.hydra_config import HydraConfig
+
+    import runners.sweep.callbacks as cb
+
+    start, end, report = summary_line
+    start(0, tmp_path / "runs" / "a")
+    cfg = _job_config(tmp_path / "sweep", 0)
+    monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: cfg.hydra))
+    cb.write_refused("method.batch_sizes holds 8 but dataset gsm8k has 4 prompts")
+    status = json.loads((tmp_path / "sweep" / "0" / ".dropmatch_status.json").read_text())
+    assert status["status"] == "refused" and "has 4 prompts" in status["error"]
+    assert status["run_id"] == "a"  # the started entry's fields are kept
+    assert "1 runs: 0 done, 0 skipped, 0 concurrent, 0 failed, 0 unreported, 1 refused" in report()
+    s = cb.SweepSummary()
+    s.sweep_dir, s.total, s.t0 = str(tmp_path / "sweep"), None, 0.0
+    capsys.readouterr()
+    s._report("stopped")
+    err = capsys.readouterr().err
+    assert "refused their config" in err and "rerun the same command" not in err
+
+
+def test_write_refused_outside_a_multirun_writes_nothing(tmp_path, monkeypatch):
+    from hydra.core.hydra_config import HydraConfig
+
+    import runners.sweep.callbacks as cb
+
+    single = OmegaConf.create({"mode": "RunMode.RUN", "runtime": {"output_dir": str(tmp_path)}})
+    monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: single))
+    cb.write_refused("anything")
+    assert list(tmp_path.iterdir()) == []

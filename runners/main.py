@@ -25,6 +25,7 @@ from runners.models.sources import ModelUnavailableError  # noqa: E402
 from runners.records.io import get_number  # noqa: E402
 from runners.records.schema import RecordError  # noqa: E402
 from runners.run import run  # noqa: E402
+from runners.sweep.job_status import write_refused  # noqa: E402
 from runners.sweep.resolvers import register_resolvers  # noqa: E402
 
 logger = logging.getLogger(__name__)
@@ -87,9 +88,6 @@ def main(cfg: DictConfig) -> float | None:
     except (ConfigError, ModelUnavailableError) as e:
         logger.error("%s\nconfig error: %s", describe(cfg), e)
         if isinstance(e, ConfigError):
-            # imported here: the callbacks module imports this one
-            from runners.sweep.callbacks import write_refused
-
             write_refused(str(e))
         sys.exit(2)
     except RecordError as e:  # a damaged record: where, before anything was decoded

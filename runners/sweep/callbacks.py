@@ -9,7 +9,7 @@
   (another live process holds the record, e.g. the AR point at L=5 and at L=10 of one parallel sweep,
   which are one run; that process completes it) or ``failed`` (the run raised); a job that refuses its config
   only once it runs (e.g. a batch above the prompts a dataset offset leaves) writes ``refused``
-  (:func:`write_refused`), which a rerun of the same command would refuse again;
+  (:func:`runners.sweep.job_status.write_refused`), which a rerun of the same command would refuse again;
 - in-process launchers also log (:func:`sweep_logger`), after each job,
   ``[sweep] 3/12 runs ended (2 done, 1 skipped, 0 concurrent, 0 failed), elapsed 0:02:05, ETA 0:04:10``;
 - a single run (no ``-m``) is validated before Hydra creates its output directory (:func:`refuse_invalid_run`):
@@ -44,7 +44,6 @@ from typing import Any
 
 from hydra import compose
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobStatus
 from hydra.errors import MissingConfigException
@@ -62,6 +61,7 @@ from runners.paths import results_dir
 from runners.records.record import RunRecord
 from runners.records.reuse import stale_codes, will_reuse
 from runners.sweep.console import terminal
+from runners.sweep.job_status import STARTED, STATUS_FILE
 from runners.sweep.progress import hms
 from runners.sweep.resolvers import register_resolvers
 
@@ -72,10 +72,6 @@ def sweep_logger(stream: str = "stderr") -> logging.Logger:
     """``runners.sweep.callbacks.<stream>``: the sweep-level lines, on the terminal only (:func:`runners.sweep.console.terminal`):
     they describe the whole sweep, not one run, so they stay out of the jobs' log files."""
     return terminal(f"{__name__}.{stream}", stream)
-
-
-STATUS_FILE = ".dropmatch_status.json"
-STARTED = "started"  # written when a job starts, replaced by its end status (on_job_end)
 
 
 def count_jobs(config: DictConfig) -> int | None:
@@ -193,30 +189,6 @@ def started_status(entry: dict) -> str:
     if not complete:
         return "unreported"
     return "skipped" if entry.get("finished_before") else "done"
-
-
-def write_refused(error: str) -> None:
-    """In a multirun job that refuses its config once it runs (``runners.main``): its status ``refused`` with the
-    error, in place of ``started``, so the sweep's last lines say so instead of asking for a rerun. Nothing outside
-    a multirun job."""
-    try:
-        hc = HydraConfig.get()
-    except ValueError:  # not inside a Hydra job
-        return
-    if not str(hc.mode).endswith("MULTIRUN"):
-        return
-    out_dir = Path(str(hc.runtime.output_dir))
-    try:
-        previous = json.loads((out_dir / STATUS_FILE).read_text())
-    except (OSError, ValueError):
-        previous = {}
-    entry = {**previous, "status": "refused", "error": error[:2000]}
-    try:
-        tmp = out_dir / f"{STATUS_FILE}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(entry))
-        os.replace(tmp, out_dir / STATUS_FILE)
-    except OSError:
-        pass  # the sweep then counts the job by its record (unreported); the error is on stderr either way
 
 
 def count_stale(sweep_dir: Path) -> int:

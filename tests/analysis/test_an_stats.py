@@ -193,5 +193,5 @@ def test_fmt_spread_shows_no_interval_below_two_repeats():
 
     assert fmt_spread(5.383, 0.0, 1) == "5.38 (1 repeat, no interval)"
     assert fmt_spread(5.383, 0.1234, 3) == "5.38 ± 0.12"
-    assert fmt_spread(5.383, float("nan"), 2) == "5.38 (n = 2, no interval)"
+    assert fmt_spread(5.383, float("nan"), 2) == "5.38 (2 repeats, no interval)"
     assert fmt_spread(float("nan"), 0.0, 1) == ""

@@ -117,12 +117,13 @@ def test_refused_job_is_counted_and_not_sent_to_a_rerun(
     from hydra.core.hydra_config import HydraConfig
 
     import runners.sweep.callbacks as cb
+    from runners.sweep.job_status import write_refused
 
     start, end, report = summary_line
     start(0, tmp_path / "runs" / "a")
     cfg = _job_config(tmp_path / "sweep", 0)
     monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: cfg.hydra))
-    cb.write_refused("method.batch_sizes holds 8 but dataset gsm8k has 4 prompts")
+    write_refused("method.batch_sizes holds 8 but dataset gsm8k has 4 prompts")
     status = json.loads((tmp_path / "sweep" / "0" / ".dropmatch_status.json").read_text())
     assert status["status"] == "refused" and "has 4 prompts" in status["error"]
     assert status["run_id"] == "a"  # the started entry's fields are kept
@@ -138,9 +139,9 @@ def test_refused_job_is_counted_and_not_sent_to_a_rerun(
 def test_write_refused_outside_a_multirun_writes_nothing(tmp_path, monkeypatch):
     from hydra.core.hydra_config import HydraConfig
 
-    import runners.sweep.callbacks as cb
+    from runners.sweep.job_status import write_refused
 
     single = OmegaConf.create({"mode": "RunMode.RUN", "runtime": {"output_dir": str(tmp_path)}})
     monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: single))
-    cb.write_refused("anything")
+    write_refused("anything")
     assert list(tmp_path.iterdir()) == []

@@ -61,7 +61,7 @@ from runners.paths import results_dir
 from runners.records.record import RunRecord
 from runners.records.reuse import stale_codes, will_reuse
 from runners.sweep.console import terminal
-from runners.sweep.job_status import STARTED, STATUS_FILE
+from runners.sweep.job_status import STARTED, STATUS_FILE, save_status
 from runners.sweep.progress import hms
 from runners.sweep.resolvers import register_resolvers
 
@@ -350,20 +350,16 @@ class SweepSummary(Callback):
     def _write_status(self, config: DictConfig, status: str, record: Any, **extra: Any) -> None:
         out_dir = Path(str(config.hydra.runtime.output_dir))
         try:
-            out_dir.mkdir(parents=True, exist_ok=True)
-            tmp = out_dir / f"{STATUS_FILE}.{os.getpid()}.tmp"
-            tmp.write_text(
-                json.dumps(
-                    {
-                        "status": status,
-                        "run_id": record.run_id if record is not None else None,
-                        "job_num": OmegaConf.select(config, "hydra.job.num"),
-                        "overrides": list(config.hydra.overrides.task),
-                        **extra,
-                    }
-                )
+            save_status(
+                out_dir,
+                {
+                    "status": status,
+                    "run_id": record.run_id if record is not None else None,
+                    "job_num": OmegaConf.select(config, "hydra.job.num"),
+                    "overrides": list(config.hydra.overrides.task),
+                    **extra,
+                },
             )
-            os.replace(tmp, out_dir / STATUS_FILE)  # a reader never sees a half-written status
         except OSError as e:
             self._print(f"[sweep] could not write job status to {out_dir}: {e}")
 

@@ -27,6 +27,7 @@ from analysis.measure_runs import lines_of, newest, of_method, used, varying
 from analysis.stats import B_DEFAULT, NAN, SEED, Estimate, bootstrap, fmt, fmt_spread
 from analysis.tables.bench_batch import batch_rows, batch_table
 from analysis.timings import CI_NOTE, median_ci, ratios, seconds_frame
+from runners.records.bench_arm_names import ENGINE_NAMES, FP32_ARMS, GGUF_ARMS
 from runners.records.bench_lines import decision_per_pass, share_of_sums, uses_meter
 
 NAME = "bench"
@@ -36,19 +37,22 @@ ARM_LABELS = {
     "sd": "our SD",
     "hf_assisted": "transformers assisted generation",
     "sd_dm": "our SD + DropMatch",
+    "f32_ar": "our AR, float32 (L=0)",
+    "f32_sd": "our SD, float32",
+    "f32_sd_dm": "our SD + DropMatch, float32",
     "lc_ar": "llama.cpp AR (L=0)",
     "lc_sd": "llama.cpp SD",
     "lc_sd_dm": "llama.cpp SD + DropMatch",
 }
-REFS = ("ar", "hf_ar", "hf_assisted", "lc_ar")
+REFS = ("ar", "hf_ar", "hf_assisted", "f32_ar", "lc_ar")
 REF_NAMES = {
     "ar": "× our AR",
     "hf_ar": "× HF AR",
     "hf_assisted": "× HF assisted",
+    "f32_ar": "× our float32 AR",
     "lc_ar": "× llama.cpp AR",
 }
-OPTIONAL_REFS = ("lc_ar",)  # columns only in runs that have the arm
-GGUF_ARMS = ("lc_ar", "lc_sd", "lc_sd_dm")
+OPTIONAL_REFS = ("f32_ar", "lc_ar")  # columns only in runs that have the arm
 
 
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
@@ -91,7 +95,7 @@ def rate_ratio_ci(lines: Sequence[Mapping[str, Any]], arm: str, ref: str) -> Est
 def decision_share_ci(lines: Sequence[Mapping[str, Any]], pre: str = "") -> Estimate:
     """The DropMatch decision's own share of a verify pass in the loop, pooled over prompt lines
     (:func:`runners.records.bench_lines.decision_share` of SD+DM against SD of the engine ``pre``: ``""`` ours,
-    ``"lc_"`` llama.cpp), percentile bootstrap over the lines; :data:`analysis.stats.NAN` without them."""
+    ``"f32_"`` ours in float32, ``"lc_"`` llama.cpp), percentile bootstrap over the lines; :data:`analysis.stats.NAN` without them."""
     rows = decision_per_pass(lines, f"{pre}sd_dm", f"{pre}sd")
     if not rows:
         return NAN
@@ -105,10 +109,13 @@ def decision_share_ci(lines: Sequence[Mapping[str, Any]], pre: str = "") -> Esti
 
 
 def arm_dtype(summary: Mapping, arm: str) -> str:
-    """The precision ``arm`` computed in: the pair's dtype, llama.cpp's arms the GGUF's own types."""
-    return (
-        summary.get("model/gguf_precision", "gguf") if arm in GGUF_ARMS else summary["model/dtype"]
-    )
+    """The precision ``arm`` computed in: the pair's dtype, the float32 arms float32, llama.cpp's arms the GGUF's
+    own types."""
+    if arm in GGUF_ARMS:
+        return summary.get("model/gguf_precision", "gguf")
+    if arm in FP32_ARMS:
+        return summary.get("model/f32_dtype", "float32")
+    return summary["model/dtype"]
 
 
 def arm_rows(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -198,13 +205,15 @@ def cost_note(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> str:
             if "model/isa" in summary
             else ""
         )
-        + (
-            f"; llama.cpp ({summary.get('model/gguf_precision')}): verify(L+1)/decode "
-            f"{f('bench/in_situ/lc_verify_over_decode')} (in the loop), DM decision overhead "
-            f"{decision('lc_')} of its verify pass (in the loop, {seconds('lc_')}{audit('lc_')}; with the "
-            f"forwards: {pct('bench/in_situ/lc_dm_overhead_share')})"
-            if "bench/in_situ/lc_verify_over_decode" in summary
-            else ""
+        + "".join(
+            f"; {ENGINE_NAMES[pre]}"
+            + ("" if pre == "f32_" else f" ({arm_dtype(summary, pre + 'ar')})")
+            + f": verify(L+1)/decode "
+            f"{f(f'bench/in_situ/{pre}verify_over_decode')} (in the loop), DM decision overhead "
+            f"{decision(pre)} of its verify pass (in the loop, {seconds(pre)}{audit(pre)}; with the "
+            f"forwards: {pct(f'bench/in_situ/{pre}dm_overhead_share')})"
+            for pre in ("f32_", "lc_")
+            if f"bench/in_situ/{pre}verify_over_decode" in summary
         )
     )
 
@@ -272,10 +281,10 @@ def build(selected: pd.DataFrame) -> Artefact:
         "τ = 1 + accepted / rounds (ours: rounds up to where the output ends; transformers: committed tokens per "
         "target forward, its first forward = prefill + first verify); greedy, EOS or the cap ends every arm, "
         "no stop strings; = AR tokens: lines whose output ids equal our AR's (SD+DM is lossy by design)"
-        + (
-            "; llama.cpp's SD arms: equal to llama.cpp's AR; llama.cpp's AR: equal to our AR"
-            if t["arm"].isin(["lc_ar"]).any()
-            else ""
+        + "".join(
+            f"; {ENGINE_NAMES[pre]}, SD arms: equal to its AR; its AR: equal to our AR"
+            for pre in ("f32_", "lc_")
+            if t["arm"].isin([f"{pre}ar"]).any()
         ),
         *provenance_lines(runs, dtype_column=True),
     ]

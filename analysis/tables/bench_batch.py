@@ -20,7 +20,8 @@ from analysis.artefact import Table
 from analysis.cells import est_columns
 from analysis.measure_runs import varying
 from analysis.stats import B_DEFAULT, NAN, SEED, Estimate, bootstrap, fmt, fmt_spread
-from runners.records.bench_lines import engine_ar, paired_repeats
+from runners.records.bench_arm_names import engine_ar
+from runners.records.bench_lines import paired_repeats
 
 STEM = "bench_batch"
 TITLE = "Benchmark at batch B: aggregate tokens/s of our loops, B prompts decoded together"
@@ -160,8 +161,8 @@ def batch_footer(summaries: Sequence[Mapping[str, Any]]) -> list[str]:
         "tok/s aggregate at B = output tokens of the B prompts / wall seconds of the one call that decodes them "
         "together (each prompt prefilled as it joins, then one forward per round for all rows), summed over "
         "repeats; ± = std over repeats; tok/s at batch 1 = the same arm on the same B prompts and repeats, one "
-        "prompt at a time (the batch-1 table's calls); × its AR at B = over our AR at B (llama.cpp arms: "
-        "llama.cpp's AR at B)",
+        "prompt at a time (the batch-1 table's calls); × its AR at B = over our AR at B (float32 arms: our "
+        "float32 AR at B; llama.cpp arms: llama.cpp's AR at B)",
         "prefill excl. = the rounds only: (output tokens less each prompt's first, which its prefill emits) / "
         "(the call's wall seconds less its prefills, one prompt at a time, and its exactness audit); × batch 1, "
         "prefill excl. = over the same arm's batch-1 rate after the prefill on the same prompts and repeats (the "

@@ -3,8 +3,10 @@
 Arms (``method.arms``): ``ar`` (our loop, L = 0), ``hf_ar`` (transformers ``generate``, greedy), ``sd`` (our
 loop, ``method.criterion``: greedy exact match), ``hf_assisted`` (transformers assisted generation, the draft
 as assistant, L candidates per round), ``sd_dm`` (our loop, ``method.dm_criterion`` = DropMatch with
-``dropmatch.K`` / ``p_drop``); ``lc_ar`` / ``lc_sd`` / ``lc_sd_dm``: the same three through the llama.cpp loop
-(``backend=llamacpp``: the pair's GGUF files at their own precision, same prompts, same process). All greedy, to
+``dropmatch.K`` / ``p_drop``); ``f32_ar`` / ``f32_sd`` / ``f32_sd_dm``: the same three through our loop on a
+float32 copy of the pair loaded beside it (for a ``pair.dtype`` other than float32); ``lc_ar`` / ``lc_sd`` /
+``lc_sd_dm``: the same three through the llama.cpp loop (``backend=llamacpp``: the pair's GGUF files at their own
+precision, same prompts, same process). The names: :mod:`runners.records.bench_arm_names`. All greedy, to
 ``decoding.max_new_tokens`` or EOS, no stop strings, no prefix caching (every arm prefills the whole prompt; see :mod:`runners.measure.bench_arms` for what is timed).
 
 Units: ``<sample_id>#<repeat>`` -- every arm on that prompt, back to back, in an order rotated per prompt and
@@ -45,16 +47,22 @@ from runners.datasets.base import prompt_token_ids
 from runners.measure.base import MEASUREMENTS, positive_int
 from runners.measure.bench_arms import hf_generate, our_generate, our_generate_batch
 from runners.measure.bench_batch_summary import summarize_batches
-from runners.measure.bench_summary import SPEC_ARMS, summarize_bench
+from runners.measure.bench_summary import summarize_bench
 from runners.measure.latency import VerifyTimer, check_common
-from runners.models.dtype import cpu_flags
+from runners.models.dtype import cpu_flags, resolve_dtype
 from runners.models.identity import gguf_precision
 from runners.models.loader import load_pair
+from runners.records.bench_arm_names import (
+    ARMS,
+    BATCHED_ARMS,
+    FP32_ARMS,
+    GGUF_ARMS,
+    SPEC_ARMS,
+    engine_of,
+    loop_arm,
+)
 from runners.registry import BACKENDS, DATASETS, build
 
-ARMS = ("ar", "hf_ar", "sd", "hf_assisted", "sd_dm", "lc_ar", "lc_sd", "lc_sd_dm")
-GGUF_ARMS = ("lc_ar", "lc_sd", "lc_sd_dm")  # the llama.cpp loop: lc_<our arm>
-BATCHED_ARMS = ("ar", "sd", "sd_dm", *GGUF_ARMS)  # our loops decode several prompts at once
 BATCH_PREFIX = "batch"  # unit ids batch<B>/<repeat>
 
 
@@ -96,8 +104,8 @@ def _check_rules(c: Mapping[str, Any], arms: Sequence[str]) -> None:
     """
     m = c["method"]
     for field, arm_names, heads in (
-        ("criterion", ("sd", "lc_sd"), False),
-        ("dm_criterion", ("sd_dm", "lc_sd_dm"), True),
+        ("criterion", ("sd", "f32_sd", "lc_sd"), False),
+        ("dm_criterion", ("sd_dm", "f32_sd_dm", "lc_sd_dm"), True),
     ):
         if not any(a in arms for a in arm_names):
             continue
@@ -118,10 +126,17 @@ def _check_rules(c: Mapping[str, Any], arms: Sequence[str]) -> None:
             )
     K = c["dropmatch"].get("K")
     ok = isinstance(K, int) and not isinstance(K, bool) and K >= 1
-    if not ok and any(a in arms for a in ("sd_dm", "lc_sd_dm")):
+    if not ok and any(loop_arm(a) == "sd_dm" for a in arms):
         raise ConfigError(
-            f"dropmatch.K={c['dropmatch'].get('K')!r} is invalid with the arms sd_dm / lc_sd_dm (their rule reads "
-            "the MC-dropout heads); allowed: an integer >= 1, or method.arms without sd_dm and lc_sd_dm"
+            f"dropmatch.K={c['dropmatch'].get('K')!r} is invalid with the arms sd_dm / f32_sd_dm / lc_sd_dm (their "
+            "rule reads the MC-dropout heads); allowed: an integer >= 1, or method.arms without them"
+        )
+    if any(a in FP32_ARMS for a in arms) and resolve_dtype(c["pair"]) == "float32":
+        raise ConfigError(
+            f"method.arms={list(arms)!r} holds float32 arms ({', '.join(FP32_ARMS)}) but pair.dtype="
+            f"{c['pair'].get('dtype')} resolves to float32 on this machine, so they would repeat ar / sd / sd_dm; "
+            "allowed: the f32_* arms with pair.dtype=bfloat16 (or auto where the CPU has fast bf16), or "
+            "method.arms without them"
         )
 
 
@@ -177,7 +192,7 @@ class BenchMeasurement:
         rule = {"ar": "autoregressive", "sd": m["criterion"], "sd_dm": m["dm_criterion"]}
         out = []
         for arm in m["arms"]:
-            ours = arm.removeprefix("lc_")
+            ours = loop_arm(arm)
             if ours in rule:
                 out.append((rule[ours], "llamacpp" if arm in GGUF_ARMS else "hf"))
         return out
@@ -266,8 +281,10 @@ class _Arms:
 
     ``run(arm, sample, tokens)`` decodes ``sample`` with one arm (:mod:`runners.measure.bench_arms`): ``hf_*``
     arms through transformers ``generate`` on the chat-template prompt ids, ``lc_*`` arms through the llama.cpp
-    loop on the same pair's GGUF files (without prefix reuse, as the other arms), the others through our
-    backend with the arm's rule (``ar``: L = 0).
+    loop on the same pair's GGUF files (without prefix reuse, as the other arms), ``f32_*`` arms through our
+    backend on a float32 copy of the pair, the others through our backend on the pair, each with the arm's rule
+    (``ar``: L = 0). ``engines`` / ``pairs`` / ``configs`` are keyed by the engine prefix
+    (:mod:`runners.records.bench_arm_names`).
     """
 
     def __init__(self, c: Mapping[str, Any], need_draft: bool, log: Callable[[str], None]) -> None:
@@ -275,13 +292,20 @@ class _Arms:
         self.L, self.seed = int(c["L"]), int(c["decoding"]["seed"])
         self.arms = list(m["arms"])
         self.pair = load_pair(c["pair"], need_draft=need_draft, log=log)
-        self.configs = {"hf": dict(c["backend"])}
-        self.backend = build(BACKENDS, self.configs["hf"], pair=self.pair)
+        self.configs = {"": dict(c["backend"])}
+        self.engines = {"": build(BACKENDS, self.configs[""], pair=self.pair)}
+        self.pairs = {"": self.pair}
+        if any(a in FP32_ARMS for a in m["arms"]):
+            # a second copy of the pair in float32, beside the first: the f32_* arms run the same loop on it
+            self.pairs["f32_"] = load_pair({**c["pair"], "dtype": "float32"}, need_draft, log=log)
+            self.configs["f32_"] = self.configs[""]
+            self.engines["f32_"] = build(BACKENDS, self.configs["f32_"], pair=self.pairs["f32_"])
         self.gguf = None
         if any(a in GGUF_ARMS for a in m["arms"]):
             lc_cfg = {**backend_defaults("llamacpp"), "prefix_caching": False, "batch_size": 1}
-            self.configs["llamacpp"] = lc_cfg
+            self.configs["lc_"] = lc_cfg
             self.gguf = build(BACKENDS, lc_cfg, pair=self.pair)
+            self.engines["lc_"], self.pairs["lc_"] = self.gguf, self.pair
         self._batched: dict[tuple[str, int], Any] = {}
         dm = c["dropmatch"]
         specs = {
@@ -306,6 +330,8 @@ class _Arms:
             "threads": torch.get_num_threads(),
             "isa": [f for f in isa if f in cpu_flags()],  # the physics a ratio was measured in
         }
+        if "f32_" in self.pairs:
+            self.model["f32_dtype"] = str(self.pairs["f32_"].target.dtype).removeprefix("torch.")
         if self.gguf is not None:
             self.model["gguf"] = {
                 "precision": gguf_precision(c["pair"]["target"]),
@@ -329,9 +355,9 @@ class _Arms:
                 draft=self.pair.draft if arm == "hf_assisted" else None,
                 L=self.L,
             )
-        ours = arm.removeprefix("lc_")
+        ours = loop_arm(arm)
         return our_generate(
-            self.gguf if arm in GGUF_ARMS else self.backend,
+            self.engines[engine_of(arm)],
             sample,
             L=0 if ours == "ar" else self.L,
             rule=self.rules[ours],
@@ -347,16 +373,16 @@ class _Arms:
         sequences per model on its first decode (KV cache: B x ``n_ctx`` cells per model, besides the batch-1
         contexts).
         """
-        engine = "llamacpp" if arm in GGUF_ARMS else "hf"
+        engine = engine_of(arm)
         if (engine, B) not in self._batched:
             self._batched[engine, B] = build(
-                BACKENDS, {**self.configs[engine], "batch_size": B}, pair=self.pair
+                BACKENDS, {**self.configs[engine], "batch_size": B}, pair=self.pairs[engine]
             )
         return self._batched[engine, B]
 
     def run_batch(self, arm: str, samples: Sequence[Any], tokens: int) -> dict:
         """``samples`` decoded together by one of our arms (:func:`our_generate_batch`)."""
-        ours = arm.removeprefix("lc_")
+        ours = loop_arm(arm)
         return our_generate_batch(
             self.batch_backend(arm, len(samples)),
             samples,

@@ -10,7 +10,8 @@ the B prompts decoded together, the wall seconds of that one call and each promp
     ``<arm>/tok_per_s_repeat_std``: std over repeats of the per-repeat rate;
   - ``<arm>/batch1_tok_per_s``: the same arm at batch 1 (the ``<prompt>#<repeat>`` lines) on the same B prompts
     and repeats, Σ tokens / Σ seconds; ``<arm>/x_batch1``: the ratio of the two rates;
-  - ``<arm>/x_<ref>``: rate ratio to the engine's AR at batch B (``ar``; llama.cpp arms: ``lc_ar``);
+  - ``<arm>/x_<ref>``: rate ratio to the engine's AR at batch B (``ar``, ``f32_ar``, ``lc_ar``:
+    :func:`runners.records.bench_arm_names.engine_ar`);
   - ``<arm>/decode_tok_per_s``, ``<arm>/batch1_decode_tok_per_s``, ``<arm>/decode_x_batch1``: the same with the
     prefills left out (the batch call's ``decode_tokens`` / ``decode_s``: each prompt's first token and its
     prefill excluded; batch 1: the calls' own ``decode_*``), absent in lines recorded before those fields;
@@ -29,10 +30,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runners.measure.bench_summary import first_mismatch
-from runners.records.bench_lines import batch_lines, engine_ar, paired_repeats
+from runners.records.bench_arm_names import SPEC_ARMS, engine_ar
+from runners.records.bench_lines import batch_lines, paired_repeats
 
 PREFIX = "bench/batch"
-SPEC_ARMS = ("sd", "sd_dm", "lc_sd", "lc_sd_dm")
 
 
 def pooled_ratio(pairs: Sequence[tuple[float, float, float, float]]) -> float:

@@ -5,11 +5,11 @@ Keys (``bench/`` namespace; units in the suffix):
     included (the same for every arm); ``.../decode_tok_per_s``: after the first committed chunk (prefill excluded);
     ``.../tok_per_s_repeat_std``: std over repeats of the per-repeat rate;
   - ``bench/<arm>/x_<ref>`` (and ``x_<ref>_decode``): rate ratio to arm ``ref`` (``ar``, ``hf_ar``,
-    ``hf_assisted``); ``x_<ref>_repeat_std``: std over repeats of the per-repeat (paired) ratio;
+    ``hf_assisted``, ``f32_ar``, ``lc_ar``); ``x_<ref>_repeat_std``: std over repeats of the per-repeat (paired) ratio;
     ``x_<ref>_median``: median over lines (prompt x repeat) of the per-line rate ratio (robust to bursts of load);
   - ``bench/<arm>/tau``: 1 + accepted / rounds (speculative arms);
   - ``bench/<arm>/identical_to_ar``: lines whose output token ids equal ``ar``'s on the same prompt and repeat
-    (llama.cpp's SD arms: ``lc_ar``'s, the AR of their own engine), of ``bench/num_lines``; ``.../first_mismatches``: ``{prompt_id, repeat, position, ar_token, arm_token}``
+    (the SD arms of the float32 and llama.cpp engines: ``f32_ar``'s / ``lc_ar``'s, the AR of their own engine), of ``bench/num_lines``; ``.../first_mismatches``: ``{prompt_id, repeat, position, ar_token, arm_token}``
     (position = index of the first differing output token; a token of -1 = the output ended there);
   - ``bench/in_situ/verify_over_decode``: our SD's mean verify seconds per pass / our AR's per step, inside
     the loop; ``bench/in_situ/dm_overhead_share``: SD+DM's extra verify + criterion seconds per pass over SD's,
@@ -17,8 +17,8 @@ Keys (``bench/`` namespace; units in the suffix):
     audit's seconds per pass over SD's verify pass); ``bench/in_situ/dm_decision_share``: the decision alone,
     SD+DM's decision seconds per pass less SD's over SD's verify pass, the round meter's parts where recorded
     (:func:`runners.records.bench_lines.decision_share`: the two arms' forwards do the same work, so their
-    difference is the forward's own variation, not the decision); ``bench/in_situ/lc_*``: the same for the
-    llama.cpp arms;
+    difference is the forward's own variation, not the decision); ``bench/in_situ/f32_*`` / ``lc_*``: the same for
+    the float32 and llama.cpp arms (:mod:`runners.records.bench_arm_names`);
   - ``bench/latency/*``: :func:`runners.measure.latency.summarize_timings` of the ``latency/<k>`` lines.
 """
 
@@ -29,11 +29,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runners.measure.latency import summarize_timings
+from runners.records.bench_arm_names import ENGINES, SPEC_ARMS, engine_ar
 from runners.records.bench_lines import decision_per_pass, decision_share
 
-REFS = ("ar", "hf_ar", "hf_assisted", "lc_ar")
-SPEC_ARMS = ("sd", "hf_assisted", "sd_dm", "lc_sd", "lc_sd_dm")
-GGUF_SPEC_ARMS = ("lc_sd", "lc_sd_dm")
+REFS = ("ar", "hf_ar", "hf_assisted", "f32_ar", "lc_ar")
 
 
 def first_mismatch(a: Sequence[int], b: Sequence[int]) -> tuple[int, int, int] | None:
@@ -73,6 +72,8 @@ def summarize_bench(
         out["model/threads"] = sorted({p["model"]["threads"] for p in prompts})
         if prompts[-1]["model"].get("isa") is not None:
             out["model/isa"] = prompts[-1]["model"]["isa"]
+        if prompts[-1]["model"].get("f32_dtype"):
+            out["model/f32_dtype"] = prompts[-1]["model"]["f32_dtype"]
         if prompts[-1]["model"].get("gguf"):
             out["model/gguf_precision"] = prompts[-1]["model"]["gguf"]["precision"]
         out["bench/prompt_tokens_mean"] = statistics.fmean(p["prompt_tokens"] for p in prompts)
@@ -84,8 +85,8 @@ def summarize_bench(
         for ref in REFS:
             if ref in arms and ref != arm:
                 out.update(_speedups(arm, ref, arm_results, reps, rate))
-        # speculative arms against their own engine's AR; llama.cpp's AR against ours (do the engines agree?)
-        ref_ar = "lc_ar" if arm in GGUF_SPEC_ARMS and "lc_ar" in arms else "ar"
+        # speculative arms against their own engine's AR; the other engines' AR against ours (do they agree?)
+        ref_ar = engine_ar(arm) if arm in SPEC_ARMS and engine_ar(arm) in arms else "ar"
         if arm != ref_ar:
             out.update(_identical_to_ar(arm, prompts, ref_ar))
     ar_runs = {}
@@ -196,7 +197,7 @@ def _in_situ(arms: Sequence[str], results: _Results) -> dict:
         return sum(r.get(p, 0.0) for r in res for p in parts) / n if n else float("nan")
 
     out = {}
-    for pre in ("", "lc_"):
+    for pre in ENGINES:
         if f"{pre}sd" in arms and f"{pre}ar" in arms:
             sd_verify = per_pass(f"{pre}sd", "verify_s")
             out[f"bench/in_situ/{pre}verify_over_decode"] = sd_verify / per_pass(

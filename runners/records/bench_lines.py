@@ -10,18 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-GGUF_ARMS = ("lc_ar", "lc_sd", "lc_sd_dm")  # the llama.cpp loop's arms
-
 
 def batch_lines(lines: Sequence[Mapping[str, Any]], B: int) -> list[Mapping[str, Any]]:
     """The ``kind: batch`` lines of batch size ``B``, by repeat."""
     out = [ln for ln in lines if ln.get("kind") == "batch" and int(ln["batch_size"]) == B]
     return sorted(out, key=lambda ln: int(ln["repeat"]))
-
-
-def engine_ar(arm: str) -> str:
-    """The AR arm of ``arm``'s engine (the reference of its ratio at batch B)."""
-    return "lc_ar" if arm in GGUF_ARMS else "ar"
 
 
 def paired_repeats(

@@ -13,6 +13,7 @@ from runners.measure import resolve_measurement
 from runners.measure.bench_batch_summary import paired_repeats, summarize_batches
 from runners.paths import REPO_ROOT
 from runners.records.run_id import run_id_of
+from tests.helpers.bench_config import resolve_bench
 
 
 @pytest.fixture(scope="module")
@@ -223,26 +224,18 @@ def test_prefill_excluded_batch_rates_by_hand():
     assert bench_batch.format_batch(t_old)["× batch 1, prefill excl. [95% CI]"].tolist() == [""]
 
 
-def _resolve(*overrides):
-    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
-        cfg = compose(
-            config_name="run", overrides=["experiment=bench", "profile=default", *overrides]
-        )
-    return resolve_measurement(cfg, identify_models=False)
-
-
 @pytest.mark.parametrize(
     "value",
     ["[0,1]", "[8]", "[1,1]", "[1,2.5]", "[1,true]", "3"],
 )
 def test_bad_batch_sizes_refused_by_name(value):
     with pytest.raises(ConfigError, match=r"method\.batch_sizes"):
-        _resolve(f"method.batch_sizes={value}", "dataset.limit=8")
+        resolve_bench(f"method.batch_sizes={value}", "dataset.limit=8")
 
 
 def test_batch_above_the_prompts_refused():
     with pytest.raises(ConfigError, match=r"method\.batch_sizes.*dataset\.limit"):
-        _resolve("method.batch_sizes=[1,8]", "dataset.limit=4")
+        resolve_bench("method.batch_sizes=[1,8]", "dataset.limit=4")
 
 
 def test_default_batch_sizes_keep_the_run_id():
@@ -265,10 +258,10 @@ def test_default_batch_sizes_keep_the_run_id():
     old = resolve_measurement(before, identify_models=False)
     assert "batch_sizes" not in default["method"] and default == old
     assert run_id_of(default) == run_id_of(old)
-    b8 = _resolve("method.batch_sizes=[8,1]", "dataset.limit=8")
+    b8 = resolve_bench("method.batch_sizes=[8,1]", "dataset.limit=8")
     assert b8["method"]["batch_sizes"] == [1, 8]
-    assert run_id_of(b8) != run_id_of(_resolve("method.batch_sizes=[1]", "dataset.limit=8"))
-    assert run_id_of(b8) == run_id_of(_resolve("method.batch_sizes=[1,8]", "dataset.limit=8"))
+    assert run_id_of(b8) != run_id_of(resolve_bench("method.batch_sizes=[1]", "dataset.limit=8"))
+    assert run_id_of(b8) == run_id_of(resolve_bench("method.batch_sizes=[1,8]", "dataset.limit=8"))
 
 
 @pytest.mark.llamacpp
@@ -385,10 +378,10 @@ def test_arm_rules_refused_by_name_before_loading(overrides, field):
     """The arms' rules and K are checked in the config (no model loads in ``_resolve``): a rule the arm's label
     would misname, or an SD+DM arm without heads, is refused naming the field and the allowed values."""
     with pytest.raises(ConfigError, match=field):
-        _resolve(*overrides)
+        resolve_bench(*overrides)
 
 
 def test_arms_without_dropmatch_take_any_k():
     """``dropmatch.K=0`` is fine when no arm reads the heads."""
-    c = _resolve("dropmatch.K=0", "method.arms=[ar,sd,hf_assisted]")
+    c = resolve_bench("dropmatch.K=0", "method.arms=[ar,sd,hf_assisted]")
     assert c["method"]["arms"] == ["ar", "sd", "hf_assisted"]

@@ -21,7 +21,10 @@ _logger = logging.getLogger(__name__)
 
 
 def resolve_run_config(
-    cfg: Any, identify_models: bool = True, check: Callable[[dict], None] | None = None
+    cfg: Any,
+    identify_models: bool = True,
+    check: Callable[[dict], None] | None = None,
+    precheck: Callable[[dict], None] | None = None,
 ) -> dict:
     """Validate, then normalise to the plain dict the run id hashes and ``config.json`` stores.
 
@@ -38,7 +41,10 @@ def resolve_run_config(
     the config, the run id, the tables and the footers name what ran). ``method.threshold`` is dropped from methods without a judge (a sweep
     ``++method.threshold=...`` runs SD once); Auto-Judge methods get ``method.judge.key``
     (:func:`runners.autojudge.artefact.attach_judge`). ``check`` (a measurement's own field checks,
-    :func:`runners.measure.base.check`) sees the validated, canonical config before the profile fills it.
+    :func:`runners.measure.base.check`) sees the validated, canonical config before the profile fills it;
+    ``precheck`` (:func:`runners.measure.base.check_backend`) sees the config once its backend is chosen, before
+    the backend's own keys are validated: a measurement that runs on named backends refuses another by its own
+    message, not by a key the measurement's experiment sets that the other backend lacks.
 
     Raises:
         runners.config.validate.ConfigError: an invalid field, or a missing judge artefact (nothing has been loaded yet).
@@ -57,6 +63,8 @@ def resolve_run_config(
         c["L"] = 0
     validate_L(c)  # before backend=auto reads L to know whether a draft model runs
     c["backend"] = _resolve_backend(c)  # backend=auto -> the engine this machine runs fastest
+    if precheck is not None:
+        precheck(c)
     validate(c)
     canonical(
         c

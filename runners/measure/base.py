@@ -30,17 +30,32 @@ class MissingRecordsError(ConfigError):
     """A measurement's input records (e.g. Fig. 3's single-path decodes) are absent or unfinished."""
 
 
+def _measurement(c: Mapping[str, Any]) -> Any:
+    try:
+        return MEASUREMENTS.get(str(c["method"]["measure"]))
+    except UnknownNameError as e:
+        raise ConfigError(str(e)) from None
+
+
 def check(c: Mapping[str, Any]) -> None:
     """Validate a measurement config before anything loads (:func:`resolve_measurement` runs it).
 
     Raises:
         ConfigError: unknown ``method.measure`` or a field the measurement refuses.
     """
-    try:
-        job = MEASUREMENTS.get(str(c["method"]["measure"]))
-    except UnknownNameError as e:
-        raise ConfigError(str(e)) from None
-    job.check(c)
+    _measurement(c).check(c)
+
+
+def check_backend(c: Mapping[str, Any]) -> None:
+    """The measurement's optional ``check_backend(c)`` (a staticmethod), before the backend's keys are validated
+    (:func:`runners.config.resolve.resolve_run_config`'s ``precheck``).
+
+    Raises:
+        ConfigError: unknown ``method.measure``, or a backend the measurement does not run on.
+    """
+    own = getattr(_measurement(c), "check_backend", None)
+    if callable(own):
+        own(c)
 
 
 def positive_int(c: Mapping[str, Any], field: str, minimum: int = 1) -> int:
@@ -81,7 +96,7 @@ def decision_rules(job: Any) -> list[tuple[str, str]]:
 
 def resolve_measurement(cfg: Any, identify_models: bool = True) -> dict:
     """:func:`runners.config.resolve.resolve_run_config` with the measurement's own checks (:func:`check`)."""
-    return resolve_run_config(cfg, identify_models, check=check)
+    return resolve_run_config(cfg, identify_models, check=check, precheck=check_backend)
 
 
 def run_measurement(cfg: Any, log: Callable[[str], None] = logger.info) -> dict:

@@ -178,12 +178,26 @@ class BenchMeasurement:
                 f"decoding.temperature={c['decoding']['temperature']} is invalid for method=bench; "
                 "allowed: 0 (greedy: SD and assisted outputs must equal AR's)"
             )
-        if c["backend"]["name"] != "hf" or c["backend"].get("prefix_caching"):
+        BenchMeasurement.check_backend(c)
+        if c["backend"].get("prefix_caching"):
             raise ConfigError(
-                f"backend={c['backend']['name']} prefix_caching={c['backend'].get('prefix_caching')} "
-                "is invalid for method=bench; allowed: backend=hf backend.prefix_caching=false "
-                "(transformers generate prefills every prompt in full; so must our arms; llama.cpp runs "
-                f"beside them as the arms {', '.join(GGUF_ARMS)}: method.arms=[ar,sd,sd_dm,lc_ar,lc_sd,lc_sd_dm])"
+                f"backend.prefix_caching={c['backend'].get('prefix_caching')} is invalid for method=bench; "
+                "allowed: false (transformers generate prefills every prompt in full; so must our arms)"
+            )
+
+    @staticmethod
+    def check_backend(c: Mapping[str, Any]) -> None:
+        """Our arms run the transformers loop (``backend=hf``); the other engines join as arms, not backends.
+
+        Raises:
+            ConfigError: another ``backend``, naming the arms that run that engine.
+        """
+        if c["backend"]["name"] != "hf":
+            raise ConfigError(
+                f"backend={c['backend']['name']} is invalid for method=bench; allowed: backend=hf (our arms run "
+                "the transformers loop; llama.cpp runs beside them as the arms "
+                f"{', '.join(GGUF_ARMS)}: method.arms=[ar,sd,sd_dm,lc_ar,lc_sd,lc_sd_dm]; float32 as "
+                f"{', '.join(FP32_ARMS)}; vLLM is not a bench engine)"
             )
 
     def decision_rules(self) -> list[tuple[str, str]]:

@@ -73,10 +73,12 @@ def decision_per_pass(
     ``criterion_s`` (the LM head and the rule) and ``verify_s`` the forward alone. ``passes`` are the verify
     passes after the prefill. Lines recorded without these fields are left out.
     """
-    pairs = _both_arms(lines, arm, ref, ("criterion_s", "verify_s", "verify_passes"))
-    meter = uses_meter(lines, arm, ref)
+    pairs = _both_arms(lines, arm, ref, ("verify_passes",))
+    meter = _metered(pairs)
     out = []
     for a, b in pairs:
+        if any(r.get(k) is None for r in (a, b) for k in ("criterion_s", "verify_s")):
+            continue
         if meter:
             row = (a["rule_s"], a["verify_passes"], b["rule_s"], b["verify_s"] + b["plain_s"])
         else:
@@ -88,7 +90,11 @@ def decision_per_pass(
 def uses_meter(lines: Sequence[Mapping[str, Any]], arm: str, ref: str) -> bool:
     """Whether every prompt line holding both arms has the round meter's ``plain_s`` and ``rule_s`` in both (and
     there is such a line): :func:`decision_per_pass` then measures the decision as Table 6 does."""
-    pairs = _both_arms(lines, arm, ref, ("verify_passes",))
+    return _metered(_both_arms(lines, arm, ref, ("verify_passes",)))
+
+
+def _metered(pairs: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> bool:
+    """Whether there are pairs and every one has the round meter's ``plain_s`` and ``rule_s`` on both sides."""
     return bool(pairs) and all(
         r.get(k) is not None for a, b in pairs for r in (a, b) for k in ("plain_s", "rule_s")
     )

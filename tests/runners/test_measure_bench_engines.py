@@ -111,3 +111,14 @@ def test_bench_float32_arms_beside_bf16_records_and_tables(runs_root, main_env, 
     assert "× our float32 AR" in md and "our loop in float32: verify(L+1)/decode" in md
     b = pd.read_csv(out / "bench_batch.csv")
     assert set(b.loc[b["arm"].str.startswith("f32_"), "dtype"]) == {"float32"}
+
+
+@pytest.mark.parametrize("backend", ["vllm", "llamacpp"])
+def test_other_backends_refused_by_the_bench_not_by_its_keys(backend):
+    """The bench's experiment sets ``backend.prefix_caching`` (an hf / llama.cpp key): another backend is refused
+    by the bench's own message naming the arms that run the other engines, before the backend's keys are read."""
+    with pytest.raises(
+        ConfigError,
+        match=rf"backend={backend} is invalid for method=bench; allowed: backend=hf .*lc_ar",
+    ):
+        resolve_bench(f"backend={backend}")

@@ -55,6 +55,7 @@ from runners.models.loader import load_pair
 from runners.records.bench_arm_names import (
     ARMS,
     BATCHED_ARMS,
+    ENGINES,
     FP32_ARMS,
     GGUF_ARMS,
     SPEC_ARMS,
@@ -104,8 +105,8 @@ def _check_rules(c: Mapping[str, Any], arms: Sequence[str]) -> None:
     """
     m = c["method"]
     for field, arm_names, heads in (
-        ("criterion", ("sd", "f32_sd", "lc_sd"), False),
-        ("dm_criterion", ("sd_dm", "f32_sd_dm", "lc_sd_dm"), True),
+        ("criterion", tuple(f"{e}sd" for e in ENGINES), False),
+        ("dm_criterion", tuple(f"{e}sd_dm" for e in ENGINES), True),
     ):
         if not any(a in arms for a in arm_names):
             continue

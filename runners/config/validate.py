@@ -245,9 +245,21 @@ def validate(cfg: Mapping[str, Any]) -> None:
         raise ConfigError(bad_dirs[0])
 
     try:
-        resolve_dtype(cfg.get("pair") or {})
+        dtype = resolve_dtype(cfg.get("pair") or {})
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    backend = (cfg.get("backend") or {}).get("name")
+    if (
+        dtype == "float16"
+        and (cfg.get("pair") or {}).get("device", "cpu") == "cpu"
+        and backend != "vllm"
+    ):
+        # PyTorch's CPU kernels emulate half precision (slower than float32), so no timing made in it means
+        # anything; vLLM converts the weights itself
+        raise ConfigError(
+            f"pair.dtype=float16 is invalid with backend={backend} on pair.device=cpu; allowed on a CPU: auto, "
+            "float32, bfloat16 (float16 with pair.device=cuda)"
+        )
 
 
 def validate_L(cfg: Mapping[str, Any]) -> None:

@@ -95,7 +95,8 @@ def decision_rules(job: Any) -> list[tuple[str, str]]:
 
 
 def resolve_measurement(cfg: Any, identify_models: bool = True) -> dict:
-    """:func:`runners.config.resolve.resolve_run_config` with the measurement's own checks (:func:`check`)."""
+    """:func:`runners.config.resolve.resolve_run_config` with the measurement's own checks (:func:`check`), its
+    backend checked before the backend's keys (:func:`check_backend`)."""
     return resolve_run_config(cfg, identify_models, check=check, precheck=check_backend)
 
 

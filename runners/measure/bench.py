@@ -12,7 +12,8 @@ precision, same prompts, same process). The names: :mod:`runners.records.bench_a
 Units: ``<sample_id>#<repeat>`` -- every arm on that prompt, back to back, in an order rotated per prompt and
 repeat (machine noise spreads over the arms); for each B > 1 of ``method.batch_sizes``, ``batch<B>/<repeat>`` --
 each of our arms (:data:`BATCHED_ARMS` in ``method.arms``) decodes the first B prompts together, through a
-backend of the same engine built with ``batch_size`` = B on the loaded pair, timed as one call (the order of the
+backend of the same engine built with ``batch_size`` = B on that engine's loaded pair (the float32 arms: the
+float32 copy), timed as one call (the order of the
 arms rotated per repeat; transformers' arms stay at batch 1: assisted generation decodes one sequence); then
 ``latency/<k>`` -- :class:`runners.measure.latency.VerifyTimer`
 on the loaded target at this L, K, p_drop (verify(L+1)/decode, DM decision overhead share of the verify
@@ -98,7 +99,8 @@ def _check_rules(c: Mapping[str, Any], arms: Sequence[str]) -> None:
     """The arms' rules before anything loads: ``method.criterion`` (the SD arms) a registered rule that reads no
     MC-dropout heads, ``method.dm_criterion`` (the SD+DM arms) a DropMatch rule (a
     :class:`criteria.dropmatch_base.DropMatchBase`: the table labels its arm "SD + DropMatch"), and
-    ``dropmatch.K >= 1`` when an SD+DM arm runs.
+    ``dropmatch.K >= 1`` when an SD+DM arm runs, and no float32 arm (``f32_*``) where ``pair.dtype`` resolves to
+    float32 (it would repeat ``ar`` / ``sd`` / ``sd_dm``).
 
     Raises:
         ConfigError: naming the field and the allowed values.
@@ -233,7 +235,7 @@ class BenchMeasurement:
         c, m = self.c, self.c["method"]
         cap = int(c["decoding"]["max_new_tokens"])
         arms = list(m["arms"])
-        runner = _Arms(c, need_draft=any(a in SPEC_ARMS for a in arms), log=log)
+        runner = _Arms(c, log=log)
         by_id = {s.sample_id: s for s in self.samples()}
         index = {s.sample_id: i for i, s in enumerate(self.samples())}
         # untimed warm-up once per session (kernel selection, allocator), on the first prompt's last turn alone
@@ -302,17 +304,21 @@ class _Arms:
     (:mod:`runners.records.bench_arm_names`).
     """
 
-    def __init__(self, c: Mapping[str, Any], need_draft: bool, log: Callable[[str], None]) -> None:
+    def __init__(self, c: Mapping[str, Any], log: Callable[[str], None]) -> None:
         m = c["method"]
         self.L, self.seed = int(c["L"]), int(c["decoding"]["seed"])
         self.arms = list(m["arms"])
-        self.pair = load_pair(c["pair"], need_draft=need_draft, log=log)
+        # each copy of the pair loads its draft only where one of its arms drafts (llama.cpp reads its own files)
+        drafts = {engine_of(a) for a in self.arms if a in SPEC_ARMS and a not in GGUF_ARMS}
+        self.pair = load_pair(c["pair"], need_draft="" in drafts, log=log)
         self.configs = {"": dict(c["backend"])}
         self.engines = {"": build(BACKENDS, self.configs[""], pair=self.pair)}
         self.pairs = {"": self.pair}
         if any(a in FP32_ARMS for a in m["arms"]):
             # a second copy of the pair in float32, beside the first: the f32_* arms run the same loop on it
-            self.pairs["f32_"] = load_pair({**c["pair"], "dtype": "float32"}, need_draft, log=log)
+            self.pairs["f32_"] = load_pair(
+                {**c["pair"], "dtype": "float32"}, need_draft="f32_" in drafts, log=log
+            )
             self.configs["f32_"] = self.configs[""]
             self.engines["f32_"] = build(BACKENDS, self.configs["f32_"], pair=self.pairs["f32_"])
         self.gguf = None

@@ -75,8 +75,8 @@ def resolve_dtype(
         ``"float32"``, ``"bfloat16"`` or ``"float16"``.
 
     Raises:
-        ValueError: ``pair.dtype`` (or ``pair.dtype_resolved``) is not one of the allowed values, or is
-            ``float16`` on ``pair.device=cpu`` (the message names the field and lists them).
+        ValueError: ``pair.dtype`` (or ``pair.dtype_resolved``) is not one of the allowed values (the message
+            names the field and lists them).
     """
     done = pair_cfg.get("dtype_resolved")
     if done is not None:
@@ -88,16 +88,9 @@ def resolve_dtype(
     dtype = pair_cfg.get("dtype", "float32")
     if dtype not in ALLOWED:
         raise ValueError(f"pair.dtype={dtype!r} is invalid; allowed: {', '.join(ALLOWED)}")
-    device = str(pair_cfg.get("device", "cpu"))
-    if dtype == "float16" and device == "cpu":
-        # PyTorch's CPU kernels emulate half precision (slower than float32) and its softmax over 151k logits
-        # can overflow: no measurement made in it would mean anything
-        raise ValueError(
-            "pair.dtype=float16 is invalid on pair.device=cpu; allowed on a CPU: auto, float32, bfloat16 "
-            "(float16 with pair.device=cuda)"
-        )
     if dtype != "auto":
         return str(dtype)
+    device = str(pair_cfg.get("device", "cpu"))
     if device.startswith("cuda"):
         return "bfloat16" if cuda_bf16() else "float32"
     if device == "cpu":

@@ -31,18 +31,8 @@ def test_auto_picks_bf16_only_on_bf16_hardware(device, cpu, cuda, want):
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_explicit_dtype_is_kept(dtype):
-    device = "cuda" if dtype == "float16" else "cpu"
-    assert resolve_dtype({"dtype": dtype, "device": device}, cpu_bf16=YES) == dtype
+    assert resolve_dtype({"dtype": dtype, "device": "cpu"}, cpu_bf16=YES) == dtype
     assert resolve_dtype({"dtype": "auto", "dtype_resolved": dtype}, cpu_bf16=NO) == dtype
-
-
-@pytest.mark.parametrize("pair", [{"dtype": "float16"}, {"dtype": "float16", "device": "cpu"}])
-def test_float16_refused_on_a_cpu(pair):
-    """PyTorch emulates half precision on a CPU: refused naming the field and what a CPU allows."""
-    with pytest.raises(
-        ValueError, match=r"pair\.dtype=float16 .*pair\.device=cpu; allowed on a CPU: auto"
-    ):
-        resolve_dtype(pair, cpu_bf16=YES)
 
 
 def test_missing_dtype_means_float32():
@@ -100,6 +90,16 @@ def test_run_config_records_the_resolved_dtype():
 def test_bad_dtype_is_a_config_error_before_loading():
     with pytest.raises(ConfigError, match=r"pair\.dtype='fp16'"):
         resolve_run_config(_cfg("pair.dtype=fp16"))
+
+
+@pytest.mark.parametrize("backend", ["hf", "llamacpp"])
+def test_float16_refused_on_a_cpu_before_loading(backend):
+    """PyTorch emulates half precision on a CPU: refused naming the field, the backend and what a CPU allows."""
+    with pytest.raises(
+        ConfigError,
+        match=rf"pair\.dtype=float16 is invalid with backend={backend} on pair\.device=cpu; allowed on a CPU: auto",
+    ):
+        resolve_run_config(_cfg("pair.dtype=float16", f"backend={backend}"))
 
 
 def test_loader_loads_in_the_resolved_dtype(tiny_pair_dir):

@@ -304,8 +304,10 @@ def test_bench_bad_config_exit_2(main_env, runs_root, override, field):
     assert not runs_root.exists() or not any(runs_root.iterdir())
 
 
-def test_summarize_bench_llamacpp_arms_against_their_own_ar():
-    """llama.cpp arms: token equality against llama.cpp's AR (not transformers'), ratios to it, in-loop costs."""
+@pytest.mark.parametrize("pre", ["lc_", "f32_"])
+def test_summarize_bench_engine_arms_against_their_own_ar(pre):
+    """llama.cpp's and the float32 arms: token equality against their own engine's AR (not ours), ratios to it,
+    in-loop costs."""
     ids, other = list(range(10)), list(range(10, 20))  # the two engines' greedy outputs may differ
     lines = [
         {
@@ -321,19 +323,19 @@ def test_summarize_bench_llamacpp_arms_against_their_own_ar():
             },  # noqa: E501
             "arms": {
                 "ar": _arm(ids, 4.0, rounds=9, verify_s=0.9),
-                "lc_ar": _arm(other, 1.0, rounds=9, verify_s=0.18),
-                "lc_sd": _arm(other, 2.0, rounds=3, accepted=6, verify_s=0.18),
+                f"{pre}ar": _arm(other, 1.0, rounds=9, verify_s=0.18),
+                f"{pre}sd": _arm(other, 2.0, rounds=3, accepted=6, verify_s=0.18),
             },
         }
         for pid in ("a", "b")
     ]
-    s = summarize_bench(lines, ["ar", "lc_ar", "lc_sd"], L=5, context=64)
-    assert s["bench/lc_ar/x_ar"] == pytest.approx(4.0) and s[
-        "bench/lc_sd/x_lc_ar"
+    s = summarize_bench(lines, ["ar", f"{pre}ar", f"{pre}sd"], L=5, context=64)
+    assert s[f"bench/{pre}ar/x_ar"] == pytest.approx(4.0) and s[
+        f"bench/{pre}sd/x_{pre}ar"
     ] == pytest.approx(0.5)
-    # llama.cpp's SD equals llama.cpp's AR; llama.cpp's AR is compared with ours (here: the engines differ)
-    assert s["bench/lc_sd/identical_to_ar"] == 2 and s["bench/lc_ar/identical_to_ar"] == 0
-    assert s["bench/lc_sd/tau"] == pytest.approx(3.0)
-    # llama.cpp in the loop: SD verify 0.06 s/pass vs AR 0.02 s/step
-    assert s["bench/in_situ/lc_verify_over_decode"] == pytest.approx(3.0)
+    # the engine's SD equals the engine's AR; the engine's AR is compared with ours (here: the engines differ)
+    assert s[f"bench/{pre}sd/identical_to_ar"] == 2 and s[f"bench/{pre}ar/identical_to_ar"] == 0
+    assert s[f"bench/{pre}sd/tau"] == pytest.approx(3.0)
+    # the engine in the loop: SD verify 0.06 s/pass vs AR 0.02 s/step
+    assert s[f"bench/in_situ/{pre}verify_over_decode"] == pytest.approx(3.0)
     assert s["model/isa"] == ["avx2", "fma"] and s["model/gguf_precision"] == "gguf:Q4_K_M"

@@ -297,7 +297,7 @@ def test_llamacpp_arms_share_the_pair_and_decode_together_as_alone(tiny_pair_dir
         },
         "backend": {"name": "hf", "prefix_caching": False, "batch_size": 1},
     }
-    arms = _Arms(c, need_draft=True, log=lambda _: None)
+    arms = _Arms(c, log=lambda _: None)
     prompts = ["Janet has 3 apples and buys 5 more. How many?", "def add(a, b):", "12 times 7 is"]
     samples = [Sample(f"t/{i}", [{"role": "user", "content": p}]) for i, p in enumerate(prompts)]
     be = arms.batch_backend("lc_ar", 3)

@@ -27,7 +27,7 @@ from analysis.measure_runs import lines_of, newest, of_method, used, varying
 from analysis.stats import B_DEFAULT, NAN, SEED, Estimate, bootstrap, fmt, fmt_spread
 from analysis.tables.bench_batch import batch_rows, batch_table
 from analysis.timings import CI_NOTE, median_ci, ratios, seconds_frame
-from runners.records.bench_arm_names import ENGINE_NAMES, FP32_ARMS, GGUF_ARMS
+from runners.records.bench_arm_names import ENGINE_NAMES, ENGINES, FP32_ARMS, GGUF_ARMS
 from runners.records.bench_lines import decision_per_pass, share_of_sums, uses_meter
 
 NAME = "bench"
@@ -212,7 +212,7 @@ def cost_note(summary: Mapping, lines: Sequence[Mapping[str, Any]]) -> str:
             f"{f(f'bench/in_situ/{pre}verify_over_decode')} (in the loop), DM decision overhead "
             f"{decision(pre)} of its verify pass (in the loop, {seconds(pre)}{audit(pre)}; with the "
             f"forwards: {pct(f'bench/in_situ/{pre}dm_overhead_share')})"
-            for pre in ("f32_", "lc_")
+            for pre in ENGINES[1:]  # the engines beside the pair's own
             if f"bench/in_situ/{pre}verify_over_decode" in summary
         )
     )
@@ -283,7 +283,7 @@ def build(selected: pd.DataFrame) -> Artefact:
         "no stop strings; = AR tokens: lines whose output ids equal our AR's (SD+DM is lossy by design)"
         + "".join(
             f"; {ENGINE_NAMES[pre]}, SD arms: equal to its AR; its AR: equal to our AR"
-            for pre in ("f32_", "lc_")
+            for pre in ENGINES[1:]
             if t["arm"].isin([f"{pre}ar"]).any()
         ),
         *provenance_lines(runs, dtype_column=True),

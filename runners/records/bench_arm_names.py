@@ -15,13 +15,11 @@ from __future__ import annotations
 OUR_ARMS = ("ar", "sd", "sd_dm")  # what our loop decodes, on every engine
 ENGINES = ("", "f32_", "lc_")  # the prefixes: the pair's dtype, float32, llama.cpp
 ENGINE_NAMES = {"": "our loop", "f32_": "our loop in float32", "lc_": "llama.cpp"}
-HF_ARMS = ("hf_ar", "hf_assisted")  # transformers' own generate
 FP32_ARMS = tuple(f"f32_{a}" for a in OUR_ARMS)
 GGUF_ARMS = tuple(f"lc_{a}" for a in OUR_ARMS)
 ARMS = ("ar", "hf_ar", "sd", "hf_assisted", "sd_dm", *FP32_ARMS, *GGUF_ARMS)
-BATCHED_ARMS = tuple(
-    f"{e}{a}" for e in ENGINES for a in OUR_ARMS
-)  # our loops decode several prompts at once
+# our loops decode several prompts at once; transformers' arms decode one
+BATCHED_ARMS = tuple(f"{e}{a}" for e in ENGINES for a in OUR_ARMS)
 SPEC_ARMS = ("hf_assisted", *(f"{e}{a}" for e in ENGINES for a in ("sd", "sd_dm")))  # they draft
 
 

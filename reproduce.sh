@@ -265,6 +265,13 @@ run_artefact() {
         echo "  -m/--multirun (implied) and --help. For Hydra's flags call a sweep directly, e.g." >&2
         echo "  .venv/bin/python -m runners.main experiment=${SWEEPS[0]:-$name} [overrides] --cfg job" >&2
         exit 2 ;;
+      experiment=*|+experiment=*|++experiment=*|artefact=*|+artefact=*|++artefact=*)
+        # the artefact names its own sweeps and its table; another experiment would run under this artefact's name
+        artefact_sweeps "$name"
+        echo "[reproduce] '$a' is invalid for ./reproduce.sh $name: the artefact runs its own sweeps" >&2
+        echo "  (${SWEEPS[*]:-$name}); allowed: ./reproduce.sh <artefact> for another artefact, or one sweep" >&2
+        echo "  directly: .venv/bin/python -m runners.main -m experiment=<name> [overrides]" >&2
+        exit 2 ;;
     esac
     if is_judging_override "$a"; then judging+=("$a"); else overrides+=("$a"); fi
   done < <(strip_multirun "$@")

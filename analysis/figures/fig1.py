@@ -174,10 +174,12 @@ def plot(a: pd.DataFrame, b: pd.DataFrame):
 def build(selected: pd.DataFrame) -> Artefact:
     art, cache = Artefact(NAME), ItemCache()
     a, thr = part_a(selected, cache)
+    if not a.empty and not a["method"].str.startswith("AJ").any():
+        a = a.iloc[0:0]  # SD alone compares with nothing: (a) waits for an Auto-Judge run
     b = part_b(selected, cache)
     if a.empty and b.empty:
         art.notes.append(
-            "no SD / Auto-Judge runs on GSM8K or IFEval and no EAGLE3 runs on MT-Bench / KoMT-Bench"
+            "no Auto-Judge runs on GSM8K or IFEval and no EAGLE3 runs on MT-Bench / KoMT-Bench"
         )
         return art
     frame = pd.concat([a, b], ignore_index=True)
@@ -186,7 +188,7 @@ def build(selected: pd.DataFrame) -> Artefact:
     footer = [
         f"(a) Auto-Judge with the GSM8K-mined judge at threshold {thr:g} vs SD, L={int(a['L'].max())}"
         if not a.empty
-        else "(a) pending: no SD / Auto-Judge runs on GSM8K or IFEval",
+        else "(a) pending: no Auto-Judge runs on GSM8K or IFEval",
         *(setting_lines(ua, a) if not a.empty else []),
         (
             f"(b) vLLM eagle3 drafting, exact match, L={int(b['L'].max())}; MT-Bench / KoMT-Bench quality needs a "

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import copy
 import inspect
+import netrc
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlparse
 
+import torch
 import yaml
 
 import criteria.rules  # noqa: F401  (fills CRITERIA)
@@ -35,7 +39,7 @@ BACKEND_PACKAGES = {"vllm": "vllm", "llamacpp": "llama_cpp"}
 # How to get a backend's package (the error when it is missing says so).
 BACKEND_INSTALL = {
     "vllm": "run with the venv from runners/backends/install_vllm.sh (.venv-vllm/bin/python -m runners.main ...)",
-    "llamacpp": "build llama-cpp-python into this venv: ./reproduce.sh setup (README 'Set-up')",
+    "llamacpp": "build llama-cpp-python into this venv: ./reproduce.sh setup (README 'Engines on a CPU')",
 }
 # Backends whose loop runs the exactness audit of the sparse variant (criteria.audit.audited_verify_round).
 AUDIT_BACKENDS = ("hf", "llamacpp")
@@ -55,6 +59,28 @@ def _validate_logger(logger: Mapping[str, Any]) -> None:
         raise ConfigError(
             "logger=wandb needs the 'wandb' package (pip install wandb); allowed here: logger=none"
         )
+    if name == "wandb" and logger.get("mode", "online") == "online" and not _wandb_key_found():
+        raise ConfigError(
+            "logger=wandb with logger.mode=online needs a W&B API key (WANDB_API_KEY, or `wandb login` once); "
+            "none found; allowed here: logger.mode=offline (then `wandb sync <results>/wandb/offline-run-*`), "
+            "logger=none"
+        )
+
+
+def _wandb_key_found() -> bool:
+    """Whether W&B will find an API key the way its login does: ``WANDB_API_KEY``, or a ``~/.netrc`` (``$NETRC``)
+    entry for its host (``WANDB_BASE_URL``, default api.wandb.ai); ``WANDB_MODE`` offline or disabled needs none."""
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE") in (
+        "offline",
+        "disabled",
+        "dryrun",
+    ):
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname
+    try:
+        return netrc.netrc(os.environ.get("NETRC") or None).authenticators(host or "") is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
 
 
 def _method_files() -> dict[str, dict]:
@@ -244,6 +270,7 @@ def validate(cfg: Mapping[str, Any]) -> None:
     if bad_dirs:
         raise ConfigError(bad_dirs[0])
 
+    _validate_device(cfg)
     try:
         dtype = resolve_dtype(cfg.get("pair") or {})
     except ValueError as e:
@@ -259,6 +286,23 @@ def validate(cfg: Mapping[str, Any]) -> None:
         raise ConfigError(
             f"pair.dtype=float16 is invalid with backend={backend} on pair.device=cpu; allowed on a CPU: auto, "
             "float32, bfloat16 (float16 with pair.device=cuda)"
+        )
+
+
+def _validate_device(cfg: Mapping[str, Any]) -> None:
+    """``pair.device``: ``cpu``, ``cuda`` or ``cuda:N``, and a CUDA device only where torch sees one (vLLM picks its
+    own device, so only the spelling is checked there)."""
+    device = str((cfg.get("pair") or {}).get("device", "cpu"))
+    kind, _, index = device.partition(":")
+    if kind not in ("cpu", "cuda") or (index and (kind == "cpu" or not index.isdigit())):
+        raise ConfigError(f"pair.device={device!r} is invalid; allowed: cpu, cuda, cuda:N")
+    if kind == "cpu" or (cfg.get("backend") or {}).get("name") == "vllm":
+        return
+    count = torch.cuda.device_count() if gpu_available() else 0
+    if int(index or 0) >= count:
+        raise ConfigError(
+            f"pair.device={device} is invalid here: torch sees {count} CUDA device(s); allowed here: cpu"
+            + (f", cuda, cuda:0..{count - 1}" if count else "")
         )
 
 

@@ -303,8 +303,22 @@ class RunRecord:
 
 
 def iter_runs(root: Path) -> Iterable[tuple[dict, dict, Path]]:
-    """Yield ``(config, summary, run_dir)`` for every run with a summary under ``root``."""
+    """Yield ``(config, summary, run_dir)`` for every run with a summary under ``root``.
+
+    Raises:
+        RecordError: a ``config.json`` or ``summary.json`` that is not a JSON object (the file and why).
+    """
     for d in sorted(Path(root).glob("*/")):
         cfg_p, sum_p = d / "config.json", d / "summary.json"
         if cfg_p.exists() and sum_p.exists():
-            yield json.loads(cfg_p.read_text()), json.loads(sum_p.read_text()), d
+            yield _json_object(cfg_p), _json_object(sum_p), d
+
+
+def _json_object(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise RecordError(f"{path}: not readable as JSON ({e})") from None
+    if not isinstance(value, dict):
+        raise RecordError(f"{path}: not a JSON object")
+    return value

@@ -5,6 +5,9 @@
   ``.hydra/`` and job status files would otherwise overwrite each other). Its value is cached in the config
   (``use_cache``), so every job of one sweep, and Hydra's copies of the config (``OmegaConf.copy_cache``, also
   when pickled to a Slurm or subprocess job), sees the same directory.
+- ``${dm.results:}`` (:func:`runners.paths.results_dir`): the results directory Hydra's run and sweep directories
+  go under, the same one the records use (``DROPMATCH_RESULTS``, unset or empty: ``<repo>/results`` wherever the
+  command starts).
 - ``${dm.gpus:<requires_gpu>,<tensor_parallel_size>}`` (:func:`gpus_per_node`): the GPUs a launcher requests per
   node (``conf/hydra/launcher/``).
 
@@ -20,6 +23,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from runners.paths import results_dir
+
 
 def unique_suffix() -> str:
     """``<pid>-<6 random hex digits>``: unique among commands started at the same instant, also on several
@@ -33,7 +38,9 @@ def gpus_per_node(requires_gpu: Any, tensor_parallel_size: Any) -> int | None:
 
 
 def register_resolvers() -> None:
-    """Register ``dm.unique`` and ``dm.gpus`` (once per process; later calls do nothing)."""
+    """Register ``dm.unique``, ``dm.results`` and ``dm.gpus`` (once per process; later calls do nothing)."""
+    if not OmegaConf.has_resolver("dm.results"):
+        OmegaConf.register_new_resolver("dm.results", lambda: str(results_dir()))
     if not OmegaConf.has_resolver("dm.unique"):
         OmegaConf.register_new_resolver("dm.unique", unique_suffix, use_cache=True)
     if not OmegaConf.has_resolver("dm.gpus"):

@@ -72,3 +72,22 @@ def test_fig1_b_says_the_eagle3_head_is_random():
     assert "random" in ax.get_title()
     assert any("random" in t.get_text() and "τ ≈ 1" in t.get_text() for t in ax.texts)
     assert "randomly initialised" in fig.caption
+
+
+def test_fig1_without_auto_judge_runs_draws_no_comparison():
+    """Fig. 1 (a) from SD runs alone (seen: a figure "at threshold nan vs SD", "judge thresholds: none"): without
+    its EAGLE3 part either there is no figure, only the note, as Table 8 and Fig. 5 do."""
+    from analysis.render import module
+
+    if not RUNS.is_dir():
+        pytest.skip("no committed records in this checkout")
+    mod = module("fig1")
+    sel = mod.select(load_runs(RUNS), Profile.load("default"))
+    sd_only = sel[(sel["method"] == "sd") & (sel["backend"] != "vllm")]
+    if sd_only.empty:
+        pytest.skip("no committed SD records for fig1")
+    art = mod.build(sd_only)
+    assert art.figures == []
+    assert art.notes == [
+        "no Auto-Judge runs on GSM8K or IFEval and no EAGLE3 runs on MT-Bench / KoMT-Bench"
+    ]

@@ -564,6 +564,28 @@ def test_render_refuses_an_impossible_summary(results, capsys, key, value, said)
 
 
 @pytest.mark.parametrize(
+    "name, text, said",
+    [
+        ("summary.json", '{"bad', "summary.json: not readable as JSON ("),
+        ("config.json", "[1, 2]", "config.json: not a JSON object"),
+    ],
+    ids=["torn-summary", "config-not-object"],
+)
+def test_render_refuses_a_record_file_that_is_not_json(results, capsys, name, text, said):
+    """A torn or foreign ``summary.json`` / ``config.json`` (seen: a JSONDecodeError traceback, rc 1, which reads
+    as "no runs"): exit 2, the file named, nothing written."""
+    from analysis.render import main
+
+    _table6_runs(results)
+    (results / "runs" / "dm0.3-default-hf" / name).write_text(text)
+    assert main(["table6"]) == 2
+    err = capsys.readouterr().err
+    assert "[render] table6: record error: " in err and "Traceback" not in err
+    assert f"dm0.3-default-hf/{said}" in err
+    assert not (results / "table6").exists()
+
+
+@pytest.mark.parametrize(
     "flag, make, said",
     [
         (

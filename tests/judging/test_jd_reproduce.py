@@ -189,3 +189,17 @@ def test_usage_on_stdout_when_asked_on_stderr_when_wrong(tmp_path):
     out, _ = reproduce(tmp_path, "table66")
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.startswith("unknown artefact 'table66'\nusage: ")
+
+
+def test_another_experiment_under_an_artefact_is_refused(tmp_path):
+    """``./reproduce.sh table6 experiment=table7`` ran table7's sweeps and then rendered Table 6 (rc 0): now exit 2
+    naming the override and the artefact's own sweeps, before any Python call."""
+    for arg in ("experiment=table7", "+experiment=bench", "artefact=table7"):
+        out, _ = reproduce(tmp_path, "table6", "L=5", arg)
+        assert out.returncode == 2, out.stderr
+        assert (
+            f"'{arg}' is invalid for ./reproduce.sh table6: the artefact runs its own sweeps"
+            in out.stderr
+        )
+        assert "(table6)" in out.stderr and "Traceback" not in out.stderr
+        assert not (tmp_path / "calls.log").exists() and not (tmp_path / "results").exists()

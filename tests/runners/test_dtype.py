@@ -104,6 +104,35 @@ def test_float16_refused_on_a_cpu_before_loading(backend):
         resolve_run_config(_cfg("pair.dtype=float16", f"backend={backend}"))
 
 
+@pytest.mark.parametrize(
+    "device,match",
+    [
+        ("tpu", r"pair\.device='tpu' is invalid; allowed: cpu, cuda, cuda:N"),
+        ("cpu:1", r"pair\.device='cpu:1' is invalid; allowed: cpu, cuda, cuda:N"),
+        ("cuda:x", r"pair\.device='cuda:x' is invalid; allowed: cpu, cuda, cuda:N"),
+        (
+            "cuda:7",
+            r"pair\.device=cuda:7 is invalid here: torch sees \d+ CUDA device\(s\); allowed here: cpu",
+        ),
+    ],
+)
+def test_device_refused_before_loading(device, match):
+    """A device torch cannot use is refused at validation (no record, no load), naming the allowed values."""
+    if device == "cuda:7" and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has eight CUDA devices")
+    with pytest.raises(ConfigError, match=match):
+        resolve_run_config(_cfg(f"pair.device={device}"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is visible")
+def test_cuda_refused_where_torch_sees_none():
+    with pytest.raises(
+        ConfigError,
+        match=r"pair\.device=cuda is invalid here: torch sees 0 CUDA device\(s\); allowed here: cpu$",
+    ):
+        resolve_run_config(_cfg("pair.device=cuda"))
+
+
 def test_loader_loads_in_the_resolved_dtype(tiny_pair_dir):
     spec = lambda role: {"name": role, "local_path": str(tiny_pair_dir / role), "order": ["local"]}  # noqa: E731
     p = load_pair(

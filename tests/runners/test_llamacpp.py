@@ -39,7 +39,7 @@ NEAR_TIE = 0.05
 def _llama_cpp():
     pytest.importorskip(
         "llama_cpp",
-        reason="llama-cpp-python is not installed (built by ./reproduce.sh setup; see README 'Set-up')",
+        reason="llama-cpp-python is not installed (built by ./reproduce.sh setup; see README 'Engines on a CPU')",
     )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from runners.config.errors import ConfigError
+from runners.config.resolve import resolve_run_config
 from runners.paths import REPO_ROOT
 from tests.helpers.cli import run_main
 
@@ -412,6 +413,27 @@ def test_directory_variables_are_checked(monkeypatch, tmp_path):
     ]
 
 
+@pytest.mark.parametrize("value", ["", "RESULTS"], ids=["empty", "set"])
+def test_hydra_dirs_follow_the_results_directory(monkeypatch, tmp_path, value):
+    """Hydra's run and sweep directories sit under the records' results directory (seen: DROPMATCH_RESULTS set
+    but empty put the records in <repo>/results and the sweep directory at /hydra/multirun/...)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from runners.sweep.resolvers import register_resolvers
+
+    register_resolvers()
+    want = tmp_path / "r" if value else REPO_ROOT / "results"
+    monkeypatch.setenv("DROPMATCH_RESULTS", str(want) if value else "")
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+        cfg = hydra_compose("run", return_hydra_config=True)
+    dirs = OmegaConf.to_container(cfg.hydra, resolve=False)
+    for key in ("run", "sweep"):
+        node = OmegaConf.create({"d": dirs[key]["dir"].split("/hydra/")[0]})
+        assert OmegaConf.to_container(node, resolve=True)["d"] == str(want), key
+
+
 def _fake_slurm(tmp_path: Path, sinfo_says: str | None) -> str:
     """A PATH whose Slurm client commands exist (``sinfo_says``: what sinfo prints before failing; None: no
     Slurm commands at all), plus this interpreter's folder."""
@@ -589,3 +611,28 @@ def test_check_only_accepts_inputs_an_earlier_step_makes(main_env, experiment, m
     p = run_main(main_env, *args, multirun=True)
     assert p.returncode == 2, p.stdout + p.stderr
     assert missing in p.stderr
+
+
+def test_wandb_online_without_a_key_fails_before_loading(no_model_loads, monkeypatch, tmp_path):
+    """``logger=wandb`` online with no API key (seen: every run's record created, then wandb's UsageError as a
+    traceback, rc 1): refused before any record, naming the key and what runs without one."""
+    from runners.config.optional_deps import installed
+    from runners.run import run
+
+    if not installed("wandb"):
+        pytest.skip("wandb is not installed in this interpreter")
+    for var in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))  # no such file: no stored login
+    with pytest.raises(
+        ConfigError,
+        match=r"logger=wandb with logger.mode=online needs a W&B API key .*allowed here: logger.mode=offline",
+    ):
+        run(compose(["logger=wandb"]), log=lambda *_: None)
+    assert not (no_model_loads / "runs").exists(), "a run record was created"
+    (tmp_path / "netrc").write_text("machine api.wandb.ai login user password k\n")
+    resolve_run_config(compose(["logger=wandb"]), identify_models=False)  # a stored login is enough
+    monkeypatch.setenv("NETRC", str(tmp_path / "none"))
+    resolve_run_config(compose(["logger=wandb", "logger.mode=offline"]), identify_models=False)
+    monkeypatch.setenv("WANDB_API_KEY", "k")
+    resolve_run_config(compose(["logger=wandb"]), identify_models=False)

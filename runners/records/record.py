@@ -29,7 +29,7 @@ from typing import Any
 
 from runners.records.io import atomic_write_json, dumps, fsync_dir
 from runners.records.run_id import run_id_of
-from runners.records.schema import RecordError, line_schema, read_samples
+from runners.records.schema import RecordError, line_schema, read_json_object, read_samples
 
 __all__ = ["RecordError", "RunLockedError", "RunRecord", "iter_runs", "read_samples"]
 
@@ -311,14 +311,4 @@ def iter_runs(root: Path) -> Iterable[tuple[dict, dict, Path]]:
     for d in sorted(Path(root).glob("*/")):
         cfg_p, sum_p = d / "config.json", d / "summary.json"
         if cfg_p.exists() and sum_p.exists():
-            yield _json_object(cfg_p), _json_object(sum_p), d
-
-
-def _json_object(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise RecordError(f"{path}: not readable as JSON ({e})") from None
-    if not isinstance(value, dict):
-        raise RecordError(f"{path}: not a JSON object")
-    return value
+            yield read_json_object(cfg_p), read_json_object(sum_p), d

@@ -191,13 +191,22 @@ def record_schema(run_dir: Path) -> type:
     path = Path(run_dir) / "config.json"
     if not path.is_file():
         return UnitLine
+    return line_schema(read_json_object(path))
+
+
+def read_json_object(path: Path) -> dict:
+    """A record's JSON file (``config.json``, ``summary.json``, ``meta.json``) as a dict.
+
+    Raises:
+        RecordError: the file is unreadable, not JSON, or not a JSON object (the path and why).
+    """
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise RecordError(f"{path}: not readable as JSON ({e})") from None
-    if not isinstance(config, Mapping):
+    if not isinstance(value, dict):
         raise RecordError(f"{path}: not a JSON object")
-    return line_schema(config)
+    return value
 
 
 # -- checking -------------------------------------------------------------------------------------------------

@@ -277,7 +277,8 @@ run_artefact() {
   done < <(strip_multirun "$@")
   local profile
   profile=$(profile_of "${overrides[@]+"${overrides[@]}"}")
-  local t0=$SECONDS
+  local t0=$SECONDS since
+  since=$(date +%s)
   local exp sweeps=()
   artefact_sweeps "$name" "${overrides[@]+"${overrides[@]}"}"
   sweeps=("${SWEEPS[@]+"${SWEEPS[@]}"}")
@@ -320,6 +321,10 @@ run_artefact() {
   if renders "$name"; then
     # every (p_drop, K), L, dtype and the backend come from the records and the profile: only the profile is passed
     "$PY" -m analysis.render "$name" --profile "$profile"
+    # a table shows one setting per cell from every run on record: say so when that left out this command's runs
+    if [ ${#sweeps[@]} -gt 0 ]; then
+      "$PY" -m runners.sweep.shown "$name" --since "$since" --sweeps "${sweeps[@]}" || true
+    fi
   fi
   echo "[reproduce] $name done in $((SECONDS - t0)) s" >&2
 }

@@ -60,6 +60,7 @@ def checks(tmp_path) -> list[str]:
 def test_table7_sweeps_then_judges_then_renders(tmp_path):
     out, calls = reproduce(tmp_path, "table7", "L=3", "judge=api", "judge.max_tokens=64")
     assert out.returncode == 0, out.stderr[-2000:]
+    *calls, shown = calls
     assert calls == [
         "-m runners.judging --check --calibrate-with local judge=api judge.max_tokens=64",
         "-m runners.main --multirun experiment=table7 L=3",
@@ -67,6 +68,9 @@ def test_table7_sweeps_then_judges_then_renders(tmp_path):
         "-m runners.judging table7 --profile default --calibrate-with local judge=api judge.max_tokens=64",
         "-m analysis.render table7 --profile default",
     ]
+    # then whether the table shows the runs its sweeps made (runners.sweep.shown)
+    assert shown.startswith("-m runners.sweep.shown table7 --since ")
+    assert shown.endswith(" --sweeps table7 table7_eagle")
 
 
 def test_judging_failure_still_renders_and_other_artefacts_ignore_judges(tmp_path):
@@ -74,10 +78,11 @@ def test_judging_failure_still_renders_and_other_artefacts_ignore_judges(tmp_pat
     assert out.returncode == 1 and "table10: judging incomplete" in out.stderr
     assert "[reproduce] exit 1: judging incomplete for table10" in out.stderr
     assert calls[0] == "-m runners.judging --check"
-    assert calls[-2:] == [
+    assert calls[-3:-1] == [
         "-m runners.judging table10 --profile smoke",
         "-m analysis.render table10 --profile smoke",
     ]
+    assert calls[-1].startswith("-m runners.sweep.shown table10 --since ")
     out, calls = reproduce(tmp_path, "table6", "judge=api")
     assert "table6 has no judged answers; ignoring judge=api" in out.stderr
     assert all("judge=api" not in c for c in calls)

@@ -8,6 +8,10 @@ Layout (Spec-Bench ``evaluation/eval.py``, one JSON line per question)::
 
 ``accept_lengths`` per round = accepted drafts + 1 (the target's own token), so their mean is τ as
 Spec-Bench prints it ("#Mean accepted tokens"); an autoregressive run commits one token per step.
+``wall_time`` is what Spec-Bench times around its ``forward_func``, prefill included: the sample's ``prefill_s``
+plus its generation seconds, which in a batched run are its share of the batch's wall time (``share_s``), so
+``sum(new_tokens) / sum(wall_time)`` over a run is its throughput with prefill (our tables' tok/s leave the
+prefill out).
 ``question_id`` is the item's own id where it has one (Spec-Bench / EAGLE sets, IFEval key, HumanEval task),
 else our ``sample_id``; ``category`` is the Spec-Bench category or the dataset name. One turn per question
 (first turns only, as every benchmark here decodes).
@@ -42,6 +46,8 @@ def answer_line(rec: Mapping[str, Any], dataset: str, mid: str, run_id: str) -> 
     qid = ref.get("question_id", ref.get("key", ref.get("task_id", rec["sample_id"])))
     speed = rec.get("speed") or {}
     tokens = int(speed.get("num_output_tokens") or 0)
+    generation = speed.get("share_s") if speed.get("share_s") is not None else speed.get("wall_s")
+    wall_time = float(generation or 0.0) + float(speed.get("prefill_s") or 0.0)
     accepted = rec.get("accepted_per_round")
     accept_lengths = [int(a) + 1 for a in accepted] if accepted else [1] * tokens
     return {
@@ -55,7 +61,7 @@ def answer_line(rec: Mapping[str, Any], dataset: str, mid: str, run_id: str) -> 
                 "turns": [str(rec.get("output_text") or "")],
                 "decoding_steps": [len(accept_lengths)],
                 "new_tokens": [tokens],
-                "wall_time": [float(speed.get("wall_s") or 0.0)],
+                "wall_time": [wall_time],
                 "accept_lengths": accept_lengths,
             }
         ],

@@ -1,0 +1,42 @@
+"""The Spec-Bench answer file beside a record reads as Spec-Bench's own ``evaluation/eval.py`` writes it: seen,
+``wall_time`` was the generation seconds alone (Spec-Bench times ``forward_func``, prefill included) and, in a
+batched run, the whole batch's elapsed time (29.4 s against a 4.57 s share in the committed Table 6)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runners.exports.spec_bench import answer_line, write_spec_bench_answers
+
+
+def _rec(sid, tokens, wall, prefill, share=None, accepted=(2, 3)):
+    speed = {"num_output_tokens": tokens, "wall_s": wall, "prefill_s": prefill}
+    if share is not None:
+        speed["share_s"] = share
+    return {
+        "sample_id": sid,
+        "output_text": "x",
+        "reference": {"question_id": 7, "category": "math_reasoning"},
+        "accepted_per_round": list(accepted),
+        "speed": speed,
+    }
+
+
+def test_wall_time_is_prefill_plus_the_sample_s_own_generation_time():
+    batch1 = answer_line(_rec("a", 6, 2.0, 0.5), "spec_bench", "m", "r")["choices"][0]
+    assert batch1["wall_time"] == [2.5] and batch1["new_tokens"] == [6]
+    assert batch1["accept_lengths"] == [3, 4] and batch1["decoding_steps"] == [2]
+    batched = answer_line(_rec("b", 6, 29.4, 0.5, share=4.5), "spec_bench", "m", "r")["choices"][0]
+    assert batched["wall_time"] == [5.0]  # its share of the batch, not the batch's elapsed time
+
+
+def test_throughput_from_the_file_is_the_run_s_with_prefill(tmp_path):
+    """Spec-Bench's ``speed.py`` sums new tokens over wall time: that is the run's aggregate rate with prefill."""
+    recs = [_rec("a", 6, 3.0, 0.5, share=1.5), _rec("b", 10, 3.0, 1.0, share=1.5)]
+    path = write_spec_bench_answers(tmp_path, recs, {"dataset": {"name": "spec_bench"}, "L": 5})
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    tokens = sum(c["new_tokens"][0] for x in lines for c in x["choices"])
+    wall = sum(c["wall_time"][0] for x in lines for c in x["choices"])
+    assert tokens / wall == pytest.approx(16 / (1.5 + 0.5 + 1.5 + 1.0))

@@ -352,7 +352,10 @@ def check_sources(pair_cfg: Mapping[str, Any], roles: list[str]) -> None:
             try:
                 pick_source(spec)
             except ModelUnavailableError as e:
-                raise ModelUnavailableError(f"pair.{role}: {e}") from None
+                hint = pair_cfg.get("setup_hint")
+                raise ModelUnavailableError(
+                    f"pair.{role}: {e}" + (f"; pair={pair_cfg.get('name')}: {hint}" if hint else "")
+                ) from None
 
 
 def clear_memo() -> None:

@@ -27,8 +27,9 @@ from runners.config.numeric_fields import FLOAT_PATHS
 IDENTITY_EXCLUDE = ("hydra", "logger", "paths", "launcher", "progress", "artefact", "reuse")
 # Keys excluded at any depth: where a source was found on this machine, not what it is (the pair/dataset
 # name, hub id and pinned sha256 stay in the id); and a pinned GGUF's declared ``file_type``, which its sha256
-# already fixes (llama.cpp runs record it in ``model_identity``).
-IDENTITY_EXCLUDE_ANYWHERE = ("local_path", "file_type")
+# already fixes (llama.cpp runs record it in ``model_identity``); a pair's ``setup_hint`` (how to provide its
+# weights: text for an error message).
+IDENTITY_EXCLUDE_ANYWHERE = ("local_path", "file_type", "setup_hint")
 # Top-level fields of which only these keys count. A profile's caps (``limit``, ``max_new_tokens``,
 # ``repeats``, ``artefacts``) are already copied into ``dataset`` / ``decoding`` / ``repeats`` by
 # ``runners.config.resolve.resolve_run_config``, so editing the cap of one benchmark changes only that benchmark's runs;

@@ -248,6 +248,24 @@ def test_missing_local_path_is_an_error_not_the_pinned_weights(tmp_path):
     assert pick_source({**spec, "local_path": None}) == ("pinned", None)
 
 
+def test_missing_pair_says_how_to_provide_it_without_changing_run_ids(tmp_path):
+    """The tiny pair without ``DROPMATCH_TINY_PAIR`` (seen: "local_path='/target' does not exist ... set
+    local_path=null", which cannot work for it): the pair's ``setup_hint`` is in the error; it is text, not a
+    setting, so it stays out of the run id."""
+    from runners.models.identity import check_sources
+    from runners.models.sources import ModelUnavailableError
+
+    spec = {"name": "t", "local_path": str(tmp_path / "none" / "target"), "order": ["local"]}
+    pair = {"name": "tiny", "setup_hint": "build it with X", "target": spec}
+    with pytest.raises(
+        ModelUnavailableError,
+        match=r"^pair\.target: model 't' is unavailable .*; pair=tiny: build it with X$",
+    ):
+        check_sources(pair, ["target"])
+    cfg = {"pair": {k: v for k, v in pair.items() if k != "setup_hint"}, "L": 3}
+    assert run_id_of(cfg) == run_id_of({**cfg, "pair": pair})
+
+
 @pytest.mark.subprocess
 def test_cli_missing_local_path_exits_2_before_anything_loads(main_env, tmp_path):
     from tests.helpers.cli import run_main

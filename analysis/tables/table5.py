@@ -75,7 +75,7 @@ def rows(runs: pd.DataFrame, cache: ItemCache) -> tuple[list[dict], list[dict], 
     """The table's data and display rows per (pair, dataset, batch size), and its notes: partial last batches, and
     the outputs that ended at ``max_new_tokens`` (:func:`cap_line`)."""
     data, display, notes = [], [], []
-    capped: dict[tuple[str, int], pd.Series] = {}
+    capped: dict[tuple, pd.Series] = {}
     for (pair, ds, B), g in runs.groupby(["pair", "dataset", "batch_size"], sort=True):
         cells = {m: g[g["method"] == m].iloc[0] for m in METHOD_LABEL if (g["method"] == m).any()}
         for m, c in cells.items():
@@ -85,7 +85,7 @@ def rows(runs: pd.DataFrame, cache: ItemCache) -> tuple[list[dict], list[dict], 
                     "(last batch partial; throughput approximate)"
                 )
         items = {m: cache.items(c) for m, c in cells.items()}
-        capped.update({(m, B): it["hit_cap"].dropna() for m, it in items.items()})
+        capped.update({(pair, ds, m, B): it["hit_cap"].dropna() for m, it in items.items()})
         tps = {m: throughput(it, int(B)) for m, it in items.items()}
         tau = {m: tau_ci(it["accepted"], it["rounds"]) for m, it in items.items()}
         rel = ratio(items["dropmatch"], items["sd"]) if len(items) == 2 else NAN
@@ -121,13 +121,13 @@ def rows(runs: pd.DataFrame, cache: ItemCache) -> tuple[list[dict], list[dict], 
     return data, display, notes + ([line] if line else [])
 
 
-def cap_line(capped: dict[tuple[str, int], pd.Series]) -> str | None:
-    """Footer line: per method, the outputs that ended at ``max_new_tokens`` over every batch size (``capped``:
-    ``{(method, B): hit_cap per prompt}``); where every output of a method is capped, its τ is bounded by the cap
+def cap_line(capped: dict[tuple, pd.Series]) -> str | None:
+    """Footer line: per method, the outputs that ended at ``max_new_tokens`` over every pair, dataset and batch size
+    (``capped``: ``{(pair, dataset, method, B): hit_cap per prompt}``); where every output of a method is capped, its τ is bounded by the cap
     (the last round stops at it), so compare τ within the cap only."""
     parts, full = [], []
     for m, label in METHOD_LABEL.items():
-        hit = [h for (mm, _), h in capped.items() if mm == m and len(h)]
+        hit = [h for key, h in capped.items() if key[2] == m and len(h)]
         if not hit:
             continue
         h = pd.concat(hit)

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import copy
 import inspect
-import netrc
-import os
 import sys
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlparse
 
 import torch
 import yaml
@@ -59,28 +56,6 @@ def _validate_logger(logger: Mapping[str, Any]) -> None:
         raise ConfigError(
             "logger=wandb needs the 'wandb' package (pip install wandb); allowed here: logger=none"
         )
-    if name == "wandb" and logger.get("mode", "online") == "online" and not _wandb_key_found():
-        raise ConfigError(
-            "logger=wandb with logger.mode=online needs a W&B API key (WANDB_API_KEY, or `wandb login` once); "
-            "none found; allowed here: logger.mode=offline (then `wandb sync <results>/wandb/offline-run-*`), "
-            "logger=none"
-        )
-
-
-def _wandb_key_found() -> bool:
-    """Whether W&B will find an API key the way its login does: ``WANDB_API_KEY``, or a ``~/.netrc`` (``$NETRC``)
-    entry for its host (``WANDB_BASE_URL``, default api.wandb.ai); ``WANDB_MODE`` offline or disabled needs none."""
-    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_MODE") in (
-        "offline",
-        "disabled",
-        "dryrun",
-    ):
-        return True
-    host = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname
-    try:
-        return netrc.netrc(os.environ.get("NETRC") or None).authenticators(host or "") is not None
-    except (OSError, netrc.NetrcParseError):
-        return False
 
 
 def _method_files() -> dict[str, dict]:
@@ -290,16 +265,19 @@ def validate(cfg: Mapping[str, Any]) -> None:
 
 
 def _validate_device(cfg: Mapping[str, Any]) -> None:
-    """``pair.device``: ``cpu``, ``cuda`` or ``cuda:N``, and a CUDA device only where torch sees one (vLLM picks its
-    own device, so only the spelling is checked there)."""
+    """``pair.device``: a device torch can name (``cpu``, ``cuda``, ``cuda:N``, ``mps``, ...), and a CUDA device only
+    where torch sees it (vLLM picks its own device, so only the spelling is checked there)."""
     device = str((cfg.get("pair") or {}).get("device", "cpu"))
-    kind, _, index = device.partition(":")
-    if kind not in ("cpu", "cuda") or (index and (kind == "cpu" or not index.isdigit())):
-        raise ConfigError(f"pair.device={device!r} is invalid; allowed: cpu, cuda, cuda:N")
-    if kind == "cpu" or (cfg.get("backend") or {}).get("name") == "vllm":
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ConfigError(
+            f"pair.device={device!r} is invalid; allowed: cpu, cuda, cuda:N (or another torch device type)"
+        ) from None
+    if dev.type != "cuda" or (cfg.get("backend") or {}).get("name") == "vllm":
         return
     count = torch.cuda.device_count() if gpu_available() else 0
-    if int(index or 0) >= count:
+    if (dev.index or 0) >= count:
         raise ConfigError(
             f"pair.device={device} is invalid here: torch sees {count} CUDA device(s); allowed here: cpu"
             + (f", cuda, cuda:0..{count - 1}" if count else "")

@@ -1,7 +1,7 @@
 """Whether an artefact shows the runs its command just decoded or reused: a note when it does not.
 
-An artefact's table shows one setting per cell, chosen from every run on record (e.g. Table 6 takes the setting
-with the most filled cells, greedy runs only). A command whose sweep made runs of another setting (a smaller
+An artefact's table shows the runs its own selection picks from every run on record (e.g. Table 6 takes the
+setting with the most filled cells, greedy runs only; the bench its newest run). A command whose sweep made runs of another setting (a smaller
 ``dataset.limit``, a sampling temperature) then prints a table of other runs, with exit status 0. ``reproduce.sh``
 calls this after rendering: it reads the job status files of the command's sweeps (those written since the
 command started, :data:`runners.sweep.job_status.STATUS_FILE`) and the artefact's ``manifest.json`` (its runs), and
@@ -50,11 +50,12 @@ def sweep_runs(results: Path, since: float, sweeps: Iterable[str]) -> dict[str, 
 
 
 def left_out(made: dict[str, list[str]], manifest: Path) -> dict[str, list[str]]:
-    """The runs of ``made`` that ``manifest`` (an artefact's ``manifest.json``) does not list; none when the
-    artefact wrote no manifest."""
+    """The runs of ``made`` that ``manifest`` (an artefact's ``manifest.json``) lists neither among its ``runs`` nor
+    among its ``source_runs`` (the decodes a measurement read, Fig. 3); none when the artefact wrote no manifest."""
     try:
-        shown = set(json.loads(manifest.read_text()).get("runs") or [])
-    except (OSError, ValueError, AttributeError):
+        m = json.loads(manifest.read_text())
+        shown = set(m.get("runs") or []) | set(m.get("source_runs") or [])
+    except (OSError, ValueError, AttributeError, TypeError):
         return {}
     return {rid: o for rid, o in made.items() if rid not in shown}
 
@@ -67,9 +68,8 @@ def note(artefact: str, made: dict[str, list[str]], missing: dict[str, list[str]
     settings = " ".join(o for o in overrides if not o.startswith("experiment="))
     return (
         f"[reproduce] note: {artefact} does not show {len(missing)} of the {len(made)} runs this command decoded "
-        f"or reused (e.g. run {rid}: {settings}); it shows the setting on record that fills the most of its cells "
-        f"(its footer names that setting). To see these runs alone, rerun the command with DROPMATCH_RESULTS set "
-        f"to a new directory."
+        f"or reused (e.g. run {rid}: {settings}); it shows the runs on record its own selection picks (its footer "
+        f"says which). To see these runs alone, rerun the command with DROPMATCH_RESULTS set to a new directory."
     )
 
 

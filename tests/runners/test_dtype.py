@@ -107,9 +107,12 @@ def test_float16_refused_on_a_cpu_before_loading(backend):
 @pytest.mark.parametrize(
     "device,match",
     [
-        ("tpu", r"pair\.device='tpu' is invalid; allowed: cpu, cuda, cuda:N"),
-        ("cpu:1", r"pair\.device='cpu:1' is invalid; allowed: cpu, cuda, cuda:N"),
+        (
+            "tpu",
+            r"pair\.device='tpu' is invalid; allowed: cpu, cuda, cuda:N \(or another torch device type\)",
+        ),
         ("cuda:x", r"pair\.device='cuda:x' is invalid; allowed: cpu, cuda, cuda:N"),
+        ("cuda:01", r"pair\.device='cuda:01' is invalid; allowed: cpu, cuda, cuda:N"),
         (
             "cuda:7",
             r"pair\.device=cuda:7 is invalid here: torch sees \d+ CUDA device\(s\); allowed here: cpu",
@@ -122,6 +125,13 @@ def test_device_refused_before_loading(device, match):
         pytest.skip("this machine has eight CUDA devices")
     with pytest.raises(ConfigError, match=match):
         resolve_run_config(_cfg(f"pair.device={device}"))
+
+
+def test_other_torch_devices_pass_the_spelling_check():
+    """``mps`` / ``xpu`` are torch device types the loader moves models to: not refused here (their availability
+    is the loader's), unlike a name torch cannot parse."""
+    for device in ("cpu", "mps", "xpu"):
+        resolve_run_config(_cfg(f"pair.device={device}"), identify_models=False)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is visible")

@@ -48,11 +48,24 @@ def test_runs_of_the_command_the_table_left_out_are_named(tmp_path, monkeypatch,
     line = note("table6", made, missing)
     assert line.startswith(
         "[reproduce] note: table6 does not show 1 of the 2 runs this command decoded or reused "
-        "(e.g. run aaa: L=5 dataset.limit=20)"
+        "(e.g. run aaa: L=5 dataset.limit=20); it shows the runs on record its own selection picks"
     )
     monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path))
     assert main(["table6", "--since", str(since), "--sweeps", "table6"]) == 0
     assert capsys.readouterr().err.strip() == line
+
+
+def test_a_measurement_s_source_runs_count_as_shown(tmp_path):
+    """Fig. 3 lists its single-path decodes under ``source_runs``: no note for them."""
+    since = time.time() - 5
+    _job(tmp_path, "s1", 0, "done", "path1", ["experiment=fig3"])
+    _job(tmp_path, "s2", 0, "done", "sim1", ["experiment=fig3_measure"])
+    made = sweep_runs(tmp_path, since, ["fig3", "fig3_measure"])
+    (tmp_path / "fig3").mkdir()
+    (tmp_path / "fig3" / "manifest.json").write_text(
+        json.dumps({"runs": ["sim1"], "source_runs": ["path1"]})
+    )
+    assert len(made) == 2 and left_out(made, tmp_path / "fig3" / "manifest.json") == {}
 
 
 def test_no_note_when_every_run_is_shown_or_there_is_no_manifest(tmp_path):

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from runners.config.errors import ConfigError
-from runners.config.resolve import resolve_run_config
 from runners.paths import REPO_ROOT
 from tests.helpers.cli import run_main
 
@@ -611,28 +610,3 @@ def test_check_only_accepts_inputs_an_earlier_step_makes(main_env, experiment, m
     p = run_main(main_env, *args, multirun=True)
     assert p.returncode == 2, p.stdout + p.stderr
     assert missing in p.stderr
-
-
-def test_wandb_online_without_a_key_fails_before_loading(no_model_loads, monkeypatch, tmp_path):
-    """``logger=wandb`` online with no API key (seen: every run's record created, then wandb's UsageError as a
-    traceback, rc 1): refused before any record, naming the key and what runs without one."""
-    from runners.config.optional_deps import installed
-    from runners.run import run
-
-    if not installed("wandb"):
-        pytest.skip("wandb is not installed in this interpreter")
-    for var in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_BASE_URL"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))  # no such file: no stored login
-    with pytest.raises(
-        ConfigError,
-        match=r"logger=wandb with logger.mode=online needs a W&B API key .*allowed here: logger.mode=offline",
-    ):
-        run(compose(["logger=wandb"]), log=lambda *_: None)
-    assert not (no_model_loads / "runs").exists(), "a run record was created"
-    (tmp_path / "netrc").write_text("machine api.wandb.ai login user password k\n")
-    resolve_run_config(compose(["logger=wandb"]), identify_models=False)  # a stored login is enough
-    monkeypatch.setenv("NETRC", str(tmp_path / "none"))
-    resolve_run_config(compose(["logger=wandb", "logger.mode=offline"]), identify_models=False)
-    monkeypatch.setenv("WANDB_API_KEY", "k")
-    resolve_run_config(compose(["logger=wandb"]), identify_models=False)

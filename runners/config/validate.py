@@ -276,8 +276,10 @@ def _validate_device(cfg: Mapping[str, Any]) -> None:
         ) from None
     if dev.type != "cuda" or (cfg.get("backend") or {}).get("name") == "vllm":
         return
+    # availability through gpu_available (the one place that asks torch whether a GPU is there); the index only when
+    # one is named
     count = torch.cuda.device_count() if gpu_available() else 0
-    if (dev.index or 0) >= count:
+    if not gpu_available() or (dev.index is not None and dev.index >= count):
         raise ConfigError(
             f"pair.device={device} is invalid here: torch sees {count} CUDA device(s); allowed here: cpu"
             + (f", cuda, cuda:0..{count - 1}" if count else "")

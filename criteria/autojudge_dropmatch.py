@@ -15,6 +15,12 @@ tokens that should be accepted" and DropMatch "complements these failure modes" 
 adds acceptances on top of the judge: a token the judge would reject is still accepted when it lies inside
 the MC-dropout cluster. An AND would shorten acceptance below AJ and contradict those results. Taking the OR
 per position before the prefix closure makes the accepted prefix a superset of both rules' prefixes.
+
+Cost: in a round of the sparse variant (``inputs.sparse_support``, the default CPU decision) DropMatch's JS test
+(Eq. 6, with its sampled tail and escape) runs only where it can change the round: at positions neither the judge
+nor the heads' majority accepts, up to each row's first position both rules reject (the waves of
+:meth:`criteria.dropmatch_js.DropMatchJS._reached_js`, told that the judge's positions are accepted). The decisions
+are those of the test at every position; a traced round, and a round of the exact rule, still test every position.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import torch
 from criteria.autojudge import as_head, check_threshold, judge_accepts
 from criteria.base import AcceptResult, VerifyInputs
 from criteria.common import check_inputs, finish_round
-from criteria.dropmatch_base import dropmatch_trace, round_head_tokens
+from criteria.dropmatch_base import dropmatch_trace, majority_vote, round_head_tokens
 from criteria.dropmatch_js import DropMatchJS
 from criteria.registry import CRITERIA
 
@@ -80,8 +86,33 @@ class AutoJudgeDropMatch:
         heads = round_head_tokens(inputs, L, 0.0, None)  # [B, L, K]
         dm, js = self._dm.accept_test(inputs, heads)  # [B, L]
         if self._dm.include_target:
-            dm = dm | (inputs.draft_token_ids == inputs.target_logits[:, :L].argmax(dim=-1))
+            dm = dm | self._target_match(inputs, L)
         return judge_accepts(self.head, inputs, self.threshold), dm, heads, js
+
+    def _decide(self, inputs: VerifyInputs) -> torch.Tensor:
+        """``AJ OR DM`` per position, ``[B, L]`` bool, exact up to each row's first position both reject.
+
+        The sparse variant asks Eq. (6) only where neither the judge, the majority (Eq. 7) nor, with
+        ``include_target``, the target's argmax accepts, up to that position (module docstring); other rounds
+        ask it everywhere (:meth:`tests`).
+        """
+        if inputs.sparse_support is None:
+            aj, dm, _, _ = self.tests(inputs)
+            return aj | dm
+        L = inputs.draft_token_ids.shape[1]
+        heads = round_head_tokens(inputs, L, 0.0, None)  # [B, L, K]
+        majority, valid = majority_vote(heads, self._dm.majority)  # [B, L] each
+        accepted = judge_accepts(self.head, inputs, self.threshold) | (
+            valid & (majority == inputs.draft_token_ids)
+        )  # [B, L]: positions Eq. (6) need not decide
+        if self._dm.include_target:
+            accepted = accepted | self._target_match(inputs, L)
+        return DropMatchJS._reached_js(inputs, accepted)
+
+    @staticmethod
+    def _target_match(inputs: VerifyInputs, L: int) -> torch.Tensor:
+        """``include_target``'s test: the draft equals the plain head's argmax, ``[B, L]`` bool."""
+        return inputs.draft_token_ids == inputs.target_logits[:, :L].argmax(dim=-1)
 
     def __call__(self, inputs: VerifyInputs, *, trace: bool = False) -> AcceptResult:
         """Verify one round (greedy).
@@ -101,14 +132,14 @@ class AutoJudgeDropMatch:
             raise ValueError(
                 f"{self.name}: temperature={inputs.temperature} unsupported; allowed: 0 (greedy, as Auto-Judge)"
             )
+        if not trace:
+            return finish_round(self._decide(inputs), inputs.target_logits, 0.0, None, None)
         aj, dm, heads, js = self.tests(inputs)
-        info = None
-        if trace:
-            info = {
-                **dropmatch_trace(inputs, heads, js, self.majority),
-                "accepted_by_judge": aj,
-                "accepted_by_dropmatch": dm,
-            }
+        info = {
+            **dropmatch_trace(inputs, heads, js, self.majority),
+            "accepted_by_judge": aj,
+            "accepted_by_dropmatch": dm,
+        }
         return finish_round(aj | dm, inputs.target_logits, 0.0, None, info)
 
     def __repr__(self) -> str:

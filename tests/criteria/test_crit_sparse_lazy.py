@@ -26,23 +26,28 @@ def test_head_token_candidates_add_the_draft_token_once():
     assert dup.tolist() == [[[False, False, False], [False, False, True], [False, False, True]]]
 
 
-def _inputs(seed: int, B: int, L: int, top_n: int, calls: list):
-    hidden, W, drafts, q = hidden_round(seed, B, 400, 0.5, L=L)
+def _counted(hidden, W, drafts, q, spec: HeadSpec, calls: list, **fields) -> VerifyInputs:
+    """A lazy sparse round of ``hidden_round``'s parts whose Eq. (6) entry (``sparse_support``, or with the escape
+    ``exact_heads`` at its first rung) records the ``(row, position)`` pairs it is asked for in ``calls``."""
+    B, L = drafts.shape
     gens = [torch.Generator().manual_seed(50 + i) for i in range(B)]
     target, heads, cand, closures = _heads(
         hidden,
         LMHead(W),
-        HeadSpec(5, 0.3, top_n=top_n),
+        spec,
         gens,
         positions=L,
         draft_probs=q,
         draft_token_ids=drafts,
         lazy=True,
     )
+    name = "exact_heads" if spec.escape else "sparse_support"
+    inner = closures[name]
 
-    def support(rows, positions):
-        calls.extend(zip(rows.tolist(), positions.tolist()))
-        return closures["sparse_support"](rows, positions)
+    def asked(rows, positions, *rest):
+        if not rest or rest[0] == 64:  # the escape's first rung: where Eq. (6) is asked at all
+            calls.extend(zip(rows.tolist(), positions.tolist()))
+        return inner(rows, positions, *rest)
 
     return VerifyInputs(
         draft_token_ids=drafts,
@@ -50,8 +55,14 @@ def _inputs(seed: int, B: int, L: int, top_n: int, calls: list):
         draft_probs=q,
         head_logits=heads,
         head_candidates=cand,
-        sparse_support=support,
+        **{**closures, name: asked},
+        **fields,
     )
+
+
+def _inputs(seed: int, B: int, L: int, top_n: int, calls: list) -> VerifyInputs:
+    hidden, W, drafts, q = hidden_round(seed, B, 400, 0.5, L=L)
+    return _counted(hidden, W, drafts, q, HeadSpec(5, 0.3, top_n=top_n), calls)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -120,3 +131,50 @@ def test_top_ids_are_topks_set(V):
         want = logits.topk(k, dim=-1)
         assert torch.equal(got.sort(dim=-1).values, want.indices.sort(dim=-1).values)
         assert torch.equal(logits.gather(-1, got), want.values)
+
+
+@pytest.mark.parametrize("escape", [False, True])
+@pytest.mark.parametrize("seed", [4, 5, 6])
+def test_autojudge_dropmatch_asks_eq6_only_where_neither_rule_accepts(seed, escape):
+    """Auto-Judge + DropMatch on a sparse round: untraced, the support (or the escape's sample) is built only at
+    positions neither the judge nor the majority accepts, up to each row's first position both reject, and the
+    round decides as the traced one, which tests every position."""
+    from criteria.autojudge import JudgeHead, judge_accepts
+    from criteria.autojudge_dropmatch import AutoJudgeDropMatch
+
+    B, L, d, d_draft = 8, 5, 24, 6
+    hidden, W, drafts, q = hidden_round(seed, B, 400, 0.5, L=L, d=d)
+    g = torch.Generator().manual_seed(seed)
+    judge = JudgeHead(
+        weight=torch.randn(d_draft + d, generator=g),
+        bias=0.0,
+        mean=torch.zeros(d_draft + d),
+        scale=torch.ones(d_draft + d),
+        features="dd_dt",
+    )
+    draft_hidden = torch.randn(B, L, d_draft, generator=g)
+
+    def inputs(calls):
+        spec = HeadSpec(5, 0.3, top_n=8, escape=escape)
+        return _counted(
+            hidden, W, drafts, q, spec, calls, target_hidden=hidden, draft_hidden=draft_hidden
+        )
+
+    rule = AutoJudgeDropMatch(0.5, judge)
+    lazy_calls, full_calls = [], []
+    lazy = rule(inputs(lazy_calls))
+    full = rule(inputs(full_calls), trace=True)
+    assert torch.equal(lazy.accept_mask, full.accept_mask)
+    assert torch.equal(lazy.next_token_ids, full.next_token_ids)
+    skip = full.trace["draft_agrees_majority"] | judge_accepts(judge, inputs([]), 0.5)  # [B, L]
+    deciding = {
+        (b, t)
+        for b in range(B)
+        for t in range(min(int(full.num_accepted[b]) + 1, L))
+        if not bool(skip[b, t])
+    }
+    assert sorted(lazy_calls) == sorted(deciding)
+    assert 0 < len(lazy_calls) < len(set(full_calls))
+    assert bool(full.trace["accepted_by_judge"].any()), (
+        "the judge accepted nothing: the OR is not exercised"
+    )

@@ -36,6 +36,14 @@ examples:
 USAGE
 }
 
+did_you_mean() {  # " (did you mean X?)" for a near name among the commands, or nothing (no Python: nothing)
+  "${PYTHON:-python3}" - "$1" $ARTEFACTS all test setup rescore judge 2>/dev/null <<'PYCODE' || true
+import difflib, sys
+near = difflib.get_close_matches(sys.argv[1].lower(), sys.argv[2:], n=1, cutoff=0.6)
+print(f" (did you mean {near[0]}?)" if near else "", end="")
+PYCODE
+}
+
 setup() {
   local stamp=$VENV/.dropmatch-installed
   local want
@@ -380,6 +388,6 @@ case "$cmd" in
       run_artefact "$cmd" "$@"
       finish
     else
-      echo "unknown artefact '$cmd'" >&2; usage >&2; exit 2
+      echo "unknown artefact '$cmd'$(did_you_mean "$cmd")" >&2; usage >&2; exit 2
     fi ;;
 esac

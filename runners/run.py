@@ -80,8 +80,10 @@ def run(cfg: Any, log: Callable[[str], None] = _logger.info) -> dict:
         log(f"[run {record.run_id}] {tag}: {len(samples) - len(todo)} done, {len(todo)} to go")
         tokenizer = decode(c, dataset, scorer, todo, record, logger, tag, log) if todo else None
         summary = run_summary(c, record, samples, scorer)
+        # the summary marks the record finished, so it comes last: a run killed while its exports are written
+        # has none and resumes (nothing left to decode) to write them
+        _write_exports(record.dir, samples, tokenizer, summary, log)
         record.write_summary(summary)
-        _write_exports(record.dir, samples, tokenizer, log)
     logger.log_summary(summary)
     logger.finish()
     log(
@@ -194,11 +196,12 @@ def _repeat(backend: Any, sample: Any, decoding: Any, rule: Any, heads: Any, fir
 
 
 def _write_exports(
-    run_dir: Path, samples: list, tokenizer: Any, log: Callable[[str], None]
+    run_dir: Path, samples: list, tokenizer: Any, summary: dict, log: Callable[[str], None]
 ) -> None:
-    """lm-eval / Spec-Bench / EvalPlus files beside the record (derived: ``runners.rescore`` rewrites them)."""
+    """lm-eval / Spec-Bench / EvalPlus files beside the record, from its samples and the ``summary`` about to be
+    written (derived: ``runners.rescore`` rewrites them)."""
     try:
-        write_exports(run_dir, samples, tokenizer)
+        write_exports(run_dir, samples, tokenizer, summary)
     except Exception as e:  # the record is complete; a failed export is reported, not fatal
         log(
             f"[run {run_dir.name}] exports failed: {type(e).__name__}: {e} "

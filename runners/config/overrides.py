@@ -212,10 +212,23 @@ def missing_in_option(parsed: list[Any]) -> str | None:
         for part in rest.split(".")[:-1]:
             node = node.get(part) if hasattr(node, "get") else None
         leaf = rest.split(".")[-1]
-        if node is None or not hasattr(node, "keys") or leaf in node:
-            continue
         chosen = base.get(group, {}).get("name", "?")
         parent = o.key_or_group.rpartition(".")[0]
+        if node is None and is_open(
+            parent
+        ):  # the option has no such mapping at all (method=sd: no kwargs)
+            sub = parent.partition(".")[2]
+            having = [opt for opt in group_options(group) if sub in option_paths(group, opt)]
+            return (
+                f"{o.key_or_group}={o.value()}: {group}={chosen} has no {parent} (it takes no such settings)"
+                + (
+                    f"; options of {group} that have {parent}: {', '.join(having)}"
+                    if having
+                    else ""
+                )
+            )
+        if node is None or not hasattr(node, "keys") or leaf in node:
+            continue
         keys = ", ".join(sorted(map(str, node.keys()))) or "none"
         if is_open(parent):  # free keys: added with +
             close = difflib.get_close_matches(leaf, list(map(str, node.keys())), n=1, cutoff=0.6)

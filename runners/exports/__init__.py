@@ -48,20 +48,25 @@ def dataset_samples(config: dict) -> tuple[Any, list[Sample]]:
 
 
 def write_exports(
-    run_dir: Path, samples: Sequence[Sample] | None = None, tokenizer: Any = None
+    run_dir: Path,
+    samples: Sequence[Sample] | None = None,
+    tokenizer: Any = None,
+    summary: dict | None = None,
 ) -> dict[str, str]:
     """Write every export that applies to the run; return ``{kind: path}``.
 
     Args:
         samples: the run's dataset samples (rebuilt from ``config.json`` when None).
         tokenizer: the target tokenizer (lets the lm-eval export render and check the real prompts).
+        summary: the run's summary (read from ``summary.json`` when None: a run writes its exports before it).
 
     Raises:
         runners.exports.lm_eval_results.PromptMismatchError: lm-eval now builds another prompt.
     """
 
     run_dir = Path(run_dir)
-    config, records, summary = read_run(run_dir)
+    config, records, stored = read_run(run_dir)
+    summary = stored if summary is None else summary
     paths = {"spec_bench": str(write_spec_bench_answers(run_dir, records, config))}
     if samples is None:
         _, samples = dataset_samples(config)

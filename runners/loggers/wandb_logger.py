@@ -101,6 +101,10 @@ class WandbLogger:
         cfg: the ``logger`` config (``conf/logger/wandb.yaml``).
         run_id: the record's run id.
         run_cfg: the resolved run config.
+
+    Raises:
+        runners.config.errors.ConfigError: wandb would not start the run (``wandb.errors.Error``: no API key
+            online, a refused key, no server); the message names ``logger.mode=offline`` and ``logger=none``.
     """
 
     def __init__(self, cfg: Mapping[str, Any], run_id: str, run_cfg: Mapping[str, Any]) -> None:
@@ -115,21 +119,29 @@ class WandbLogger:
         recorded = _recorded_samples(run_id)  # non-empty when a killed run resumes
         group = s["group"] or run_cfg.get("artefact") or _sweep_group()
         name = f"{run_cfg['method']['name']} L={run_cfg.get('L')} {run_cfg['dataset']['name']} {run_id}"
-        self.run = wandb.init(
-            project=s["project"],
-            entity=s["entity"],
-            group=group,
-            name=name,
-            id=run_id,
-            resume="allow",
-            job_type="run",
-            mode=s["mode"],
-            dir=s["dir"],
-            tags=list(s["tags"] or []),
-            reinit="finish_previous",
-            config={**{k: v for k, v in run_cfg.items() if k != "logger"}, "run_id": run_id},
-            settings=wandb.Settings(silent=True),
-        )
+        # no key, a refused key, no server: wandb's own verdict, in one line instead of its traceback
+        try:
+            self.run = wandb.init(
+                project=s["project"],
+                entity=s["entity"],
+                group=group,
+                name=name,
+                id=run_id,
+                resume="allow",
+                job_type="run",
+                mode=s["mode"],
+                dir=s["dir"],
+                tags=list(s["tags"] or []),
+                reinit="finish_previous",
+                config={**{k: v for k, v in run_cfg.items() if k != "logger"}, "run_id": run_id},
+                settings=wandb.Settings(silent=True),
+            )
+        except wandb.errors.Error as e:
+            raise ConfigError(
+                f"logger=wandb (logger.mode={s['mode']}) could not start: {e}; allowed: log in first "
+                "(`wandb login`, or WANDB_API_KEY), logger.mode=offline (upload later with `wandb sync`), "
+                "or logger=none. The run record is kept: rerun the same command to resume it"
+            ) from None
         self.run.define_metric("sample/index")
         self.run.define_metric("sample/*", step_metric="sample/index")
         self.run.define_metric("run/*", step_metric="sample/index")

@@ -170,6 +170,49 @@ def test_spec_bench_answer_file(run_dir: Path) -> None:
     assert {a["category"] for a in answers} == {"gsm8k"}
 
 
+def test_run_killed_during_its_exports_resumes_to_write_them(
+    tiny_pair_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run killed while its exports were written had its summary already: the rerun skipped it as finished and
+    the exports stayed missing. The summary now comes after them: the killed run is unfinished, and the rerun
+    writes the exports and the summary without decoding again."""
+    import runners.run as run_module
+    from runners.config.overrides import compose_run
+
+    monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path))
+    monkeypatch.setenv("DROPMATCH_TINY_PAIR", str(tiny_pair_dir))
+    cfg = compose_run(
+        ["pair=tiny", "profile=smoke", "dataset=gsm8k", "dataset.limit=2", "method=sd", "L=3"]
+        + ["progress=quiet"]
+    )
+    real = run_module.write_exports
+
+    def killed(*args, **kwargs):
+        real(
+            *args, **kwargs
+        )  # the Spec-Bench file and lm-eval's are written, then the process dies
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_module, "write_exports", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_module.run(cfg, log=lambda *_: None)
+    (rdir,) = (tmp_path / "runs").iterdir()
+    assert not (rdir / "summary.json").exists()
+    lines = (rdir / "samples.jsonl").read_text()
+    assert len(lines.splitlines()) == 2
+    for f in [*rdir.glob("lm_eval/*"), *rdir.glob("spec_bench/*")]:
+        f.unlink()
+
+    monkeypatch.setattr(run_module, "write_exports", real)
+    monkeypatch.setattr(run_module, "load_pair", lambda *a, **k: pytest.fail("decoded again"))
+    summary = run_module.run(cfg, log=lambda *_: None)
+    assert summary["complete"] is True and summary["num_samples"] == 2
+    assert (rdir / "samples.jsonl").read_text() == lines
+    assert len(list(rdir.glob("lm_eval/results_*.json"))) == 1
+    assert len(list(rdir.glob("spec_bench/*.jsonl"))) == 1
+    assert json.loads((rdir / "summary.json").read_text())["complete"] is True
+
+
 def test_changed_prompt_is_detected(run_dir: Path, tmp_path: Path, tiny_pair_dir: Path) -> None:
     """Outputs that answered another prompt are not rescored as if they answered lm-eval's current one."""
     import shutil

@@ -193,7 +193,12 @@ def test_usage_on_stdout_when_asked_on_stderr_when_wrong(tmp_path):
     assert out.returncode == 2 and out.stdout == "" and out.stderr.startswith("usage: ")
     out, _ = reproduce(tmp_path, "table66")
     assert out.returncode == 2 and out.stdout == ""
-    assert out.stderr.startswith("unknown artefact 'table66'\nusage: ")
+    assert out.stderr.startswith("unknown artefact 'table66' (did you mean table6?)\nusage: ")
+    for typo, near in (("tabel8", "table8"), ("sensitivty", "sensitivity"), ("tset", "test")):
+        out, _ = reproduce(tmp_path, typo)
+        assert out.returncode == 2 and f"(did you mean {near}?)" in out.stderr.splitlines()[0]
+    out, _ = reproduce(tmp_path, "xyz")
+    assert out.returncode == 2 and out.stderr.startswith("unknown artefact 'xyz'\nusage: ")
 
 
 def test_another_experiment_under_an_artefact_is_refused(tmp_path):

@@ -62,6 +62,11 @@ REFUSED = [
         r"pair.chat_template_kwargs of pair=qwen25coder_0.5b_1.5b has no key enable_thinking \(its keys: "
         r"none\); add one with \+pair.chat_template_kwargs.enable_thinking=False$",
     ),
+    (  # a rule without settings has no method.kwargs at all: Hydra's "not in struct" (exit 1) before
+        ["method=sd", "method.kwargs.entropy_threshold=0.6"],
+        r"^method.kwargs.entropy_threshold=0.6: method=sd has no method.kwargs \(it takes no such settings\); "
+        r"options of method that have method.kwargs: .*\bfly\b",
+    ),
     (["experiment=frontier/flyy"], r"did you mean experiment=frontier/fly\?"),
     (
         ["autojudge@method.judge=gsm8kk"],

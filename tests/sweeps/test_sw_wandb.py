@@ -227,3 +227,23 @@ def test_offline_resume_leaves_one_complete_history(tmp_path, monkeypatch):
     assert [
         r["sample/index"] for r in read_offline_run(dirs[0])["history"] if "sample/index" in r
     ] == [1, 2]
+
+
+@pytest.mark.subprocess
+def test_online_without_a_key_is_one_clear_error_and_the_run_resumes(main_env, tmp_path):
+    """``logger=wandb`` online with no API key anywhere wandb looks (a fresh HOME, no WANDB_API_KEY): wandb's own
+    verdict in one line naming the ways out, exit 2, no traceback; the same run then finishes with logger=none."""
+    env = {k: v for k, v in main_env.items() if not k.startswith("WANDB_")}
+    env.update(HOME=str(tmp_path / "home"), WANDB_CONFIG_DIR=str(tmp_path / "home" / "wandb"))
+    args = ("method=sd", "L=2", "dataset.limit=1", "artefact=wandb_check")
+    p = run_main(env, *args, "logger=wandb", "logger.mode=online")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr
+    assert "logger=wandb (logger.mode=online) could not start: No API key configured" in p.stderr
+    assert "logger.mode=offline" in p.stderr and "logger=none" in p.stderr
+    (record,) = run_dirs(Path(env["DROPMATCH_RESULTS"]))
+    assert not (record / "summary.json").exists()
+    p = run_main(env, *args, "logger=none")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert run_dirs(Path(env["DROPMATCH_RESULTS"])) == [record]
+    assert json.loads((record / "summary.json").read_text())["complete"] is True

@@ -337,8 +337,10 @@ class DropMatchBase:
         L = inputs.draft_token_ids.shape[1]
         T, gen = inputs.temperature, inputs.generator
         heads = round_head_tokens(inputs, L, T, gen)  # [B, L, K]
+        # untraced, the test may stop at a row's first rejection; include_target can turn that rejection into an
+        # accept, after which the later positions need the test too
         ok, js = self.accept_test(
-            inputs, heads, every_position=trace
+            inputs, heads, every_position=trace or self.include_target
         )  # [B, L], exact up to the first rejection
         if self.include_target:
             ok = ok | (

@@ -178,3 +178,25 @@ def test_autojudge_dropmatch_asks_eq6_only_where_neither_rule_accepts(seed, esca
     assert bool(full.trace["accepted_by_judge"].any()), (
         "the judge accepted nothing: the OR is not exercised"
     )
+
+
+@pytest.mark.parametrize("spec", ["exact", "sparse", "escape"])
+@pytest.mark.parametrize("seed", range(6))
+def test_include_target_decides_as_the_traced_round(seed, spec):
+    """``include_target`` accepts the target's argmax after the JS test: untraced, the test must not stop at the
+    first position it rejects (the target's token there is accepted, and the positions after it are decided
+    too). Before, untraced rounds accepted shorter prefixes than traced ones."""
+    from tests.helpers.verify_inputs import decide_hidden_round
+
+    B = 24
+    hidden, W, drafts, q = hidden_round(seed, B, 400, 0.5, L=6)
+    heads = {
+        "exact": HeadSpec(5, 0.3),
+        "sparse": HeadSpec(5, 0.3, top_n=8),
+        "escape": HeadSpec(5, 0.3, top_n=8, escape=True),
+    }[spec]
+    rule = CRITERIA.get("dropmatch_js")(include_target=True)
+    lazy = decide_hidden_round(rule, hidden, W, drafts, q, heads, B, trace=False)
+    traced = decide_hidden_round(rule, hidden, W, drafts, q, heads, B, trace=True)
+    assert torch.equal(lazy.num_accepted, traced.num_accepted)
+    assert torch.equal(lazy.next_token_ids, traced.next_token_ids)

@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import runners.scorers  # noqa: F401  (registration)
-from runners.exports import dataset_samples, read_run, write_exports
-from runners.models.sources import resolve_model_dir
+from runners.exports import dataset_samples, read_run, target_tokenizer, write_exports
 from runners.paths import directory_env_errors, results_dir
 from runners.records.io import atomic_write_json, dumps, get_number
 from runners.records.record import RunLockedError
@@ -81,24 +80,6 @@ def select_runs(selectors: Sequence[str], root: Path) -> list[Path]:
             )
         found += [h for h in hits if h not in found]
     return found
-
-
-def target_tokenizer(config: dict) -> Any:
-    """The run's target tokenizer (lets the lm-eval export render and check the real prompts), or None."""
-    try:
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(
-            resolve_model_dir(config["pair"]["target"], log=logger.info)
-        )
-    except Exception as e:  # model source gone: export with JSON-rendered prompts, unchecked
-        logger.warning(
-            "no target tokenizer for %s (%s: %s); prompts in the lm-eval export are JSON messages",
-            config.get("pair", {}).get("name"),
-            type(e).__name__,
-            e,
-        )
-        return None
 
 
 def _rewrite_jsonl(path: Path, records: list[dict]) -> None:

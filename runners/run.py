@@ -21,7 +21,7 @@ from runners.backends.warmup import WARMUP_BACKENDS, warm_up
 from runners.config.decode_spec import build_rule, decoding_config, head_spec, needs_draft
 from runners.config.resolve import resolve_run_config
 from runners.datasets.base import Sample, prompt_record, prompt_token_ids
-from runners.exports import write_exports
+from runners.exports import target_tokenizer, write_exports
 from runners.loggers import make_logger
 from runners.models.identity import check_available
 from runners.models.loader import check_pair_tokenizers, load_pair
@@ -78,7 +78,12 @@ def run(cfg: Any, log: Callable[[str], None] = _logger.info) -> dict:
         logger = make_logger(c.get("logger") or {}, record.run_id, c)
         todo = [s for s in samples if s.sample_id not in record.done_ids()]
         log(f"[run {record.run_id}] {tag}: {len(samples) - len(todo)} done, {len(todo)} to go")
-        tokenizer = decode(c, dataset, scorer, todo, record, logger, tag, log) if todo else None
+        # nothing left to decode (a run killed while writing its exports): the exports still render the prompts
+        tokenizer = (
+            decode(c, dataset, scorer, todo, record, logger, tag, log)
+            if todo
+            else target_tokenizer(c)
+        )
         summary = run_summary(c, record, samples, scorer)
         # the summary marks the record finished, so it comes last: a run killed while its exports are written
         # has none and resumes (nothing left to decode) to write them

@@ -29,6 +29,7 @@ from runners.config.known_keys import (
     closest_key,
     is_known,
     is_open,
+    known_paths,
     option_paths,
     unknown_key_message,
 )
@@ -214,19 +215,19 @@ def missing_in_option(parsed: list[Any]) -> str | None:
         leaf = rest.split(".")[-1]
         chosen = base.get(group, {}).get("name", "?")
         parent = o.key_or_group.rpartition(".")[0]
-        if node is None and is_open(
-            parent
-        ):  # the option has no such mapping at all (method=sd: no kwargs)
+        # the option has no such mapping at all (method=sd: no kwargs)
+        if node is None and is_open(parent):
             sub = parent.partition(".")[2]
             having = [opt for opt in group_options(group) if sub in option_paths(group, opt)]
-            return (
-                f"{o.key_or_group}={o.value()}: {group}={chosen} has no {parent} (it takes no such settings)"
-                + (
-                    f"; options of {group} that have {parent}: {', '.join(having)}"
-                    if having
-                    else ""
-                )
+            # the same setting under another key (method.threshold, dropmatch.include_target)
+            elsewhere = sorted(
+                p for p in known_paths() if p.rsplit(".", 1)[-1] == leaf and not is_open(p)
             )
+            hint = f"; did you mean {elsewhere[0]}?" if elsewhere else ""
+            others = (
+                f"; options of {group} that have {parent}: {', '.join(having)}" if having else ""
+            )
+            return f"{o.key_or_group}={o.value()}: {group}={chosen} has no {parent}{hint}{others}"
         if node is None or not hasattr(node, "keys") or leaf in node:
             continue
         keys = ", ".join(sorted(map(str, node.keys()))) or "none"

@@ -24,6 +24,7 @@ from runners.datasets.base import Sample
 from runners.exports.evalplus_samples import write_evalplus_files
 from runners.exports.lm_eval_results import write_lm_eval_results
 from runners.exports.spec_bench import write_spec_bench_answers
+from runners.models.sources import resolve_model_dir
 from runners.records.record import read_samples
 from runners.registry import DATASETS, SCORERS, build
 
@@ -45,6 +46,24 @@ def dataset_samples(config: dict) -> tuple[Any, list[Sample]]:
 
     dataset = build(DATASETS, config["dataset"])
     return dataset, dataset.load()
+
+
+def target_tokenizer(config: dict) -> Any:
+    """The run's target tokenizer (lets the lm-eval export render and check the real prompts), or None."""
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(
+            resolve_model_dir(config["pair"]["target"], log=logger.info)
+        )
+    except Exception as e:  # model source gone: export with JSON-rendered prompts, unchecked
+        logger.warning(
+            "no target tokenizer for %s (%s: %s); prompts in the lm-eval export are JSON messages",
+            config.get("pair", {}).get("name"),
+            type(e).__name__,
+            e,
+        )
+        return None
 
 
 def write_exports(

@@ -137,10 +137,11 @@ class WandbLogger:
                 settings=wandb.Settings(silent=True),
             )
         except wandb.errors.Error as e:
+            reason = " ".join(str(e).split())  # wandb's message may span lines (a retry's log)
             raise ConfigError(
-                f"logger=wandb (logger.mode={s['mode']}) could not start: {e}; allowed: log in first "
+                f"logger=wandb (logger.mode={s['mode']}) could not start: {reason}; allowed: log in first "
                 "(`wandb login`, or WANDB_API_KEY), logger.mode=offline (upload later with `wandb sync`), "
-                "or logger=none. The run record is kept: rerun the same command to resume it"
+                "or logger=none. The run record is kept: rerun with one of these to resume it"
             ) from None
         self.run.define_metric("sample/index")
         self.run.define_metric("sample/*", step_metric="sample/index")

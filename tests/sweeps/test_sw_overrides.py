@@ -64,8 +64,12 @@ REFUSED = [
     ),
     (  # a rule without settings has no method.kwargs at all: Hydra's "not in struct" (exit 1) before
         ["method=sd", "method.kwargs.entropy_threshold=0.6"],
-        r"^method.kwargs.entropy_threshold=0.6: method=sd has no method.kwargs \(it takes no such settings\); "
+        r"^method.kwargs.entropy_threshold=0.6: method=sd has no method.kwargs; "
         r"options of method that have method.kwargs: .*\bfly\b",
+    ),
+    (  # the setting lives under another key
+        ["method=autojudge", "method.kwargs.threshold=0.3"],
+        r"^method.kwargs.threshold=0.3: method=autojudge has no method.kwargs; did you mean method.threshold\?",
     ),
     (["experiment=frontier/flyy"], r"did you mean experiment=frontier/fly\?"),
     (

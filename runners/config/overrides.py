@@ -219,6 +219,13 @@ def missing_in_option(parsed: list[Any]) -> str | None:
         if node is None and is_open(parent):
             sub = parent.partition(".")[2]
             having = [opt for opt in group_options(group) if sub in option_paths(group, opt)]
+            if (
+                chosen in having
+            ):  # method.kwargs.window_size.x: the parent is a value, not a mapping
+                return (
+                    f"{o.key_or_group}={o.value()}: {parent} of {group}={chosen} is a setting, not a mapping "
+                    f"of settings; set it with {parent}=<value>"
+                )
             # the same setting under another key (method.threshold, dropmatch.include_target)
             elsewhere = sorted(
                 p for p in known_paths() if p.rsplit(".", 1)[-1] == leaf and not is_open(p)

@@ -67,6 +67,10 @@ REFUSED = [
         r"^method.kwargs.entropy_threshold=0.6: method=sd has no method.kwargs; "
         r"options of method that have method.kwargs: .*\bfly\b",
     ),
+    (
+        ["method=fly", "method.kwargs.window_size.x=3"],
+        r"^method.kwargs.window_size.x=3: method.kwargs.window_size of method=fly is a setting, not a mapping",
+    ),
     (  # the setting lives under another key
         ["method=autojudge", "method.kwargs.threshold=0.3"],
         r"^method.kwargs.threshold=0.3: method=autojudge has no method.kwargs; did you mean method.threshold\?",

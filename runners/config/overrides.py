@@ -208,54 +208,61 @@ def missing_in_option(parsed: list[Any]) -> str | None:
     except Exception:  # noqa: BLE001  (another override's fault: Hydra says which)
         return None
     for o in (parsed[i] for i in sorted(keyed)):
-        group, _, rest = o.key_or_group.partition(".")
-        node = base.get(group)
-        for part in rest.split(".")[:-1]:
-            node = node.get(part) if hasattr(node, "get") else None
-        leaf = rest.split(".")[-1]
-        chosen = base.get(group, {}).get("name", "?")
-        parent = o.key_or_group.rpartition(".")[0]
-        # the option has no such mapping at all (method=sd: no kwargs)
-        if node is None and is_open(parent):
-            sub = parent.partition(".")[2]
-            having = [opt for opt in group_options(group) if sub in option_paths(group, opt)]
-            if (
-                chosen in having
-            ):  # method.kwargs.window_size.x: the parent is a value, not a mapping
-                return (
-                    f"{o.key_or_group}={o.value()}: {parent} of {group}={chosen} is a setting, not a mapping "
-                    f"of settings; set it with {parent}=<value>"
-                )
-            # the same setting under another key (method.threshold, dropmatch.include_target)
-            elsewhere = sorted(
-                p for p in known_paths() if p.rsplit(".", 1)[-1] == leaf and not is_open(p)
-            )
-            hint = f"; did you mean {elsewhere[0]}?" if elsewhere else ""
-            others = (
-                f"; options of {group} that have {parent}: {', '.join(having)}" if having else ""
-            )
-            return f"{o.key_or_group}={o.value()}: {group}={chosen} has no {parent}{hint}{others}"
-        if node is None or not hasattr(node, "keys") or leaf in node:
-            continue
-        keys = ", ".join(sorted(map(str, node.keys()))) or "none"
-        if is_open(parent):  # free keys: added with +
-            close = difflib.get_close_matches(leaf, list(map(str, node.keys())), n=1, cutoff=0.6)
-            fix = (
-                f"did you mean {parent}.{close[0]}?"
-                if close
-                else f"add one with +{o.key_or_group}={o.value()}"
-            )
-            return (
-                f"{o.key_or_group}={o.value()}: {parent} of {group}={chosen} has no key {leaf} (its keys: "
-                f"{keys}); {fix}"
-            )
-        having = [opt for opt in group_options(group) if rest in option_paths(group, opt)]
-        return (
-            f"{o.key_or_group}={o.value()} is not a key of {group}={chosen}"
-            + (f" (it is one of {group}={', '.join(having)})" if having else "")
-            + f"; allowed keys of {parent if parent != group else f'{group}={chosen}'}: {keys}"
-        )
+        error = _missing_key_message(o, base)
+        if error:
+            return error
     return None
+
+
+def _missing_key_message(o: Any, base: Any) -> str | None:
+    """Why the override ``o`` (a key under a config group) is not a key of the option ``base`` composed, or None
+    when it is."""
+    group, _, rest = o.key_or_group.partition(".")
+    node = base.get(group)
+    for part in rest.split(".")[:-1]:
+        node = node.get(part) if hasattr(node, "get") else None
+    leaf = rest.split(".")[-1]
+    chosen = base.get(group, {}).get("name", "?")
+    parent = o.key_or_group.rpartition(".")[0]
+    if node is None and is_open(parent):
+        return _no_mapping_message(o, group, chosen, parent, leaf)
+    if node is None or not hasattr(node, "keys") or leaf in node:
+        return None
+    keys = ", ".join(sorted(map(str, node.keys()))) or "none"
+    if is_open(parent):  # free keys: added with +
+        close = difflib.get_close_matches(leaf, list(map(str, node.keys())), n=1, cutoff=0.6)
+        fix = (
+            f"did you mean {parent}.{close[0]}?"
+            if close
+            else f"add one with +{o.key_or_group}={o.value()}"
+        )
+        return (
+            f"{o.key_or_group}={o.value()}: {parent} of {group}={chosen} has no key {leaf} (its keys: "
+            f"{keys}); {fix}"
+        )
+    having = [opt for opt in group_options(group) if rest in option_paths(group, opt)]
+    return (
+        f"{o.key_or_group}={o.value()} is not a key of {group}={chosen}"
+        + (f" (it is one of {group}={', '.join(having)})" if having else "")
+        + f"; allowed keys of {parent if parent != group else f'{group}={chosen}'}: {keys}"
+    )
+
+
+def _no_mapping_message(o: Any, group: str, chosen: str, parent: str, leaf: str) -> str:
+    """The message for a key under a free mapping (``method.kwargs``) that the chosen option does not have at all
+    (method=sd has no kwargs), or has as a plain value (``method.kwargs.window_size.x``)."""
+    sub = parent.partition(".")[2]
+    having = [opt for opt in group_options(group) if sub in option_paths(group, opt)]
+    if chosen in having:
+        return (
+            f"{o.key_or_group}={o.value()}: {parent} of {group}={chosen} is a setting, not a mapping "
+            f"of settings; set it with {parent}=<value>"
+        )
+    # the same setting under another key (method.threshold, dropmatch.include_target)
+    elsewhere = sorted(p for p in known_paths() if p.rsplit(".", 1)[-1] == leaf and not is_open(p))
+    hint = f"; did you mean {elsewhere[0]}?" if elsewhere else ""
+    others = f"; options of {group} that have {parent}: {', '.join(having)}" if having else ""
+    return f"{o.key_or_group}={o.value()}: {group}={chosen} has no {parent}{hint}{others}"
 
 
 def _in_every_option(key: str) -> bool:

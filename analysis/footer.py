@@ -269,16 +269,27 @@ def decision_cost_lines(runs: pd.DataFrame) -> list[str]:
         p for p in dm.get("escape_positions", pd.Series(dtype=object)) if isinstance(p, dict)
     ]
     if reached:
-        line += f"; escape, positions that reached each rung: {rung_counts(reached)}"
+        legend = (
+            " (E+S: the top-E tokens exact, S sampled)"
+            if any("+" in k for p in reached for k in p)
+            else ""
+        )
+        line += f"; escape, positions that reached each rung{legend}: {rung_counts(reached)}"
     return [line]
 
 
 def rung_counts(reached: list[dict]) -> str:
-    """The escape's positions per rung summed over runs (``escape/positions``: ``{"64": n, "4096": n, ...,
-    "exact": n}``), the sampled rungs in increasing order, then the exact heads: ``"64 samples 50; 4096 13; the
-    exact heads 5"``. A rung any run has is printed for all (0 where a run never reached it)."""
-    sampled = sorted({int(k) for p in reached for k in p if k != "exact"})
-    rungs = [(str(k), f"{k} samples" if i == 0 else str(k)) for i, k in enumerate(sampled)]
+    """The escape's positions per rung summed over runs (``escape/positions``: ``{"64": n, "512+512": n, ...,
+    "exact": n}``; :func:`criteria.verify.rung_name`), the sampled rungs by their tail samples, then their exact top,
+    then the exact heads: ``"64 samples 50; 512+512 13; the exact heads 5"`` (``E+S``: the top-E tokens exact plus
+    S samples). A rung any run has is printed for all (0 where a run never reached it)."""
+
+    def order(key: str) -> tuple[int, int]:
+        top, _, samples = key.rpartition("+")
+        return int(samples), int(top or 0)
+
+    sampled = sorted({k for p in reached for k in p if k != "exact"}, key=order)
+    rungs = [(k, f"{k} samples" if i == 0 and "+" not in k else k) for i, k in enumerate(sampled)]
     rungs.append(("exact", "the exact heads"))
     return "; ".join(f"{label} {sum(int(p.get(key, 0)) for p in reached)}" for key, label in rungs)
 

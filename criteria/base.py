@@ -41,10 +41,11 @@ class VerifyInputs:
             each entry of ``head_logits``' last dim (:func:`criteria.dropout_heads.candidate_tokens`), the last one
             ``-1`` (the rest of the vocabulary); None = exact heads over the whole vocabulary.
         exact_heads: None, or with ``head_candidates`` (the sparse variant with ``HeadSpec.escape``) the heads
-            beyond the candidates: ``exact_heads(rows [m] int64, positions [m] int64, samples=None)`` gives the K
+            beyond the candidates: ``exact_heads(rows [m] int64, positions [m] int64, rung=None)`` gives the K
             heads at those positions on the round's dropout masks, over the whole vocabulary (``([m, K, V], None,
-            None)``) or, with ``samples`` S, at the candidates plus S sampled tail tokens (``([m, K, C + S]``,
-            ``[m, C + S]`` ids, ``[m, C + S]`` importance weights)``, :func:`criteria.verify._exact_heads_at`). The
+            None)``) or, with ``rung = (E, S)``, at the plain head's and the draft's top-E tokens plus S sampled tail
+            tokens (``([m, K, C + S]``, ``[m, C + S]`` ids, ``[m, C + S]`` importance weights)``,
+            :func:`criteria.verify._exact_heads_at`). The
             JS rule reads it where Eq. (6) decides (:func:`criteria.dropmatch_js.sampled_decision`).
         sparse_support: None, or with ``head_candidates`` (the sparse variant as the verify round builds it) the
             support of Eq. (6): ``sparse_support(rows [m] int64, positions [m] int64)`` gives the K heads at those
@@ -106,10 +107,10 @@ class RoundMeter(Protocol):
         """The plain logits are ready: what follows is the rule's own decision (dropout heads and test)."""
         ...
 
-    def escape(self, samples: int | None, rows: torch.Tensor) -> None:
+    def escape(self, rung: str, rows: torch.Tensor) -> None:
         """One rung of the escape ladder reached at ``rows`` ``[m]`` int64 (the batch row of each position,
-        repeated for several positions of a row); ``samples`` the rung's tail samples, None for the exact heads
-        over the whole vocabulary."""
+        repeated for several positions of a row); ``rung`` its name (:func:`criteria.verify.rung_name`:
+        ``"64"``, ``"512+512"``, ``"exact"``)."""
         ...
 
 

@@ -140,20 +140,19 @@ class DropMatchJS(DropMatchBase):
             start[rows] = torch.where(accepted, positions + 1, L)  # a rejection ends the row
 
 
-# The escape's ladder: the tail samples of each rung (None: the exact heads over the whole vocabulary), and the band,
-# in standard errors plus a floor in nats, within which a rung leaves a position to the next. The sample's own
-# standard error understates the error where the weights are heavy-tailed (a head's tail mass where the proposal puts
-# little), hence 5 rather than 3. On the 1,313 IFEval positions of 10 items (the embedded pair, batch 10, one mask
-# seed; scripts/realpair_escape.py) the escape differed from the exact rule at 2 positions with 3 or 4 standard
-# errors and at none with 5, against 20 with the lumped rest entry. Offline (scripts/realpair_tail_sample.py, 3,751
-# positions of IFEval / GSM8K / HumanEval) 32 first samples left 3 differing at 3 standard errors, and 128 sent more
-# positions to the exact heads than 64. A rung of 32,768 samples before the exact heads (a read of the whole LM head,
-# ~28 ms per position on a 2-vCPU CPU in bf16) cut the ladder's time by a third on the 7,578 positions of those
-# rounds at two mask seeds, with the same agreement with the exact rule (scripts/realpair_escape.py --ladders). In
-# the loop, where its ~10,000 distinct rows per position cost more, it and the per-position gather
-# (dropout_heads.GATHER_BYTES) took Table 6's decision from 5.6 to 5.4% of a verify pass (README "Two cuts of the
-# escape's cost").
-TAIL_LADDER = (64, 4096, 32768, None)
+# The escape's ladder. A sampled rung (E, S) decides Eq. (6) on the plain head's and the draft's top-E tokens, exact
+# (E below the run's dropmatch.sparse_top_n counts as sparse_top_n), plus S tail tokens sampled beyond them; the last
+# rung, None, is the exact heads over the whole vocabulary. A rung leaves a position to the next where the two sides are
+# within TAIL_Z standard errors plus TAIL_FLOOR nats of each other. The sample's own standard error understates the
+# error where the weights are heavy-tailed (a head's tail mass where the proposal puts little), hence 5 rather than 3:
+# on 1,313 IFEval positions of 10 items (the embedded pair, batch 10, one mask seed; scripts/realpair_escape.py) the
+# escape differed from the exact rule at 2 positions with 3 or 4 standard errors and at none with 5. The spread comes
+# from the heads' side (the dropout noise on tail tokens), and a larger exact top shrinks it far more than more samples
+# do: on 583 IFEval positions the majority did not accept, 512 exact + 512 sampled tokens left 42 unsure, 64 + 4,096
+# left 62, with a third of the rows gathered. Over 1,621 such positions of IFEval, GSM8K and HumanEval at two mask
+# seeds this ladder sent 25 to the exact heads where (64, 4,096, 32,768) sent 39, with the same agreement with the
+# exact rule (README "The escape's ladder, stratified").
+TAIL_LADDER: tuple[tuple[int, int] | None, ...] = ((64, 64), (512, 512), (2048, 2048), None)
 TAIL_Z = 5.0
 TAIL_FLOOR = 1e-5
 
@@ -171,28 +170,32 @@ def sampled_decision(
     js_draft = torch.zeros(rows.shape, dtype=torch.float32, device=rows.device)
     js_heads_max = torch.zeros_like(js_draft)
     todo = torch.arange(rows.numel(), device=rows.device)
-    for samples in TAIL_LADDER:
-        d, h, se = redecide(inputs, rows[todo], positions[todo], samples)  # [n] each
+    for rung in TAIL_LADDER:
+        d, h, se = redecide(inputs, rows[todo], positions[todo], rung)  # [n] each
         js_draft[todo], js_heads_max[todo] = d, h
-        todo = todo[(h - d).abs() <= TAIL_Z * se + TAIL_FLOOR] if samples is not None else todo[:0]
+        todo = todo[(h - d).abs() <= TAIL_Z * se + TAIL_FLOOR] if rung is not None else todo[:0]
         if todo.numel() == 0:
             break
     return js_draft, js_heads_max
 
 
 def redecide(
-    inputs: VerifyInputs, rows: torch.Tensor, positions: torch.Tensor, samples: int | None
+    inputs: VerifyInputs,
+    rows: torch.Tensor,
+    positions: torch.Tensor,
+    rung: tuple[int, int] | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Eq. (6) at positions ``(rows [m], positions [m])`` of a sparse round, on the candidates plus ``samples`` tail
-    tokens (:func:`criteria.sampled_tail.sampled_js_statistics`) or, with ``samples`` None, on the exact heads
-    over the whole vocabulary and the draft's whole distribution (``inputs.exact_heads``).
+    """Eq. (6) at positions ``(rows [m], positions [m])`` of a sparse round, on one rung of ``TAIL_LADDER``: with
+    ``rung = (E, S)`` on the plain head's and the draft's top-E tokens plus S sampled tail tokens
+    (:func:`criteria.sampled_tail.sampled_js_statistics`), with None on the exact heads over the whole vocabulary
+    and the draft's whole distribution (``inputs.exact_heads``).
 
     Returns:
         ``(js_draft, js_heads_max, se)`` ``[m]`` float32 nats; ``se`` the standard error of their difference (0
         where exact).
     """
     T = inputs.temperature
-    heads, ids, weights = inputs.exact_heads(rows, positions, samples)  # [m, K, C + S or V]
+    heads, ids, weights = inputs.exact_heads(rows, positions, rung)  # [m, K, C + S or V]
     q = inputs.draft_probs[rows, positions]  # [m, V]
     if ids is None:
         d, h = (v[:, 0] for v in js_statistics(heads.unsqueeze(1), q.unsqueeze(1), T))
@@ -200,4 +203,4 @@ def redecide(
     q = (
         q.gather(-1, ids).float().masked_fill(torch.isneginf(heads[:, 0]), 0.0)
     )  # duplicates count once
-    return sampled_js_statistics(heads, q, weights, samples, T)
+    return sampled_js_statistics(heads, q, weights, rung[1], T)

@@ -355,7 +355,11 @@ def with_draft_top(
     if draft_probs is None:
         return target_top, dup
     drafted = top_ids(draft_probs, top_n)  # [..., N]
-    again = (drafted.unsqueeze(-1) == target_top.unsqueeze(-2)).any(dim=-1)  # [..., N]
+    if drafted.shape[-1] * target_top.shape[-1] <= draft_probs.shape[-1]:
+        again = (drafted.unsqueeze(-1) == target_top.unsqueeze(-2)).any(dim=-1)  # [..., N]
+    else:  # a wide top (the escape's larger rungs): one membership row over the vocabulary, not N x n compares
+        seen = torch.zeros(draft_probs.shape, dtype=torch.bool, device=drafted.device)
+        again = seen.scatter_(-1, target_top, True).gather(-1, drafted)
     return torch.cat([target_top, drafted], dim=-1), torch.cat([dup, again], dim=-1)
 
 

@@ -34,11 +34,14 @@ def tail_sample(
     is the draft's distribution there, each renormalised over the tail. When one of the two has no mass in the
     tail, the other is used alone. When neither has, the proposal is uniform over the tail.
     A token may be drawn more than once. Each draw carries its own weight, so the sum stays unbiased.
+    The row is read in five passes (the shifted exponent, its sum, the draft's sum, the mixture, the cumulative
+    sum): the plain head's logits are shifted by the candidates' largest, the row's maximum when they hold its
+    top-1, as the sparse variant's do.
 
     Args:
         plain_logits: ``[m, V]`` float, the plain head's logits.
         draft_probs: ``[m, V]`` float or None, the draft distribution.
-        candidates: ``[m, C]`` int64, the exact tokens (duplicates allowed).
+        candidates: ``[m, C]`` int64, the exact tokens (duplicates allowed), the plain head's top-1 among them.
         samples: S >= 1.
 
     Returns:
@@ -52,21 +55,23 @@ def tail_sample(
         raise ValueError(f"samples={samples!r} is invalid; allowed: an integer >= 1")
     tiny = torch.finfo(torch.float32).tiny
     x = plain_logits.float()
-    rho = (
-        (x - x.amax(dim=-1, keepdim=True)).exp_().scatter_(-1, candidates, 0.0)
-    )  # [m, V] pi, unnormalised
-    share = rho.sum(dim=-1, keepdim=True)  # [m, 1]
+    shift = x.gather(-1, candidates).amax(dim=-1, keepdim=True)  # [m, 1]
+    rho = (x - shift).exp_().scatter_(-1, candidates, 0.0)  # [m, V] pi, unnormalised
     if draft_probs is not None:
-        q = draft_probs.float().scatter(-1, candidates, 0.0)  # [m, V] the draft's tail
-        q_share = q.sum(dim=-1, keepdim=True)
-        # half of each part, or all of one where the other has no tail mass: one pass, no renormalised copies
-        parts = (share > 0).float() + (q_share > 0).float()  # [m, 1]
-        rho.mul_((share > 0) / (parts * share).clamp_min(tiny))
-        rho.add_(q.mul_((q_share > 0) / (parts * q_share).clamp_min(tiny)))
-    else:
-        rho.div_(share.clamp_min(tiny))
+        q = draft_probs.float()
+        at_candidates = q.gather(-1, candidates).masked_fill(_repeated(candidates), 0.0)
+        q_share = q.sum(dim=-1, keepdim=True) - at_candidates.sum(dim=-1, keepdim=True)  # [m, 1]
+        share = rho.sum(dim=-1, keepdim=True)  # [m, 1]
+        # rho + q * share / q_share is (twice the tail mass of pi) times the half-half mixture; a part with no tail
+        # mass drops out (pi's: rho is 0 in the tail, any positive factor gives q alone)
+        factor = torch.where(
+            q_share > 0,
+            torch.where(share > 0, share, torch.ones_like(share)) / q_share.clamp_min(tiny),
+            torch.zeros_like(share),
+        )
+        rho.addcmul_(q, factor).scatter_(-1, candidates, 0.0)
     cdf = rho.cumsum(dim=-1)  # [m, V]
-    total = cdf[:, -1:]  # [m, 1]: 1, or 0 where neither part has tail mass
+    total = cdf[:, -1:]  # [m, 1]: the proposal's mass, 0 where neither part has tail mass
     if bool((total <= 0).any()):  # there: uniform over the tail (no row's sum is 0 otherwise)
         flat = torch.ones_like(rho).scatter_(-1, candidates, 0.0)
         rho = torch.where(total > 0, rho, flat)
@@ -77,6 +82,14 @@ def tail_sample(
     at = rho.gather(-1, ids) / total.clamp_min(tiny)  # [m, S] rho at the drawn tokens, normalised
     weights = torch.where(at > 0, 1.0 / (samples * at.clamp_min(1e-30)), torch.zeros_like(at))
     return ids, weights
+
+
+def _repeated(ids: torch.Tensor) -> torch.Tensor:
+    """``[m, C]`` bool: True at every entry of a row whose id an earlier entry of the row holds."""
+    ordered, order = ids.sort(dim=-1, stable=True)
+    again = torch.zeros_like(ids, dtype=torch.bool)
+    again[:, 1:] = ordered[:, 1:] == ordered[:, :-1]
+    return torch.zeros_like(again).scatter_(-1, order, again)
 
 
 def pointwise_js(p: torch.Tensor, m: torch.Tensor) -> torch.Tensor:

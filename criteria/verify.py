@@ -255,29 +255,35 @@ def _exact_heads_at(
     """``VerifyInputs.exact_heads`` of a sparse round. It is built from the round's own head inputs ``dropped``
     ``[B, P, K, d]`` (the same masks), the plain logits ``target`` ``[B, P, V]`` float32, ``draft_probs``
     ``[B, L, V]``, the candidates' ``top_n`` and, when the round found it already, the plain head's top-N
-    ``target_top`` ``[B, P, N]`` (else found here). Each call is reported to ``meter`` (:meth:`RoundMeter.escape`).
+    ``target_top`` ``[B, P, N]`` (else found here). Each call is reported to ``meter``
+    (:meth:`RoundMeter.escape`, named by :func:`rung_name`).
 
-    ``at(rows [m], positions [m], samples=None)`` returns the K heads at those positions.
-    - With ``samples`` None: over the whole vocabulary, ``([m, K, V]`` in the matmul's dtype, None, None)``
+    ``at(rows [m], positions [m], rung=None)`` returns the K heads at those positions.
+    - With ``rung`` None: over the whole vocabulary, ``([m, K, V]`` in the matmul's dtype, None, None)``
       (Eq. 3).
-    - With ``samples`` S: on the sparse variant's candidates (the plain head's and the draft's top-N,
-      :func:`criteria.dropout_heads.with_draft_top`) plus S tail tokens (:func:`criteria.sampled_tail.tail_sample`). It returns ``([m, K, C + S]`` float32,
-      ``[m, C + S]`` int64 ids, ``[m, C + S]`` float32 weights)``: ``-inf`` at a masked duplicate; weight 1 at
-      a candidate and the importance weight at a sampled token."""
+    - With ``rung = (E, S)``: on the plain head's and the draft's top-max(E, N) tokens
+      (:func:`criteria.dropout_heads.with_draft_top`; at E <= N the sparse variant's candidates) plus S tail tokens
+      (:func:`criteria.sampled_tail.tail_sample`). It returns ``([m, K, C + S]`` float32, ``[m, C + S]`` int64 ids,
+      ``[m, C + S]`` float32 weights)``: ``-inf`` at a masked duplicate; weight 1 at a candidate and the importance
+      weight at a sampled token."""
 
     def at(
-        rows: torch.Tensor, positions: torch.Tensor, samples: int | None = None
+        rows: torch.Tensor, positions: torch.Tensor, rung: tuple[int, int] | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         if meter is not None:
-            meter.escape(samples, rows)
+            meter.escape(rung_name(rung, top_n), rows)
         x = dropped[rows, positions]  # [m, K, d]
         m, K, d = x.shape
-        if samples is None:
+        if rung is None:
             return torch.nn.functional.linear(x.reshape(m * K, d), W, b).view(m, K, -1), None, None
+        n, samples = max(rung[0], top_n), rung[1]
         plain = target[rows, positions]  # [m, V]
         q = None if draft_probs is None else draft_probs[rows, positions]  # [m, V]
-        top = top_ids(plain, top_n) if target_top is None else target_top[rows, positions]
-        ids, dup = with_draft_top(top, q, top_n)  # [m, C]
+        if n > top_n:
+            top = top_ids(plain, n)
+        else:
+            top = top_ids(plain, top_n) if target_top is None else target_top[rows, positions]
+        ids, dup = with_draft_top(top, q, n)  # [m, C]
         tail, w = tail_sample(plain, q, ids, samples)  # [m, S] each
         ids = torch.cat([ids, tail], dim=-1)  # [m, C + S]
         dup = torch.cat([dup, torch.zeros_like(tail, dtype=torch.bool)], dim=-1)
@@ -286,6 +292,16 @@ def _exact_heads_at(
         return heads, ids, torch.cat([exact, w], dim=-1)
 
     return at
+
+
+def rung_name(rung: tuple[int, int] | None, top_n: int) -> str:
+    """A rung of the escape's ladder as the records name it (``escape`` in ``samples.jsonl``): ``"exact"`` (the
+    exact heads), ``"S"`` (the sparse variant's top-N candidates plus S sampled tail tokens) or ``"E+S"`` (a larger
+    exact top-E plus S samples)."""
+    if rung is None:
+        return "exact"
+    top, samples = rung
+    return str(samples) if top <= top_n else f"{top}+{samples}"
 
 
 def _support_at(
@@ -643,7 +659,7 @@ def _row(inputs: VerifyInputs, i: int, generator: torch.Generator | None) -> Ver
         head_candidates=pick(inputs.head_candidates),
         exact_heads=None
         if inputs.exact_heads is None
-        else lambda rows, positions, samples=None: inputs.exact_heads(rows + i, positions, samples),
+        else lambda rows, positions, rung=None: inputs.exact_heads(rows + i, positions, rung),
         sparse_support=None
         if inputs.sparse_support is None
         else lambda rows, positions: inputs.sparse_support(rows + i, positions),

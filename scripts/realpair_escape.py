@@ -4,8 +4,8 @@ rounds: not a test.
 Decodes ``--n`` items of each of ``--datasets`` with the sparse ``dropmatch_js`` rule (greedy, L=5, K=5,
 p_drop=0.3, top-64, bf16, batch ``--batch``), keeps every row-round's verify inputs (the target's hidden states,
 the drafts, the draft probabilities), then decides them again in batches of ``--batch`` rows with ``--seeds`` mask
-seeds: exactly, sparsely (``lumped``), sparsely with the escape (``escape``: the tail sampled, then 4,096
-samples and the exact heads where unsure, ``criteria.dropmatch_js.TAIL_LADDER``), with the escape going straight to
+seeds: exactly, sparsely (``lumped``), sparsely with the escape (``escape``: the tail sampled, then a wider
+exact top and more samples, then the exact heads where unsure, ``criteria.dropmatch_js.TAIL_LADDER``), with the escape going straight to
 the exact heads (``straight``) and with each of ``--ladders`` in the ladder's place. Prints, per
 variant, the drafted positions whose test agrees with the exact rule's up to its first rejection, and the decision
 time per batch round (the plain head's matmul included, so compare differences), and each row's first disagreement
@@ -112,17 +112,19 @@ class Rungs:
     greedy rule's decision seconds on the same batch rounds (``greedy_s``)."""
 
     def __init__(self, djs) -> None:
+        from criteria.verify import rung_name
+
         self.real, self.on = djs.redecide, False
         self.stats: dict[str, list] = {}  # rung -> [calls, positions, seconds]
         self.greedy_s = 0.0
         self.verify_s = 0.0  # the verify forwards of the rounds captured in this process
         self.verify_row_rounds = 0
 
-        def redecide(inputs, rows, positions, samples):
+        def redecide(inputs, rows, positions, rung):
             t = time.perf_counter()
-            out = self.real(inputs, rows, positions, samples)
+            out = self.real(inputs, rows, positions, rung)
             if self.on:
-                s = self.stats.setdefault("exact" if samples is None else str(samples), [0, 0, 0.0])
+                s = self.stats.setdefault(rung_name(rung, 64), [0, 0, 0.0])
                 s[0] += 1
                 s[1] += int(rows.numel())
                 s[2] += time.perf_counter() - t
@@ -181,8 +183,8 @@ def main() -> None:
     ap.add_argument(
         "--ladders",
         default="",
-        help="more ladders to compare, ';'-separated, each rung's samples ','-separated and 'exact' last "
-        "(e.g. '64,4096,32768,exact')",
+        help="more ladders to compare, ';'-separated, each rung ','-separated as E+S (the top-E exact, S samples) "
+        "or S (the top-64 and S samples), 'exact' last (e.g. '64,4096,32768,exact' or '64,512+512,exact')",
     )
     args = ap.parse_args()
 
@@ -209,7 +211,12 @@ def main() -> None:
         "straight": (HeadSpec(5, 0.3, top_n=64, escape=True), (None,)),
     }
     for text in filter(None, args.ladders.split(";")):
-        steps = tuple(None if r.strip() == "exact" else int(r) for r in text.split(","))
+        steps = tuple(
+            None
+            if r.strip() == "exact"
+            else (int(r.partition("+")[0]) if "+" in r else 64, int(r.rpartition("+")[2]))
+            for r in text.split(",")
+        )
         if steps[-1] is not None:
             ap.error(f"--ladders {text!r}: the last rung must be 'exact'")
         variants[f"ladder {text}"] = (HeadSpec(5, 0.3, top_n=64, escape=True), steps)

@@ -60,7 +60,7 @@ class SampleResult:
         plain_s / rule_s: the parts of ``criterion_s`` to the plain logits (the LM head) and after them (the dropout
             heads and the rule), seconds (:mod:`runners.backends.round_meter`); None when not measured (no rounds,
             the exact rule with ``p_drop > 0``, vLLM).
-        escape: positions that reached each rung of the escape ladder (``{"64": n, "4096": n, "exact": n}``, rungs
+        escape: positions that reached each rung of the escape ladder (``{"64": n, "512+512": n, "exact": n}``, rungs
             not reached left out), or None (no escape).
         accepted_per_round: accepted draft count of each round, in order, after the same cut.
         stop_reason: ``"eos"``, ``"stop"`` or ``"length"``.

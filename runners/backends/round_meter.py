@@ -41,8 +41,8 @@ class RoundClock:
     def plain(self) -> None:
         self.plain_at = self._now()
 
-    def escape(self, samples: int | None, rows: torch.Tensor) -> None:
-        self.reached.append(("exact" if samples is None else str(samples), rows))
+    def escape(self, rung: str, rows: torch.Tensor) -> None:
+        self.reached.append((rung, rows))
 
     def stop(self) -> None:
         self.end = self._now()

@@ -64,3 +64,5 @@ def test_rungs_in_increasing_order_whatever_ladder_the_runs_had():
     reached = [{"64": 7, "4096": 2, "32768": 1}, {"64": 3, "exact": 1}, {"32768": 4, "64": 1}]
     assert rung_counts(reached) == "64 samples 11; 4096 2; 32768 5; the exact heads 1"
     assert rung_counts([{"64": 2}]) == "64 samples 2; the exact heads 0"
+    stratified = [{"64": 9, "512+512": 3, "2048+2048": 1}, {"64": 2, "512+512": 1, "exact": 1}]
+    assert rung_counts(stratified) == "64 samples 11; 512+512 4; 2048+2048 1; the exact heads 1"

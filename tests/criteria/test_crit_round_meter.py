@@ -11,6 +11,7 @@ import criteria.rules  # noqa: F401
 from criteria.dropmatch_js import DropMatchJS
 from criteria.dropout_heads import HeadSpec
 from criteria.greedy_match import GreedyMatch
+from criteria.verify import rung_name
 from runners.backends.round_meter import RoundClock
 from tests.helpers.verify_inputs import decide_hidden_round, hidden_round
 
@@ -24,8 +25,8 @@ class Ear:
     def plain(self) -> None:
         self.heard.append("plain")
 
-    def escape(self, samples, rows) -> None:
-        self.heard.append((samples, rows.tolist()))
+    def escape(self, rung, rows) -> None:
+        self.heard.append((rung, rows.tolist()))
 
 
 def _decide(rule, spec, meter, B=64):
@@ -50,7 +51,8 @@ def test_the_meter_hears_the_plain_logits_once_first_and_changes_nothing(rule, s
     assert ear.heard[0] == "plain" and ear.heard.count("plain") == 1
     rungs = [s for s, _ in ear.heard[1:]]
     if spec.escape:
-        assert rungs and rungs[0] == 64 and set(rungs) <= set(criteria.dropmatch_js.TAIL_LADDER)
+        names = [rung_name(r, 16) for r in criteria.dropmatch_js.TAIL_LADDER]
+        assert rungs and rungs[0] == names[0] == "64+64" and set(rungs) <= set(names)
     else:
         assert rungs == []
 
@@ -64,13 +66,13 @@ def test_the_exact_rule_has_no_plain_moment():
 
 def test_the_escape_rows_are_the_positions_each_rung_decides(monkeypatch):
     """Counted per row, the rungs' positions are nested (a position climbs only if the lower rung left it unsure)
-    and the first rung's positions are those :func:`criteria.dropmatch_js.redecide` was asked at 64 samples."""
+    and the first rung's positions are those :func:`criteria.dropmatch_js.redecide` was asked at its first rung."""
     asked = []
     real = criteria.dropmatch_js.redecide
 
-    def counting(inputs, rows, positions, samples):
-        asked.append((samples, rows.tolist()))
-        return real(inputs, rows, positions, samples)
+    def counting(inputs, rows, positions, rung):
+        asked.append((rung, rows.tolist()))
+        return real(inputs, rows, positions, rung)
 
     monkeypatch.setattr(criteria.dropmatch_js, "redecide", counting)
     B = 256
@@ -80,11 +82,13 @@ def test_the_escape_rows_are_the_positions_each_rung_decides(monkeypatch):
     assert clock.rule_s > 0 and clock.plain_s > 0
     rungs = clock.rungs()
     first = torch.bincount(
-        torch.tensor([r for s, rows in asked if s == 64 for r in rows]), minlength=B
+        torch.tensor([r for s, rows in asked if s == (64, 64) for r in rows]), minlength=B
     )
-    assert torch.equal(rungs["64"], first) and int(first.sum()) > 0
-    keys = ["exact" if s is None else str(s) for s in criteria.dropmatch_js.TAIL_LADDER]
+    keys = [rung_name(r, 16) for r in criteria.dropmatch_js.TAIL_LADDER]
+    assert torch.equal(rungs[keys[0]], first) and int(first.sum()) > 0
     for low, high in zip(keys, keys[1:]):
         if high in rungs:
             assert bool((rungs[high] <= rungs[low]).all())
-    assert "4096" in rungs  # this round climbs (as in test_crit_sparse_escape)
+    assert (
+        keys[1] == "512+512" and keys[1] in rungs
+    )  # this round climbs (as in test_crit_sparse_escape)

@@ -91,10 +91,11 @@ def test_escape_decides_closer_to_the_exact_rule(monkeypatch):
     assert wrong(sampled) < wrong(lumped), (wrong(sampled), wrong(lumped))
 
 
-@pytest.mark.parametrize("samples", [None, 8])
-def test_exact_heads_at_are_the_rounds_heads_on_the_same_masks(samples):
-    """``exact_heads(rows, positions)`` gives the exact heads of those positions (samples None) or the heads at the
-    candidates and 8 tail tokens (weight 1 at the candidates), both on the round's own dropout masks."""
+@pytest.mark.parametrize("rung", [None, (4, 8), (2, 8), (16, 8)])
+def test_exact_heads_at_are_the_rounds_heads_on_the_same_masks(rung):
+    """``exact_heads(rows, positions, rung)`` gives the exact heads of those positions (rung None) or the heads at
+    the plain head's and the draft's top-max(E, 4) tokens and 8 tail tokens (weight 1 at the candidates), all on the
+    round's own dropout masks."""
     B, P = 3, 4
     hidden, W, drafts, q = hidden_round(5, B, 300, 0.8, L=P)
     gens = lambda: [torch.Generator().manual_seed(7 + i) for i in range(B)]  # noqa: E731
@@ -107,15 +108,22 @@ def test_exact_heads_at_are_the_rounds_heads_on_the_same_masks(samples):
         draft_probs=q,
     )
     rows, positions = torch.tensor([0, 2, 2]), torch.tensor([1, 0, 3])
-    got, ids, weights = closures["exact_heads"](rows, positions, samples)
+    got, ids, weights = closures["exact_heads"](rows, positions, rung)
     _, want, _ = head_logits(hidden, LMHead(W), HeadSpec(5, 0.3), gens(), positions=P)
     want = want[rows, positions].float()  # [m, K, V]
-    if samples is None:
+    if rung is None:
         assert ids is None and weights is None
         assert torch.allclose(got.float(), want, atol=1e-5)
         return
-    assert ids.shape == (3, 8 + 8) and weights.shape == ids.shape
-    assert torch.equal(weights[:, :8], torch.ones(3, 8)) and bool((weights[:, 8:] > 0).all())
+    C = 2 * max(rung[0], 4)
+    assert ids.shape == (3, C + 8) and weights.shape == ids.shape
+    assert torch.equal(weights[:, :C], torch.ones(3, C)) and bool((weights[:, C:] > 0).all())
+    plain = head_logits(hidden, LMHead(W), HeadSpec(), gens(), positions=P)[0][rows, positions]
+    top = plain.topk(
+        C // 2
+    ).indices  # the plain head's top tokens are exact candidates, never sampled
+    assert bool((ids[:, : C // 2].sort().values == top.sort().values).all())
+    assert not bool((ids[:, C:, None] == ids[:, None, :C]).any())
     at = want.gather(-1, ids[:, None].expand(-1, 5, -1))
     finite = torch.isfinite(got)
     assert torch.allclose(got[finite], at[finite], atol=1e-4)
@@ -131,15 +139,15 @@ def test_escape_in_the_run_path_decides_as_the_traced_one(monkeypatch):
     sampled = []
     real = criteria.dropmatch_js.redecide
 
-    def counting(inputs, rows, positions, samples):
-        sampled.append((samples, int(rows.numel())))
-        return real(inputs, rows, positions, samples)
+    def counting(inputs, rows, positions, rung):
+        sampled.append((rung, int(rows.numel())))
+        return real(inputs, rows, positions, rung)
 
     monkeypatch.setattr(criteria.dropmatch_js, "redecide", counting)
     traced = _decide(rule, hidden, W, drafts, q, spec, B)
-    first = lambda: sum(n for s, n in sampled if s == 64)  # noqa: E731
+    first = lambda: sum(n for s, n in sampled if s == (64, 64))  # noqa: E731
     traced_n, sampled[:] = first(), []
     run = _decide(rule, hidden, W, drafts, q, spec, B, trace=False)
     assert torch.equal(run.num_accepted, traced.num_accepted)
     assert 0 < first() < traced_n, (first(), traced_n)
-    assert {s for s, _ in sampled} >= {64, 4096}  # the ladder climbed
+    assert {s for s, _ in sampled} >= {(64, 64), (512, 512)}  # the ladder climbed

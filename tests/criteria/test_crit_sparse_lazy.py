@@ -8,6 +8,7 @@ import torch
 
 import criteria.rules  # noqa: F401
 from criteria.base import VerifyInputs
+from criteria.dropmatch_js import TAIL_LADDER
 from criteria.dropout_heads import HeadSpec, LMHead, head_token_candidates, top_ids
 from criteria.registry import CRITERIA
 from criteria.verify import _heads, verify_round
@@ -45,7 +46,9 @@ def _counted(hidden, W, drafts, q, spec: HeadSpec, calls: list, **fields) -> Ver
     inner = closures[name]
 
     def asked(rows, positions, *rest):
-        if not rest or rest[0] == 64:  # the escape's first rung: where Eq. (6) is asked at all
+        if (
+            not rest or rest[0] == TAIL_LADDER[0]
+        ):  # the escape's first rung: where Eq. (6) is asked at all
             calls.extend(zip(rows.tolist(), positions.tolist()))
         return inner(rows, positions, *rest)
 

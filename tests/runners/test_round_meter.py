@@ -19,8 +19,8 @@ def test_round_clock_charges_each_row_its_own_positions():
 
     clock = RoundClock(3)
     clock.plain()
-    clock.escape(64, torch.tensor([0, 2, 2]))
-    clock.escape(None, torch.tensor([2]))
+    clock.escape("64", torch.tensor([0, 2, 2]))
+    clock.escape("exact", torch.tensor([2]))
     clock.stop()
     rows = [Row(), Row(), Row()]
     clock.charge(rows)

@@ -41,8 +41,8 @@ class HeadSpec:
         escape: with the sparse variant only (``dropmatch.sparse_escape``): the rounds carry
             ``VerifyInputs.exact_heads``, so the JS rule estimates the vocabulary beyond the candidates from a
             deterministic sample instead of lumping it, and decides the positions that estimate cannot settle on
-            more samples and then on the exact heads (:func:`criteria.dropmatch_js.sampled_decision`). Default
-            False.
+            a wider exact top with more samples and then on the exact heads
+            (:func:`criteria.dropmatch_js.sampled_decision`, ``TAIL_LADDER``). Default False.
 
     Raises:
         ValueError: a field out of range, or an audit of an exact run; the message names ``dropmatch.K`` /
@@ -386,7 +386,7 @@ def rest_logsumexp(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
 
 # Gathered LM-head rows above this many bytes are taken one position at a time, each distinct token once. One gather
 # of every position's rows is then a fresh allocation of tens of MB whose page faults cost many times the copy: in a
-# real-pair process, 4 positions of the escape's 4,096-sample rung (16,896 bf16 rows, 52 MB) took 170-250 ms at once
+# real-pair process, 4 positions' rows of a 4,096-sample rung (16,896 bf16 rows, 52 MB) took 170-250 ms at once
 # and 3 ms position by position, where a sampled tail repeats tokens (about 2.5 draws per distinct token on IFEval).
 GATHER_BYTES = 16 << 20
 

@@ -1,6 +1,7 @@
 """Sparse DropMatch JS with the tail importance-sampled instead of lumped, against the exact rule, on real-pair
-rounds: a measurement, not a test. It sizes the ladder of ``dropmatch.sparse_escape``
-(``criteria.dropmatch_js.TAIL_LADDER``, ``TAIL_Z``) with the library's estimator, over several settings at once.
+rounds: a measurement, not a test. It sized the first rung of ``dropmatch.sparse_escape``'s ladder (S samples beyond
+the sparse candidates, ``TAIL_Z``) with the library's estimator, over several settings at once; ladders with a wider
+exact top per rung (``criteria.dropmatch_js.TAIL_LADDER``) are compared by ``scripts/realpair_escape.py --ladders``.
 
 Without the escape, the sparse variant (``dropmatch.sparse_top_n``) computes Eq. (6) on the C candidates plus one rest
 entry whose logit is the plain head's log-sum-exp outside them, for every head. Per drafted position, the escape:

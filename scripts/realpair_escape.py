@@ -5,8 +5,8 @@ Decodes ``--n`` items of each of ``--datasets`` with the sparse ``dropmatch_js``
 p_drop=0.3, top-64, bf16, batch ``--batch``), keeps every row-round's verify inputs (the target's hidden states,
 the drafts, the draft probabilities), then decides them again in batches of ``--batch`` rows with ``--seeds`` mask
 seeds: exactly, sparsely (``lumped``), sparsely with the escape (``escape``: the tail sampled, then a wider
-exact top and more samples, then the exact heads where unsure, ``criteria.dropmatch_js.TAIL_LADDER``), with the escape going straight to
-the exact heads (``straight``) and with each of ``--ladders`` in the ladder's place. Prints, per
+exact top and more samples, then the exact heads where unsure, ``criteria.dropmatch_js.TAIL_LADDER``), with the
+escape going straight to the exact heads (``straight``) and with each of ``--ladders`` in the ladder's place. Prints, per
 variant, the drafted positions whose test agrees with the exact rule's up to its first rejection, and the decision
 time per batch round (the plain head's matmul included, so compare differences), and each row's first disagreement
 by kind (Eq. 7's verdict or Eq. 6's, with both sides of Eq. 6). ``--rungs`` also prints where the escape's time

@@ -155,7 +155,7 @@ def test_escape_in_the_run_path_decides_as_the_traced_one(monkeypatch):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="known defect (issue 23 note, 2026-12-05): tail_sample divides by total.clamp_min(tiny), so a plain "
+    reason="tail_sample divides by total.clamp_min(tiny), so a plain "
     "tail summing below float32's smallest normal inflates the weights; fixing it moves every DropMatch fingerprint",
 )
 def test_tail_sample_weights_stay_unbiased_for_a_tail_far_below_the_top():

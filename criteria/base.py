@@ -81,8 +81,8 @@ class AcceptResult:
             (correction) token after a rejection, or the bonus token when all L drafts are accepted.
         trace: optional per-position tensors for analysis (Tables 2-3), e.g. ``head_token_ids``
             ``[B, L, K]``, ``js_draft`` ``[B, L]``, ``js_heads_max`` ``[B, L]``; None unless asked for.
-        target_argmax: ``[B, L]`` int64, the target's greedy token at each drafted position (set by
-            :func:`criteria.verify.verify_round`), so a backend can count accepted drafts that differ from
+        target_argmax: ``[B, L]`` int64, the target's greedy token at each drafted position (set by the rule or
+            else by :func:`criteria.verify.verify_round`), so a backend can count accepted drafts that differ from
             it (what a lossy rule accepts beyond exact match); None when not filled.
     """
 

@@ -38,7 +38,8 @@ class GreedyMatch:
             trace: if True, ``trace = {"target_token_ids": [B, L] int64}`` (target argmax per draft position).
 
         Returns:
-            :class:`AcceptResult`; ``accept_mask`` ``[B, L]``, ``num_accepted`` ``[B]``, ``next_token_ids`` ``[B]``.
+            :class:`AcceptResult`; ``accept_mask`` ``[B, L]``, ``num_accepted`` ``[B]``, ``next_token_ids`` ``[B]``,
+            ``target_argmax`` ``[B, L]`` (the argmax it tested against).
 
         Raises:
             ValueError: malformed inputs (see :func:`criteria.common.check_inputs`).
@@ -47,7 +48,9 @@ class GreedyMatch:
         target_ids = inputs.target_logits.argmax(dim=-1)  # [B, L+1]
         ok = inputs.draft_token_ids == target_ids[:, :L]  # [B, L]
         info = {"target_token_ids": target_ids[:, :L]} if trace else None
-        return finish_round(ok, inputs.target_logits, 0.0, None, info)
+        res = finish_round(ok, inputs.target_logits, 0.0, None, info)
+        res.target_argmax = target_ids[:, :L]  # what the verify round would compute again
+        return res
 
     def __repr__(self) -> str:
         return "GreedyMatch()"

@@ -24,6 +24,7 @@ def tail_sample(
     draft_probs: torch.Tensor | None,
     candidates: torch.Tensor,
     samples: int,
+    repeated: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """S tail tokens per position and their importance weights. No random draws: systematic sampling at
     quantiles ``(s + 1/2) / S``, so the round's random streams are untouched and a position always gets the same
@@ -36,13 +37,17 @@ def tail_sample(
     A token may be drawn more than once. Each draw carries its own weight, so the sum stays unbiased.
     The row is read in five passes (the shifted exponent, its sum, the draft's sum, the mixture, the cumulative
     sum): the plain head's logits are shifted by the candidates' largest, the row's maximum when they hold its
-    top-1, as the sparse variant's do.
+    top-1, as the sparse variant's do. A row whose tail then sums below ``FAR_TAIL`` (2^-100: its logits all
+    some 70 nats or more below the candidates' largest) is shifted by its tail's own maximum instead, so that its
+    exponents stay normal floats rather than lose their precision as subnormals or flush to 0.
 
     Args:
         plain_logits: ``[m, V]`` float, the plain head's logits.
         draft_probs: ``[m, V]`` float or None, the draft distribution.
         candidates: ``[m, C]`` int64, the exact tokens (duplicates allowed), the plain head's top-1 among them.
         samples: S >= 1.
+        repeated: ``[m, C]`` bool or None: True at each candidate an earlier entry of its row holds (the
+            ``duplicate`` of :func:`criteria.dropout_heads.with_draft_top`); None: found here.
 
     Returns:
         ``(ids [m, S] int64, weights [m, S] float32)``. ``weights = 1 / (S rho(id))``, so ``sum_s w_s g(id_s)``
@@ -57,19 +62,23 @@ def tail_sample(
     x = plain_logits.float()
     shift = x.gather(-1, candidates).amax(dim=-1, keepdim=True)  # [m, 1]
     rho = (x - shift).exp_().scatter_(-1, candidates, 0.0)  # [m, V] pi, unnormalised
+    share = rho.sum(dim=-1, keepdim=True)  # [m, 1]
+    far = (share < FAR_TAIL).squeeze(-1)  # [m]
+    if bool(far.any()):
+        rho[far], share[far] = _far_tail(x[far], candidates[far])
     if draft_probs is not None:
         q = draft_probs.float()
-        at_candidates = q.gather(-1, candidates).masked_fill(_repeated(candidates), 0.0)
+        if repeated is None:
+            repeated = _repeated(candidates)
+        at_candidates = q.gather(-1, candidates).masked_fill(repeated, 0.0)
         q_share = q.sum(dim=-1, keepdim=True) - at_candidates.sum(dim=-1, keepdim=True)  # [m, 1]
-        share = rho.sum(dim=-1, keepdim=True)  # [m, 1]
         # rho + q * share / q_share is (twice the tail mass of pi) times the half-half mixture; a part with no tail
-        # mass drops out (pi's: rho is 0 in the tail, any positive factor gives q alone)
-        factor = torch.where(
-            q_share > 0,
-            torch.where(share > 0, share, torch.ones_like(share)) / q_share.clamp_min(tiny),
-            torch.zeros_like(share),
+        # mass drops out (pi's: rho is 0 in the tail, any positive factor gives q alone; the draft's: where its tail
+        # mass is below float32's smallest normal or the resolution of its sum, or the factor overflows)
+        factor = torch.where(share > 0, share, torch.ones_like(share)) / torch.where(
+            q_share > tiny, q_share, torch.full_like(q_share, float("inf"))
         )
-        rho.addcmul_(q, factor).scatter_(-1, candidates, 0.0)
+        rho.addcmul_(q, factor.nan_to_num(posinf=0.0)).scatter_(-1, candidates, 0.0)
     cdf = rho.cumsum(dim=-1)  # [m, V]
     total = cdf[:, -1:]  # [m, 1]: the proposal's mass, 0 where neither part has tail mass
     if bool((total <= 0).any()):  # there: uniform over the tail (no row's sum is 0 otherwise)
@@ -79,9 +88,27 @@ def tail_sample(
         total = cdf[:, -1:]
     u = (torch.arange(samples, device=rho.device, dtype=torch.float32) + 0.5) / samples  # [S]
     ids = torch.searchsorted(cdf, (u * total).contiguous()).clamp_(max=rho.shape[-1] - 1)
-    at = rho.gather(-1, ids) / total.clamp_min(tiny)  # [m, S] rho at the drawn tokens, normalised
+    # a row with total 0 (the candidates cover the vocabulary) has rho 0 at every draw: weight 0
+    at = rho.gather(-1, ids) / torch.where(
+        total > 0, total, torch.ones_like(total)
+    )  # [m, S] normalised
     weights = torch.where(at > 0, 1.0 / (samples * at.clamp_min(1e-30)), torch.zeros_like(at))
     return ids, weights
+
+
+# The plain head's tail sum, relative to the candidates' largest exponent, below which tail_sample shifts by the
+# tail's own maximum: 2^-100, well above float32's smallest normal (2^-126), so that the tail's largest exponents stay
+# normal floats with their full precision.
+FAR_TAIL = 2.0**-100
+
+
+def _far_tail(x: torch.Tensor, candidates: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``exp(x - max over the tail)`` with 0 at the candidates, ``[n, V]`` float32, and its sum ``[n, 1]``: the
+    unnormalised ``pi`` of rows whose tail lies far below their candidates (a tail all ``-inf``: 0)."""
+    tail = x.scatter(-1, candidates, float("-inf"))
+    top = tail.amax(dim=-1, keepdim=True)  # [n, 1]
+    rho = (tail - torch.where(torch.isfinite(top), top, torch.zeros_like(top))).exp_()
+    return rho, rho.sum(dim=-1, keepdim=True)
 
 
 def _repeated(ids: torch.Tensor) -> torch.Tensor:

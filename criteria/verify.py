@@ -276,15 +276,15 @@ def _exact_heads_at(
         m, K, d = x.shape
         if rung is None:
             return torch.nn.functional.linear(x.reshape(m * K, d), W, b).view(m, K, -1), None, None
-        n, samples = max(rung[0], top_n), rung[1]
+        n, samples = rung_top(rung, top_n), rung[1]
         plain = target[rows, positions]  # [m, V]
         q = None if draft_probs is None else draft_probs[rows, positions]  # [m, V]
-        if n > top_n:
-            top = top_ids(plain, n)
+        if n == top_n and target_top is not None:
+            top = target_top[rows, positions]
         else:
-            top = top_ids(plain, top_n) if target_top is None else target_top[rows, positions]
+            top = top_ids(plain, n)
         ids, dup = with_draft_top(top, q, n)  # [m, C]
-        tail, w = tail_sample(plain, q, ids, samples)  # [m, S] each
+        tail, w = tail_sample(plain, q, ids, samples, dup)  # [m, S] each
         ids = torch.cat([ids, tail], dim=-1)  # [m, C + S]
         dup = torch.cat([dup, torch.zeros_like(tail, dtype=torch.bool)], dim=-1)
         heads = heads_on_candidates(x, W, b, ids, dup).float()  # [m, K, C + S]
@@ -294,14 +294,20 @@ def _exact_heads_at(
     return at
 
 
+def rung_top(rung: tuple[int, int], top_n: int) -> int:
+    """The exact top of a sampled rung ``(E, S)`` of the escape's ladder: the plain head's and the draft's
+    top-max(E, N) tokens, N the run's ``dropmatch.sparse_top_n``."""
+    return max(rung[0], top_n)
+
+
 def rung_name(rung: tuple[int, int] | None, top_n: int) -> str:
     """A rung of the escape's ladder as the records name it (``escape`` in ``samples.jsonl``): ``"exact"`` (the
     exact heads), ``"S"`` (the sparse variant's top-N candidates plus S sampled tail tokens) or ``"E+S"`` (a larger
-    exact top-E plus S samples)."""
+    exact top-E plus S samples, :func:`rung_top`)."""
     if rung is None:
         return "exact"
-    top, samples = rung
-    return str(samples) if top <= top_n else f"{top}+{samples}"
+    top = rung_top(rung, top_n)
+    return str(rung[1]) if top == top_n else f"{top}+{rung[1]}"
 
 
 def _support_at(
@@ -459,12 +465,30 @@ def verify_round(
         meter,
     )
     res = _decide(rule, inputs, generators, trace)
-    res = dataclasses.replace(res, target_argmax=inputs.target_logits[:, :P].argmax(dim=-1))
+    if res.target_argmax is None:
+        res = dataclasses.replace(res, target_argmax=_target_argmax(inputs, heads.top_n, P))
     if check:  # (the check refuses a cut round: hidden is the whole round's)
         res = _sparse_check(
             res, inputs, hidden, lm_head, rule, heads, generators, states, positions, given
         )
     return res
+
+
+def _target_argmax(inputs: VerifyInputs, top_n: int | None, P: int) -> torch.Tensor:
+    """The plain head's greedy token at the first P positions, ``[B, P]`` int64: ``argmax`` of
+    ``inputs.target_logits`` (the first of tied maxima). With the sparse variant's candidates (their first
+    ``top_n`` entries are the plain head's top-N, ``head_candidates`` ``[B, P', C]``) it is read off those, a
+    gather of N logits per position instead of a pass over V; where all N tie, off the whole row."""
+    logits = inputs.target_logits[:, :P]  # [B, P, V]
+    cand = inputs.head_candidates
+    if cand is None or top_n is None or cand.shape[1] < P:
+        return logits.argmax(dim=-1)
+    top = cand[:, :P, :top_n]  # [B, P, N]
+    values = logits.gather(-1, top)
+    best = values.amax(dim=-1, keepdim=True)  # [B, P, 1]
+    if top_n < logits.shape[-1] and bool((values == best).all(dim=-1).any()):
+        return logits.argmax(dim=-1)  # the maxima may reach beyond the top-N
+    return torch.where(values == best, top, logits.shape[-1]).amin(dim=-1)
 
 
 def _round_inputs(

@@ -153,11 +153,6 @@ def test_escape_in_the_run_path_decides_as_the_traced_one(monkeypatch):
     assert {s for s, _ in sampled} >= {(64, 64), (512, 512)}  # the ladder climbed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tail_sample divides by total.clamp_min(tiny), so a plain "
-    "tail summing below float32's smallest normal inflates the weights; fixing it moves every DropMatch fingerprint",
-)
 def test_tail_sample_weights_stay_unbiased_for_a_tail_far_below_the_top():
     """Every token beyond the candidates ~95-100 nats below the top-1: the weighted sum of the plain head's
     shifted exponent over the sample still estimates its exact tail sum."""
@@ -172,4 +167,4 @@ def test_tail_sample_weights_stay_unbiased_for_a_tail_far_below_the_top():
     shift = plain[0, :C].max()
     exact = (plain[0, C:].double() - shift).exp().sum()
     estimate = (w[0].double() * (plain[0, tail[0]].double() - shift).exp()).sum()
-    assert float(estimate / exact) == pytest.approx(1.0, rel=0.2)
+    assert float(estimate / exact) == pytest.approx(1.0, rel=0.05)

@@ -203,3 +203,41 @@ def test_include_target_decides_as_the_traced_round(seed, spec):
     traced = decide_hidden_round(rule, hidden, W, drafts, q, heads, B, trace=True)
     assert torch.equal(lazy.num_accepted, traced.num_accepted)
     assert torch.equal(lazy.next_token_ids, traced.next_token_ids)
+
+
+@pytest.mark.parametrize("tied", [0, 2, 8])
+def test_target_argmax_from_the_candidates_is_torchs_argmax(tied):
+    """The round's ``target_argmax`` read off the sparse candidates is ``argmax`` of the plain logits, the first of
+    tied maxima included (``tied`` more tokens share a position's maximum; 8 more overflow the top-N of 8)."""
+    from criteria.verify import _target_argmax
+
+    B, L, V, N = 3, 4, 300, 8
+    hidden, W, drafts, q = hidden_round(7, B, V, match=0.5, L=L)
+    if tied:  # rows of W copied: the same logit at the same position
+        W = W.clone()
+        top = (hidden @ W.T).argmax(-1).flatten().unique()
+        for t in top.tolist():
+            W[t + 1 : t + 1 + tied] = W[t]
+    spec = HeadSpec(5, 0.3, top_n=N)
+    gens = [torch.Generator().manual_seed(i) for i in range(B)]
+    target, heads, cand, _ = _heads(
+        hidden, LMHead(W), spec, gens, positions=L, draft_probs=q, draft_token_ids=drafts, lazy=True
+    )
+    inputs = VerifyInputs(
+        draft_token_ids=drafts, target_logits=target, head_logits=heads, head_candidates=cand
+    )
+    want = target[:, :L].argmax(dim=-1)
+    assert torch.equal(_target_argmax(inputs, N, L), want)
+    res = verify_round(
+        hidden,
+        LMHead(W),
+        drafts,
+        CRITERIA.get("dropmatch_js")(),
+        spec,
+        temperature=0.0,
+        generators=[torch.Generator().manual_seed(i) for i in range(B)],
+        draft_probs=q,
+    )
+    assert torch.equal(res.target_argmax, want)
+    ties = (target[:, :L] == target[:, :L].amax(-1, keepdim=True)).sum(-1)  # [B, L]
+    assert int(ties.max()) >= 1 + tied  # the case the test names occurs

@@ -73,8 +73,8 @@ def tail_sample(
         at_candidates = q.gather(-1, candidates).masked_fill(repeated, 0.0)
         q_share = q.sum(dim=-1, keepdim=True) - at_candidates.sum(dim=-1, keepdim=True)  # [m, 1]
         # rho + q * share / q_share is (twice the tail mass of pi) times the half-half mixture; a part with no tail
-        # mass drops out (pi's: rho is 0 in the tail, any positive factor gives q alone; the draft's: where its tail
-        # mass is below float32's smallest normal or the resolution of its sum, or the factor overflows)
+        # mass drops out (pi's: rho is 0 in the tail, any positive factor gives q alone; the draft's: where its sum
+        # minus its candidates' is at most float32's smallest normal, or the factor overflows)
         factor = torch.where(share > 0, share, torch.ones_like(share)) / torch.where(
             q_share > tiny, q_share, torch.full_like(q_share, float("inf"))
         )

@@ -295,8 +295,8 @@ def _exact_heads_at(
 
 
 def rung_top(rung: tuple[int, int], top_n: int) -> int:
-    """The exact top of a sampled rung ``(E, S)`` of the escape's ladder: the plain head's and the draft's
-    top-max(E, N) tokens, N the run's ``dropmatch.sparse_top_n``."""
+    """How many of the plain head's (and of the draft's) top tokens a sampled rung ``(E, S)`` of the escape's
+    ladder computes exactly: max(E, N), N the run's ``dropmatch.sparse_top_n``."""
     return max(rung[0], top_n)
 
 
@@ -476,19 +476,24 @@ def verify_round(
 
 def _target_argmax(inputs: VerifyInputs, top_n: int | None, P: int) -> torch.Tensor:
     """The plain head's greedy token at the first P positions, ``[B, P]`` int64: ``argmax`` of
-    ``inputs.target_logits`` (the first of tied maxima). With the sparse variant's candidates (their first
-    ``top_n`` entries are the plain head's top-N, ``head_candidates`` ``[B, P', C]``) it is read off those, a
-    gather of N logits per position instead of a pass over V; where all N tie, off the whole row."""
+    ``inputs.target_logits`` (the first of tied maxima). With the lazy sparse variant's candidates
+    (``head_candidates`` ``[B, P', N' + 2]`` from :func:`criteria.dropout_heads.head_token_candidates`: the plain
+    head's top-N', N' = min(N, V), then the draft token and the rest entry) it is read off the top-N', a gather of
+    N' logits per position instead of a pass over V; off the whole row where all N' tie or the maximum is NaN."""
     logits = inputs.target_logits[:, :P]  # [B, P, V]
     cand = inputs.head_candidates
     if cand is None or top_n is None or cand.shape[1] < P:
         return logits.argmax(dim=-1)
-    top = cand[:, :P, :top_n]  # [B, P, N]
+    V = logits.shape[-1]
+    n = min(top_n, V)
+    top = cand[:, :P, :n]  # [B, P, n]
     values = logits.gather(-1, top)
     best = values.amax(dim=-1, keepdim=True)  # [B, P, 1]
-    if top_n < logits.shape[-1] and bool((values == best).all(dim=-1).any()):
-        return logits.argmax(dim=-1)  # the maxima may reach beyond the top-N
-    return torch.where(values == best, top, logits.shape[-1]).amin(dim=-1)
+    if bool(best.isnan().any()) or (n < V and bool((values == best).all(dim=-1).any())):
+        return logits.argmax(
+            dim=-1
+        )  # NaN ranks first for argmax; all n tied: the maxima may reach beyond them
+    return torch.where(values == best, top, V).amin(dim=-1)
 
 
 def _round_inputs(

@@ -87,7 +87,7 @@ def commit_round(rows: list[Row], res: Any, drafts: torch.Tensor, L: int) -> Non
 
     Args:
         rows: the batch's rows, in the order of ``res``.
-        res: the round's :class:`criteria.base.AcceptResult` (``target_argmax`` filled by ``verify_round``).
+        res: the round's :class:`criteria.base.AcceptResult` (``target_argmax`` filled by the rule or ``verify_round``).
         drafts: ``[B, L]`` int64, the drafted tokens.
         L: draft length.
     """

@@ -216,8 +216,9 @@ def test_target_argmax_from_the_candidates_is_torchs_argmax(tied):
     if tied:  # rows of W copied: the same logit at the same position
         W = W.clone()
         top = (hidden @ W.T).argmax(-1).flatten().unique()
-        for t in top.tolist():
-            W[t + 1 : t + 1 + tied] = W[t]
+        for t in top.tolist():  # copies on both sides: the first of the tied maxima has a lower id
+            W[max(0, t - tied // 2) : t] = W[t]
+            W[t + 1 : t + 1 + tied - tied // 2] = W[t]
     spec = HeadSpec(5, 0.3, top_n=N)
     gens = [torch.Generator().manual_seed(i) for i in range(B)]
     target, heads, cand, _ = _heads(
@@ -241,3 +242,35 @@ def test_target_argmax_from_the_candidates_is_torchs_argmax(tied):
     assert torch.equal(res.target_argmax, want)
     ties = (target[:, :L] == target[:, :L].amax(-1, keepdim=True)).sum(-1)  # [B, L]
     assert int(ties.max()) >= 1 + tied  # the case the test names occurs
+
+
+@pytest.mark.parametrize("top_n", [20, 21, 22, 40])
+def test_target_argmax_with_a_top_n_beyond_the_vocabulary(top_n):
+    """``dropmatch.sparse_top_n`` at or above V (20 here): the round's ``target_argmax`` is still ``argmax``, and a
+    NaN logit ranks first, as for ``argmax``."""
+    B, L, V = 2, 3, 20
+    hidden, W, drafts, q = hidden_round(3, B, V, match=0.5, L=L)
+    gens = [torch.Generator().manual_seed(i) for i in range(B)]
+    res = verify_round(
+        hidden,
+        LMHead(W),
+        drafts,
+        CRITERIA.get("dropmatch_js")(),
+        HeadSpec(3, 0.3, top_n=top_n),
+        temperature=0.0,
+        generators=gens,
+        draft_probs=q,
+    )
+    assert torch.equal(res.target_argmax, (hidden[:, :L] @ W.T).argmax(dim=-1))
+    from criteria.verify import _target_argmax
+
+    spec = HeadSpec(3, 0.3, top_n=min(top_n, 8))
+    target, heads, cand, _ = _heads(
+        hidden, LMHead(W), spec, gens, positions=L, draft_probs=q, draft_token_ids=drafts, lazy=True
+    )
+    target = target.clone()
+    target[0, 1, 13] = float("nan")
+    inputs = VerifyInputs(
+        draft_token_ids=drafts, target_logits=target, head_logits=heads, head_candidates=cand
+    )
+    assert torch.equal(_target_argmax(inputs, spec.top_n, L), target[:, :L].argmax(dim=-1))

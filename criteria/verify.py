@@ -489,10 +489,9 @@ def _target_argmax(inputs: VerifyInputs, top_n: int | None, P: int) -> torch.Ten
     top = cand[:, :P, :n]  # [B, P, n]
     values = logits.gather(-1, top)
     best = values.amax(dim=-1, keepdim=True)  # [B, P, 1]
+    # argmax ranks NaN first; where all n tie, the maxima may reach beyond them
     if bool(best.isnan().any()) or (n < V and bool((values == best).all(dim=-1).any())):
-        return logits.argmax(
-            dim=-1
-        )  # NaN ranks first for argmax; all n tied: the maxima may reach beyond them
+        return logits.argmax(dim=-1)
     return torch.where(values == best, top, V).amin(dim=-1)
 
 

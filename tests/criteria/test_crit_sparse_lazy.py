@@ -3,6 +3,8 @@ whole support does."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -11,8 +13,8 @@ from criteria.base import VerifyInputs
 from criteria.dropmatch_js import TAIL_LADDER
 from criteria.dropout_heads import HeadSpec, LMHead, head_token_candidates, top_ids
 from criteria.registry import CRITERIA
-from criteria.verify import _heads, verify_round
-from tests.helpers.verify_inputs import hidden_round
+from criteria.verify import _heads, _target_argmax, verify_round
+from tests.helpers.verify_inputs import decide_hidden_round, hidden_round
 
 
 def test_head_token_candidates_add_the_draft_token_once():
@@ -189,7 +191,6 @@ def test_include_target_decides_as_the_traced_round(seed, spec):
     """``include_target`` accepts the target's argmax after the JS test: untraced, the test must not stop at the
     first position it rejects (the target's token there is accepted, and the positions after it are decided
     too). Before, untraced rounds accepted shorter prefixes than traced ones."""
-    from tests.helpers.verify_inputs import decide_hidden_round
 
     B = 24
     hidden, W, drafts, q = hidden_round(seed, B, 400, 0.5, L=6)
@@ -205,12 +206,21 @@ def test_include_target_decides_as_the_traced_round(seed, spec):
     assert torch.equal(lazy.next_token_ids, traced.next_token_ids)
 
 
+def _argmax_inputs(hidden, W, drafts, q, spec: HeadSpec, L: int, B: int) -> VerifyInputs:
+    """A lazy sparse round's plain logits and head candidates, as :func:`criteria.verify._target_argmax` reads them."""
+    gens = [torch.Generator().manual_seed(i) for i in range(B)]
+    target, heads, cand, _ = _heads(
+        hidden, LMHead(W), spec, gens, positions=L, draft_probs=q, draft_token_ids=drafts, lazy=True
+    )
+    return VerifyInputs(
+        draft_token_ids=drafts, target_logits=target, head_logits=heads, head_candidates=cand
+    )
+
+
 @pytest.mark.parametrize("tied", [0, 2, 8])
 def test_target_argmax_from_the_candidates_is_torchs_argmax(tied):
     """The round's ``target_argmax`` read off the sparse candidates is ``argmax`` of the plain logits, the first of
     tied maxima included (``tied`` more tokens share a position's maximum; 8 more overflow the top-N of 8)."""
-    from criteria.verify import _target_argmax
-
     B, L, V, N = 3, 4, 300, 8
     hidden, W, drafts, q = hidden_round(7, B, V, match=0.5, L=L)
     if tied:  # rows of W copied: the same logit at the same position
@@ -220,25 +230,12 @@ def test_target_argmax_from_the_candidates_is_torchs_argmax(tied):
             W[max(0, t - tied // 2) : t] = W[t]
             W[t + 1 : t + 1 + tied - tied // 2] = W[t]
     spec = HeadSpec(5, 0.3, top_n=N)
-    gens = [torch.Generator().manual_seed(i) for i in range(B)]
-    target, heads, cand, _ = _heads(
-        hidden, LMHead(W), spec, gens, positions=L, draft_probs=q, draft_token_ids=drafts, lazy=True
-    )
-    inputs = VerifyInputs(
-        draft_token_ids=drafts, target_logits=target, head_logits=heads, head_candidates=cand
-    )
+    inputs = _argmax_inputs(hidden, W, drafts, q, spec, L, B)
+    target = inputs.target_logits
     want = target[:, :L].argmax(dim=-1)
     assert torch.equal(_target_argmax(inputs, N, L), want)
-    res = verify_round(
-        hidden,
-        LMHead(W),
-        drafts,
-        CRITERIA.get("dropmatch_js")(),
-        spec,
-        temperature=0.0,
-        generators=[torch.Generator().manual_seed(i) for i in range(B)],
-        draft_probs=q,
-    )
+    rule = CRITERIA.get("dropmatch_js")()
+    res = decide_hidden_round(rule, hidden, W, drafts, q, spec, B, trace=False)
     assert torch.equal(res.target_argmax, want)
     ties = (target[:, :L] == target[:, :L].amax(-1, keepdim=True)).sum(-1)  # [B, L]
     assert int(ties.max()) >= 1 + tied  # the case the test names occurs
@@ -250,27 +247,14 @@ def test_target_argmax_with_a_top_n_beyond_the_vocabulary(top_n):
     NaN logit ranks first, as for ``argmax``."""
     B, L, V = 2, 3, 20
     hidden, W, drafts, q = hidden_round(3, B, V, match=0.5, L=L)
-    gens = [torch.Generator().manual_seed(i) for i in range(B)]
-    res = verify_round(
-        hidden,
-        LMHead(W),
-        drafts,
-        CRITERIA.get("dropmatch_js")(),
-        HeadSpec(3, 0.3, top_n=top_n),
-        temperature=0.0,
-        generators=gens,
-        draft_probs=q,
+    rule = CRITERIA.get("dropmatch_js")()
+    res = decide_hidden_round(
+        rule, hidden, W, drafts, q, HeadSpec(3, 0.3, top_n=top_n), B, trace=False
     )
     assert torch.equal(res.target_argmax, (hidden[:, :L] @ W.T).argmax(dim=-1))
-    from criteria.verify import _target_argmax
-
     spec = HeadSpec(3, 0.3, top_n=min(top_n, 8))
-    target, heads, cand, _ = _heads(
-        hidden, LMHead(W), spec, gens, positions=L, draft_probs=q, draft_token_ids=drafts, lazy=True
-    )
-    target = target.clone()
+    inputs = _argmax_inputs(hidden, W, drafts, q, spec, L, B)
+    target = inputs.target_logits.clone()
     target[0, 1, 13] = float("nan")
-    inputs = VerifyInputs(
-        draft_token_ids=drafts, target_logits=target, head_logits=heads, head_candidates=cand
-    )
+    inputs = dataclasses.replace(inputs, target_logits=target)
     assert torch.equal(_target_argmax(inputs, spec.top_n, L), target[:, :L].argmax(dim=-1))

@@ -228,7 +228,7 @@ def decision_cost_lines(runs: pd.DataFrame) -> list[str]:
     and bookkeeping any rule pays) and DropMatch's extra over it, which the 3% target is judged on (the gross share
     without such runs); where the escape ran, the positions that reached each rung. Traced runs (``trace``: every
     position decided, traces built) are left out. No line without a DropMatch run that measured it (the exact rule
-    with ``p_drop > 0``, vLLM and older records do not).
+    with ``p_drop > 0``, on any backend, and records older than the meter do not).
     """
     if "rule_s" not in runs or "plain_s" not in runs or "uses_dropmatch" not in runs:
         return []

@@ -108,6 +108,29 @@ def logged_mismatches(rounds: Iterable[Any]) -> list[list[int]] | None:
     return None if any(f is None for f in flags) else flags
 
 
+def logged_times(rounds: Iterable[Any]) -> dict[str, Any]:
+    """One request's round-meter timings, summed over its logged rounds (:class:`RoundRecord` ``verify_s``,
+    ``plain_s``, ``rule_s``: each round holds its verify step's, as the HF backend's rows do) and its escape
+    positions per rung: ``{"verify_s": float, "plain_s": float | None, "rule_s": float | None, "escape":
+    dict | None}``. ``verify_s`` is 0.0 and the others None where a round was not timed (vLLM's own sampler; the
+    exact rule with ``p_drop > 0`` has no plain moment); no rounds: 0.0 and None."""
+    rounds = list(rounds)
+    out: dict[str, Any] = {"verify_s": 0.0, "plain_s": None, "rule_s": None, "escape": None}
+    if not rounds:
+        return out
+    if all(getattr(r, "verify_s", None) is not None for r in rounds):
+        out["verify_s"] = float(sum(r.verify_s for r in rounds))
+    for part in ("plain_s", "rule_s"):
+        if all(getattr(r, part, None) is not None for r in rounds):
+            out[part] = float(sum(getattr(r, part) for r in rounds))
+    reached: dict[str, int] = {}
+    for r in rounds:
+        for rung, n in (getattr(r, "escape", None) or {}).items():
+            reached[rung] = reached.get(rung, 0) + int(n)
+    out["escape"] = reached or None
+    return out
+
+
 def output_counters(
     drafted: list[int],
     accepted: list[int],

@@ -5,7 +5,7 @@ Paper: DropMatch (arXiv 2603.03333) Sec. 3, Algorithm 1; vLLM v1 ``rejection_sam
 How it plugs in (vLLM 0.32.x only; :func:`check_vllm_version` refuses anything else). Everything runs
 inside the worker process through vLLM's own extension point ``worker_extension_cls`` (this module's
 :class:`DropMatchWorkerExtension`, installed by ``llm.collective_rpc("dropmatch_install", ...)``). No
-vLLM class is modified; four attributes of the live worker objects are replaced per instance:
+vLLM class is modified; five attributes of the live worker objects are replaced per instance:
 
 1. ``runner.model.compute_logits`` (target): wrapped to keep its input, the final hidden states after
    the last norm ``[num_logits, d]``, row-aligned with the logits the runner hands the sampler.
@@ -25,6 +25,9 @@ vLLM class is modified; four attributes of the live worker objects are replaced 
    slots, the drafter's next input, the scheduler's per-step metrics), so those follow without more hooks.
    Installed with no rule (``backend.native_verify``), it lets vLLM's own sampler decide and only logs the
    rounds (:class:`RoundRecord`), which the backend's per-request counters are made from.
+5. ``runner._model_forward`` (the target's forward of a step, vLLM's documented override point): timed, so
+   that each round records its verify pass beside the round meter's seconds of the decision
+   (:func:`runners.backends.vllm_verify_step.charge_step`), as the HF backend's rounds do.
 
 RNG: one ``torch.Generator`` per request on the hidden states' device
 (:func:`runners.backends.seeding.make_generator`), seeded with ``SamplingParams.seed`` (the backend passes
@@ -55,6 +58,7 @@ import torch
 
 from criteria.dropout_heads import HeadSpec
 from criteria.registry import CRITERIA
+from runners.backends.round_meter import RoundClock
 from runners.backends.vllm_verify_step import (  # checks the vLLM version before anything of vLLM is imported
     SUPPORTED_VLLM,
     DropMatchSampler,
@@ -126,7 +130,8 @@ def install(
             decides and the hook only logs the rounds (per-request counts for requests that vLLM's per-request
             metrics miss: those ended by a stop string).
         rule_kwargs: the rule's own settings (:func:`rule_settings`), e.g. ``{"majority": "strict"}``.
-        heads: ``HeadSpec`` fields ``{"K": 5, "p_drop": 0.3}``; None or ``{}`` = no heads (K = 0).
+        heads: ``HeadSpec`` fields (:func:`runners.backends.vllm_engine.worker_heads`), e.g. ``{"K": 5, "p_drop":
+            0.3, "top_n": 64, "escape": True}``; None or ``{}`` = no heads (K = 0).
         default_seed: generator seed for requests without ``SamplingParams.seed``.
         record_inputs / record_trace: see :class:`HookState`.
 
@@ -207,7 +212,7 @@ def _attach(runner: Any, state: HookState) -> None:
 
 
 def _wrap_captures(runner: Any) -> None:
-    """Wrappers 1-3 of the module docstring; each reads ``runner._dropmatch_state`` (None: idle)."""
+    """Wrappers 1-3 and 5 of the module docstring; each reads ``runner._dropmatch_state`` (None: idle)."""
     target_compute_logits = runner.model.compute_logits
 
     def capture_target(hidden_states, *args, **kwargs):
@@ -216,6 +221,20 @@ def _wrap_captures(runner: Any) -> None:
         return target_compute_logits(hidden_states, *args, **kwargs)
 
     runner.model.compute_logits = capture_target
+
+    model_forward = runner._model_forward
+
+    def timed_forward(*args, **kwargs):
+        st = runner._dropmatch_state
+        if st is None:
+            return model_forward(*args, **kwargs)
+        clock = RoundClock(0, runner.device)  # synchronises a CUDA device at both marks
+        out = model_forward(*args, **kwargs)
+        clock.stop()
+        st.forward_s = clock.end - clock.start
+        return out
+
+    runner._model_forward = timed_forward
 
     drafter = runner.drafter
     draft_compute_logits = drafter.model.compute_logits

@@ -27,11 +27,15 @@ raises). For this the hook is installed for every SD run, also with ``native_ver
 Timing (one definition with the HF backend, :func:`runners.backends.vllm_counters.request_times`):
 ``wall_s`` is the request's generation after the prefill (vLLM's ``decode_time``), ``prefill_s`` its prefill
 (vLLM's ``prefill_time``), both per request, also when ``batch_size > 1`` (overlapping in time then).
-``criterion_s`` is the hook's decision time, split evenly over the batch.
+``criterion_s`` is the hook's decision time, split evenly over the batch. The round meter's parts, as the HF
+backend's (:func:`runners.backends.vllm_counters.logged_times`): ``verify_s`` the target's forward of each verify
+step the request was in, ``plain_s`` / ``rule_s`` the step's plain LM head and decision after it, each the whole
+step's, and the escape's positions per rung.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 from typing import Any, Iterable, Iterator, Mapping
@@ -44,6 +48,7 @@ from runners.backends.vllm_counters import (
     check_against_vllm,
     logged_mismatches,
     logged_rounds,
+    logged_times,
     metrics_delta,
     output_counters,
     raw_counters,
@@ -73,6 +78,12 @@ def as_rounds(items: Iterable[Any]) -> list[Any]:
     from runners.backends.vllm_dropmatch_hook import RoundRecord
 
     return [RoundRecord(**r) if isinstance(r, Mapping) else r for r in items]
+
+
+def worker_heads(heads: Any) -> dict[str, Any]:
+    """``heads`` (a :class:`criteria.dropout_heads.HeadSpec`) as the worker's :func:`install` takes them: its
+    fields by name, so that ``HeadSpec(**worker_heads(h)) == h`` (the sparse variant and its escape included)."""
+    return dataclasses.asdict(heads)
 
 
 def _release_shared() -> None:
@@ -263,7 +274,7 @@ class VLLMBackend:
         name, kwargs = (None, {}) if rule is None else (rule.name, rule_settings(rule))
         got = self._llm.collective_rpc(
             "dropmatch_install",
-            args=(name, kwargs, heads.as_dict(), 0, record_inputs, record_trace),
+            args=(name, kwargs, worker_heads(heads), 0, record_inputs, record_trace),
         )[0]
         if got != repr(rule):
             raise RuntimeError(f"the vLLM worker built {got}, not {rule!r}")
@@ -421,6 +432,7 @@ class VLLMBackend:
                 drafted, accepted, fin.emitted, L, logged_mismatches(mine)
             )
             wall_s, prefill_s = request_times(out)
+            times = logged_times(mine)
             results.append(
                 SampleResult(
                     sample_id=sample.sample_id,
@@ -431,6 +443,10 @@ class VLLMBackend:
                     wall_s=wall_s,
                     prefill_s=prefill_s,
                     criterion_s=crit_s / len(batch),
+                    verify_s=times["verify_s"],
+                    plain_s=times["plain_s"],
+                    rule_s=times["rule_s"],
+                    escape=times["escape"],
                     accepted_per_round=kept,
                     stop_reason=fin.stop_reason,
                     eos_removed=fin.eos_removed,

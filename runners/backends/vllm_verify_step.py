@@ -44,6 +44,7 @@ import criteria.rules  # noqa: E402,F401  (registers every rule)
 from criteria.dropout_heads import HeadSpec, LMHead  # noqa: E402
 from criteria.registry import CRITERIA  # noqa: E402
 from criteria.verify import trace_to_json, verify_round  # noqa: E402
+from runners.backends.round_meter import RoundClock  # noqa: E402
 from runners.backends.seeding import make_generator  # noqa: E402
 
 
@@ -56,6 +57,12 @@ class RoundRecord:
     ``mismatched``: one 0/1 flag per accepted draft (1: it differs from the target's greedy token), as the
     HF loop's; None where the round's decider does not expose the target's argmax (vLLM's own sampler at
     T > 0).
+    ``verify_s`` / ``plain_s`` / ``rule_s``: the round meter's seconds of the verify step the round was in, each the
+    whole batch's as the HF loop charges a row (:mod:`runners.backends.round_meter`): the target's forward (vLLM's
+    ``_model_forward``), then, summed over the step's requests, the plain LM head's float32 logits and what follows
+    them in :func:`criteria.verify.verify_round` (dropout heads, rule, escape); None when a part was not timed
+    (vLLM's own sampler, or the exact rule with ``p_drop > 0``, which has no plain moment). ``escape``: this
+    request's positions per rung of the escape ladder (rungs not reached left out), or None.
     """
 
     req_id: str
@@ -66,6 +73,10 @@ class RoundRecord:
     mismatched: list[int] | None = None
     trace: dict[str, list] | None = None
     inputs: dict[str, Any] | None = None
+    verify_s: float | None = None
+    plain_s: float | None = None
+    rule_s: float | None = None
+    escape: dict[str, int] | None = None
 
 
 @dataclass
@@ -86,6 +97,7 @@ class HookState:
         draft_logits: the draft's logits per proposal step, each ``[B, V]`` (captured only when needed).
         capturing_draft: True while the drafter proposes and the rule (or the trace) needs draft probabilities.
         criterion_s: seconds spent deciding rounds (heads + rule), summed over the hook's life.
+        forward_s: the target's forward seconds in the current step (the ``_model_forward`` wrapper), or None.
     """
 
     rule: Any
@@ -99,6 +111,7 @@ class HookState:
     draft_logits: list[torch.Tensor] = field(default_factory=list)
     capturing_draft: bool = False
     criterion_s: float = 0.0
+    forward_s: float | None = None
 
     @property
     def needs_draft_probs(self) -> bool:
@@ -233,17 +246,22 @@ class DropMatchSampler(RejectionSampler):
         cu = metadata.cu_num_draft_tokens.tolist()
         target_idx = metadata.target_logits_indices.long()
         bonus_idx = metadata.bonus_logits_indices.long()
+        step = []  # (the request's round meter, its RoundRecord or None)
         for i in range(B):
             n = int(metadata.num_draft_tokens[i])
             start = cu[i] - n
             rows = torch.cat([target_idx[start : cu[i]], bonus_idx[i : i + 1]])  # [n+1]
             drafts = metadata.draft_token_ids[start : cu[i]].long()[None]  # [1, n]
             q = None if draft_probs is None else draft_probs[start : cu[i]]  # [n, V]
-            a, nxt = self._decide_request(
-                self.runner.input_batch.req_ids[i], hidden[rows], head, drafts, q
+            clock = RoundClock(1, hidden.device)
+            a, nxt, record = self._decide_request(
+                self.runner.input_batch.req_ids[i], hidden[rows], head, drafts, q, clock
             )
+            clock.stop()
+            step.append((clock, record))
             out[i, :a] = drafts[0, :a].to(torch.int32)
             out[i, a] = nxt
+        charge_step(step, st.forward_s)
         st.criterion_s += time.perf_counter() - t0
         return SamplerOutput(sampled_token_ids=out, logprobs_tensors=None)
 
@@ -254,10 +272,12 @@ class DropMatchSampler(RejectionSampler):
         head: LMHead,
         drafts: torch.Tensor,
         draft_probs: torch.Tensor | None,
-    ) -> tuple[int, int]:
+        meter: RoundClock | None = None,
+    ) -> tuple[int, int, RoundRecord | None]:
         """One request's round: ``h`` ``[n+1, d]`` hidden states at its drafts and bonus position, ``drafts``
-        ``[1, n]`` int64, ``draft_probs`` ``[n, V]`` or None. Returns ``(accepted, next token id)`` and, for a round
-        with drafts, appends its :class:`RoundRecord`."""
+        ``[1, n]`` int64, ``draft_probs`` ``[n, V]`` or None; ``meter`` hears the round
+        (:func:`criteria.verify.verify_round`). Returns ``(accepted, next token id, record)``: for a round with
+        drafts its :class:`RoundRecord`, also appended to the state's rounds; None without drafts."""
         st = self.state
         n = drafts.shape[1]
         sp = self.runner.requests[req_id].sampling_params
@@ -285,37 +305,38 @@ class DropMatchSampler(RejectionSampler):
             generators=[gen],
             draft_probs=q,
             trace=st.record_trace and n > 0,
+            meter=meter,
         )
         a, nxt = int(res.num_accepted[0]), int(res.next_token_ids[0])
         if n == 0:
-            return a, nxt
-        st.rounds.append(
-            RoundRecord(
-                req_id=req_id,
-                num_draft_tokens=n,
-                num_accepted=a,
-                next_token_id=nxt,
-                accept_mask=res.accept_mask[0].tolist(),
-                mismatched=(drafts[0, :a] != res.target_argmax[0, :a]).int().tolist(),
-                trace=trace_to_json(res.trace, 0, min(a + 1, n)) if res.trace else None,
-                inputs=dict(
-                    hidden=h.clone(),
-                    draft_token_ids=drafts.clone(),
-                    draft_probs=q,
-                    temperature=T,
-                    generator_state=gen_state,
-                )
-                if st.record_inputs
-                else None,
+            return a, nxt, None
+        record = RoundRecord(
+            req_id=req_id,
+            num_draft_tokens=n,
+            num_accepted=a,
+            next_token_id=nxt,
+            accept_mask=res.accept_mask[0].tolist(),
+            mismatched=(drafts[0, :a] != res.target_argmax[0, :a]).int().tolist(),
+            trace=trace_to_json(res.trace, 0, min(a + 1, n)) if res.trace else None,
+            inputs=dict(
+                hidden=h.clone(),
+                draft_token_ids=drafts.clone(),
+                draft_probs=q,
+                temperature=T,
+                generator_state=gen_state,
             )
+            if st.record_inputs
+            else None,
         )
-        return a, nxt
+        st.rounds.append(record)
+        return a, nxt, record
 
     def _log_native(self, metadata: Any, sampled: torch.Tensor, all_greedy: bool) -> None:
         """Record the rounds vLLM's own sampler decided (``sampled`` ``[B, max_spec_len + 1]``, placeholder-padded).
 
         ``all_greedy``: every request of the step decodes at T = 0, where greedy rejection sampling accepts
-        a draft only if it is the target's argmax (no mismatch); otherwise mismatches are not known.
+        a draft only if it is the target's argmax (no mismatch); otherwise mismatches are not known. Each round holds
+        the step's target forward (``verify_s``); vLLM's own decision is not timed.
         """
         kept = (sampled != PLACEHOLDER_TOKEN_ID).sum(dim=1).tolist()  # accepted + 1 per request
         for i, req_id in enumerate(self.runner.input_batch.req_ids[: len(kept)]):
@@ -330,8 +351,30 @@ class DropMatchSampler(RejectionSampler):
                         next_token_id=int(sampled[i, a]),
                         accept_mask=[True] * a + [False] * (n - a),
                         mismatched=[0] * a if all_greedy else None,
+                        verify_s=self.state.forward_s,
                     )
                 )
+
+
+def charge_step(step: list[tuple[RoundClock, RoundRecord | None]], forward_s: float | None) -> None:
+    """Time a verify step's rounds as the HF loop times a batch round's rows (:meth:`RoundClock.charge`): every
+    round of the step gets the step's target forward ``forward_s`` and the plain and rule seconds summed over the
+    step's requests (None for both when a request's decision had no plain moment), and its own escape positions.
+
+    Args:
+        step: per request of the step, in order, its stopped meter and its :class:`RoundRecord` (None: no drafts).
+        forward_s: the step's target forward, seconds, or None (not timed).
+    """
+    plains = [clock.plain_s for clock, _ in step]
+    rules = [clock.rule_s for clock, _ in step]
+    timed = all(v is not None for v in plains + rules)
+    for clock, record in step:
+        if record is None:
+            continue
+        record.verify_s = forward_s
+        record.plain_s, record.rule_s = (sum(plains), sum(rules)) if timed else (None, None)
+        reached = {rung: int(hits[0]) for rung, hits in clock.rungs().items() if int(hits[0])}
+        record.escape = reached or None
 
 
 def _refuse_unsupported(sampling_metadata: Any) -> None:

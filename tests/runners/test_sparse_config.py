@@ -194,3 +194,24 @@ def test_escape_is_kept_where_a_rule_computes_eq6():
     assert not _reads_js({"uses_dropmatch": True, "criterion": "dropmatch_naive"})
     assert _reads_js({"measure": "bench", "criterion": "rejection", "dm_criterion": "dropmatch_js"})
     assert not _reads_js({"criterion": "rejection"})
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        (),
+        ("dropmatch.sparse_top_n=64",),
+        ("dropmatch.sparse_top_n=64", "dropmatch.sparse_escape=true", "dropmatch.audit_share=0.05"),
+        ("+dropmatch.sparse_check_top_n=64", "trace=true"),
+        ("method=sd",),
+    ],
+)
+def test_head_spec_reaches_the_vllm_worker_whole(overrides):
+    """The vLLM backend hands its worker the run's HeadSpec as a dict, and the worker builds it again with
+    ``HeadSpec(**heads)``: the same spec must come out (the config names ``HeadSpec.as_dict`` writes, e.g.
+    ``sparse_top_n``, once reached the worker: TypeError for every sparse run)."""
+    from criteria.dropout_heads import HeadSpec
+    from runners.backends.vllm_engine import worker_heads
+
+    spec = head_spec(resolve_run_config(_cfg(*overrides)))
+    assert HeadSpec(**worker_heads(spec)) == spec

@@ -46,6 +46,8 @@ def test_patched_vllm_symbols_unchanged():
     # 2. target hidden states reach the sampler through model.compute_logits(sample_hidden_states)
     exec_src = inspect.getsource(GPUModelRunner.execute_model)
     assert "self.model.compute_logits(sample_hidden_states)" in exec_src
+    # 5. the target's forward of a step goes through runner._model_forward (timed by the hook)
+    assert "self._model_forward(" in exec_src and hasattr(GPUModelRunner, "_model_forward")
     # 3. drafter: propose() then take_last_draft_probs() -> runner._draft_probs keyed by req ids
     prop_src = inspect.getsource(GPUModelRunner.propose_draft_token_ids)
     assert "take_last_draft_probs" in prop_src and "_draft_prob_req_ids" in prop_src

@@ -122,6 +122,41 @@ def test_sampler_decides_as_verify_round(name, T):
     assert all(g.device == hidden.device for g in state.generators.values())
 
 
+@pytest.mark.parametrize("escape", [False, True])
+def test_sampler_rounds_carry_the_round_meter(escape):
+    """Each round of a verify step holds the step's target forward, the plain and rule seconds summed over the
+    step's requests (the whole batch's, as the HF loop charges a row), and its own escape positions; the exact
+    rule with p_drop > 0 (no plain moment) holds no plain / rule seconds."""
+    import criteria.rules  # noqa: F401
+    from criteria.dropout_heads import HeadSpec
+    from criteria.registry import CRITERIA
+
+    drafts = [[3, 7, 7], [], [1, 2]]
+    meta, rows = _metadata(drafts)
+    hidden = torch.randn((rows, D), generator=torch.Generator().manual_seed(1))
+    q = torch.softmax(torch.randn((5, V), generator=torch.Generator().manual_seed(2)), -1)
+    seeds = {"a": 11, "b": 12, "c": 13}
+    rule = CRITERIA.get("dropmatch_js")(majority="plurality")
+    heads = HeadSpec(K=5, p_drop=0.3, top_n=8, escape=escape)
+    sampler, state = _sampler(rule, heads, _runner(_head(), seeds), hidden)
+    state.forward_s = 0.25
+    sampler.forward(meta, q, torch.zeros((rows, V)), SAMPLING)
+    a, c = state.rounds
+    assert a.verify_s == c.verify_s == 0.25
+    assert a.plain_s == c.plain_s > 0 and a.rule_s == c.rule_s > 0
+    if escape:  # Eq. (6) decided at the first rung, or higher, at some position of some request
+        # here each request has a position the majority leaves to Eq. (6): the first rung (top-max(64, N) + 64)
+        assert a.escape is not None and c.escape is not None
+        assert a.escape.get("64+64", 0) >= 1 and c.escape.get("64+64", 0) >= 1
+    else:
+        assert a.escape is None and c.escape is None
+
+    exact, state = _sampler(rule, HeadSpec(K=5, p_drop=0.3), _runner(_head(), seeds), hidden)
+    state.forward_s = 0.25
+    exact.forward(meta, q, torch.zeros((rows, V)), SAMPLING)
+    assert all(r.verify_s == 0.25 and r.plain_s is None and r.rule_s is None for r in state.rounds)
+
+
 def test_native_sampler_decides_and_rounds_are_logged():
     """rule None (backend.native_verify): vLLM's own sampler's output is returned untouched and each request's
     round is logged (vLLM returns no per-request metrics for a request a stop string ended)."""
@@ -177,11 +212,17 @@ def test_vllm_own_draft_probs_reach_vllm_own_sampler():
         _dropmatch_state=None,
         input_batch=SimpleNamespace(req_ids=["a"]),
         requests={"a": SimpleNamespace(sampling_params=SimpleNamespace(temperature=0.7))},
+        _model_forward=lambda **kw: kw["input_ids"],
+        device=torch.device("cpu"),
     )
     _wrap_captures(runner)
     assert drafter.take_last_draft_probs() is own  # hook idle
+    assert runner._model_forward(input_ids="ids") == "ids"
     runner._dropmatch_state = HookState(rule=None, heads=HeadSpec())
     assert drafter.take_last_draft_probs() is own  # vLLM's own sampler, rounds logged
+    # the target's forward is timed for the step's rounds, whatever decides them
+    assert runner._model_forward(input_ids="ids") == "ids"
+    assert runner._dropmatch_state.forward_s >= 0.0
     import criteria.rules  # noqa: F401
     from criteria.registry import CRITERIA
 

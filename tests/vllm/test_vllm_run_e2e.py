@@ -11,7 +11,8 @@ pytestmark = [pytest.mark.vllm, pytest.mark.own_engine]
 pytest.importorskip("vllm.entrypoints.llm")  # not "vllm": tests/vllm would satisfy it
 
 
-def test_run_records_dropmatch_through_vllm(tiny_pair, tmp_path, monkeypatch):
+@pytest.mark.parametrize("sparse", [False, True])
+def test_run_records_dropmatch_through_vllm(tiny_pair, tmp_path, monkeypatch, sparse):
     from hydra import compose, initialize_config_dir
 
     from runners.paths import REPO_ROOT
@@ -34,6 +35,7 @@ def test_run_records_dropmatch_through_vllm(tiny_pair, tmp_path, monkeypatch):
                 "decoding.max_new_tokens=12",
                 "profile=smoke",
                 "progress=quiet",
+                *(["dropmatch.sparse_top_n=8", "dropmatch.sparse_escape=true"] if sparse else []),
             ],
         )
     summary = run(cfg, log=lambda *_: None)
@@ -54,6 +56,15 @@ def test_run_records_dropmatch_through_vllm(tiny_pair, tmp_path, monkeypatch):
             == len(r["output_token_ids"]) - 1 + r["eos_removed"]
         )
         assert r["stop_reason"] in ("eos", "stop", "length") and r["speed"]["wall_s"] > 0
+        # the hook timed each verify step's target forward; the exact rule with p_drop > 0 (vLLM's default
+        # decision) computes the plain and the head rows in one matmul, so it has no plain / rule split
+        assert r["speed"]["verify_s"] > 0
+        if sparse:
+            assert r["speed"]["plain_s"] > 0 and r["speed"]["rule_s"] > 0
+        else:
+            assert "rule_s" not in r["speed"]
+    if sparse:  # the summary sums the round meter's parts, as for the HF backend's runs
+        assert summary["speed/rule_s"] == pytest.approx(sum(r["speed"]["rule_s"] for r in rows))
     assert sum(r["spec"]["num_drafts"] for r in rows) == drafts
     again = run(cfg, log=lambda *_: None)  # resumable: nothing to redo
     assert again["run_id"] == summary["run_id"]

@@ -48,8 +48,10 @@ def commit_lines(runs: pd.DataFrame) -> list[str]:
             line += f" ({spanning} of the {len(per_run)} runs span several commits)"
     out = [line]
     if "git_dirty" in runs and runs["git_dirty"].astype(bool).any():
+        dirty = int(runs["git_dirty"].astype(bool).sum())
         out.append(
-            f"uncommitted changes when {int(runs['git_dirty'].astype(bool).sum())} of the runs were made"
+            f"uncommitted changes in the checkout when {dirty} of the {len(runs)} runs "
+            f"{'was' if dirty == 1 else 'were'} made (the commit alone does not identify their code)"
         )
     return out
 

@@ -93,7 +93,7 @@ def run(cfg: Any, log: Callable[[str], None] = _logger.info) -> dict:
     logger.finish()
     log(
         f"[run {record.run_id}] done: tau={summary['spec/mean_acceptance_length']:.3f} "
-        f"tok/s={summary['speed/tok_per_s']:.3f} accuracy={summary.get('quality/accuracy')}"
+        f"tok/s={summary['speed/tok_per_s']:.3f} accuracy={_rounded(summary.get('quality/accuracy'))}"
     )
     return summary
 
@@ -212,3 +212,8 @@ def _write_exports(
             f"[run {run_dir.name}] exports failed: {type(e).__name__}: {e} "
             f"(retry: ./reproduce.sh rescore {run_dir.name})"
         )
+
+
+def _rounded(value: object) -> object:
+    """A score for the console line: 4 decimals (the summary keeps the full value); anything else as is."""
+    return round(value, 4) if isinstance(value, float) else value

@@ -58,6 +58,13 @@ METHOD_LABEL = {"ar": "AR", "sd": "SD", "dropmatch": "SD+DM"}
 SMALL_N = 30
 
 
+# What select() leaves out that a user's own sweep often makes (runners.sweep.shown prints it).
+SELECTION_NOTE = (
+    "Table 6 shows SD only at a draft length L with DropMatch runs (its rows compare SD with SD + DM at each L): "
+    "add method=dropmatch to the sweep at that L"
+)
+
+
 def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     """Greedy, complete AR / SD / DM runs of the profile, no trace runs, one backend
     (:func:`analysis.artefact.pick_backend`, default ``hf``). Any batch size: the cells of a row share one

@@ -97,6 +97,11 @@ MAX_L_REASON = (
     "the paper's longest draft is L=32"
 )
 
+# Dropout heads cap. The paper runs K = 5 (the sensitivity sweep here K = 1 and 5). Each head is a row of the LM
+# head over the whole vocabulary per verified position (exact rule: B x (L + 1) x K x V logits, 36 MB per head at
+# B = 10, L = 5, V = 152k in float32), so far more heads only fill memory: K = 1e9 asked for 36 PB.
+MAX_K = 64
+
 # Fields of run.yaml, dataset/, decoding, profile/ (and the backend's and pair's sizes). L is checked by
 # runners.config.validate itself (0 is allowed only for autoregressive methods).
 NUMERIC: tuple[Field, ...] = (
@@ -110,7 +115,13 @@ NUMERIC: tuple[Field, ...] = (
     Field("dropmatch.p_drop", float, low=0, high=1, high_open=True),
     # 0 is a valid value for the methods that read no heads (ar, sd, ...): a sweep may cross dropmatch.K=0,5 with
     # them; runners.config.validate refuses it for the methods that read them
-    Field("dropmatch.K", int, low=0, note="MC-dropout heads; 0 only with a method that reads none"),
+    Field(
+        "dropmatch.K",
+        int,
+        low=0,
+        high=MAX_K,
+        note="MC-dropout heads; 0 only with a method that reads none; the paper's is 5",
+    ),
     Field("dropmatch.path", int, low=0, note="which single dropout path decodes"),
     Field("dropmatch.sparse_top_n", int, low=1, nullable=True, note="null = the exact rule"),
     Field(

@@ -200,21 +200,6 @@ class RunRecord:
             raise
         return fd
 
-    def note(self, key: str, entry: Mapping[str, Any]) -> None:
-        """Append ``entry`` to the list ``meta.json[key]`` (under the writer lock; e.g. a reuse of a stale run).
-
-        Raises:
-            RunLockedError: another process holds the lock.
-        """
-        fd = self._try_lock()
-        try:
-            meta = self.read_meta()
-            meta.setdefault(key, []).append(dict(entry))
-            atomic_write_json(self.dir / "meta.json", meta)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-
     def retire(self, dest: Path) -> Path:
         """Move the whole record to ``dest`` (kept, never deleted; out of ``runs/``, so no table reads it), so the
         run starts again from nothing. Returns ``dest``.

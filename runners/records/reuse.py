@@ -6,9 +6,9 @@ Every session that writes to a run record stores :func:`runners.records.fingerpr
 ran other code than this checkout (or predates fingerprints). A stale record is never reused silently:
 
 - ``reuse=warn`` (default): a warning ``[run <id>] ... finished by other decision code ...`` (logged at WARNING, so
-  on stderr); a finished run is kept and
-  returned as is, and the reuse is noted in its ``meta.json`` (``stale_reuses``: date, current and recorded
-  fingerprints); an unfinished one resumes (its sessions then show both codes);
+  on stderr); a finished run is returned as is and its record is not touched (rebuilding a table from committed
+  records leaves them as committed; the tables' footers print the records' fingerprints); an unfinished one
+  resumes (its sessions then show both codes);
 - ``reuse=strict``: the record is moved to ``<results>/stale/<run id>-<date>/`` (kept, out of ``runs/``, so no
   table reads it) and the run is made again from its first sample.
 
@@ -31,6 +31,7 @@ from runners.records.legacy_fingerprints import current_value
 _logger = logging.getLogger(__name__)
 
 POLICIES = ("warn", "strict")
+_WARNED: set[str] = set()  # run ids whose stale reuse this process has reported
 
 
 def recorded_codes(record: Any) -> list[str | None]:
@@ -96,17 +97,9 @@ def check(
     if finished is None:
         warn(f"{what}; resuming it with this code (reuse=warn; reuse=strict starts it again)")
         return None
-    entry = {
-        "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "decision_code": now,
-        "recorded": stale,
-    }
-    try:
-        noted = record.read_meta().get("stale_reuses") or []
-        # once per checkout's code: re-rendering an artefact must not rewrite its committed records every time
-        if not any(n.get("decision_code") == now and n.get("recorded") == stale for n in noted):
-            record.note("stale_reuses", entry)
-    except Exception as e:  # noqa: BLE001  (a locked or read-only record is still reused, and said so)
-        warn(f"[run {record.run_id}] could not note the stale reuse in meta.json: {e}")
-    warn(f"{what}; reused as is (reuse=warn; rerun with reuse=strict to recompute)")
+    if (
+        record.run_id not in _WARNED
+    ):  # sweep points that share a run (SD beside a p_drop sweep) say it once
+        _WARNED.add(record.run_id)
+        warn(f"{what}; reused as is (reuse=warn; rerun with reuse=strict to recompute)")
     return {**finished, "stale_decision_code": True}

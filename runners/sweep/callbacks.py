@@ -192,14 +192,17 @@ def started_status(entry: dict) -> str:
 
 
 def count_stale(sweep_dir: Path) -> int:
-    """Jobs of a sweep that reused a record made by other decision code (``"stale": true`` in their status)."""
-    n = 0
+    """Runs a sweep reused although other decision code made them (``"stale": true`` in their jobs' status), each
+    counted once: jobs that differ only in settings a rule ignores (SD beside a p_drop sweep) share one run."""
+    runs = set()
     for f in sweep_dir.glob(f"*/{STATUS_FILE}") if sweep_dir.is_dir() else []:
         try:
-            n += bool(json.loads(f.read_text()).get("stale"))
+            status = json.loads(f.read_text())
         except (OSError, ValueError):
-            pass
-    return n
+            continue
+        if status.get("stale"):
+            runs.add(status.get("run_id") or f.parent.name)
+    return len(runs)
 
 
 def _finished_run(config: DictConfig) -> tuple[Any, bool]:

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from analysis.render import ARTEFACTS, module
 from runners.paths import results_dir
 from runners.sweep.job_status import STATUS_FILE
 
@@ -60,17 +61,40 @@ def left_out(made: dict[str, list[str]], manifest: Path) -> dict[str, list[str]]
     return {rid: o for rid, o in made.items() if rid not in shown}
 
 
-def note(artefact: str, made: dict[str, list[str]], missing: dict[str, list[str]]) -> str | None:
-    """The line printed when the artefact left out runs of its own command (None when it shows them all)."""
+def note(
+    artefact: str,
+    made: dict[str, list[str]],
+    missing: dict[str, list[str]],
+    others: bool = True,
+    rule: str | None = None,
+) -> str | None:
+    """The line printed when the artefact left out runs of its own command (None when it shows them all).
+
+    ``others``: runs other than ``made`` are on record, which the artefact may have picked instead (then a new
+    results directory shows the command's runs alone); without them the artefact's own rule left the runs out,
+    which ``rule`` (its ``SELECTION_NOTE``, when it has one) names."""
     if not missing:
         return None
     rid, overrides = next(iter(missing.items()))
     settings = " ".join(o for o in overrides if not o.startswith("experiment="))
-    return (
+    line = (
         f"[reproduce] note: {artefact} does not show {len(missing)} of the {len(made)} runs this command decoded "
-        f"or reused (e.g. run {rid}: {settings}); it shows the runs on record its own selection picks (its footer "
-        f"says which). To see these runs alone, rerun the command with DROPMATCH_RESULTS set to a new directory."
+        f"or reused (e.g. run {rid}: {settings}); "
     )
+    if others:
+        return line + (
+            "it shows the runs on record its own selection picks (its footer says which). To see these runs "
+            "alone, rerun the command with DROPMATCH_RESULTS set to a new directory."
+        )
+    return line + (
+        f"no other runs are on record here, so its own selection left them out"
+        f"{f': {rule}' if rule else ' (its footer says which runs it shows)'}."
+    )
+
+
+def selection_note(artefact: str) -> str | None:
+    """The artefact module's ``SELECTION_NOTE`` (what its selection leaves out), or None."""
+    return getattr(module(artefact), "SELECTION_NOTE", None) if artefact in ARTEFACTS else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -83,7 +107,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     results = results_dir()
     made = sweep_runs(results, a.since, a.sweeps)
-    line = note(a.artefact, made, left_out(made, results / a.artefact / "manifest.json"))
+    missing = left_out(made, results / a.artefact / "manifest.json")
+    on_record = (
+        {d.name for d in (results / "runs").iterdir()} if (results / "runs").is_dir() else set()
+    )
+    line = note(
+        a.artefact,
+        made,
+        missing,
+        others=bool(on_record - set(made)),
+        rule=selection_note(a.artefact) if missing else None,
+    )
     if line:
         print(line, file=sys.stderr)
     return 0

@@ -50,9 +50,35 @@ def test_runs_of_the_command_the_table_left_out_are_named(tmp_path, monkeypatch,
         "[reproduce] note: table6 does not show 1 of the 2 runs this command decoded or reused "
         "(e.g. run aaa: L=5 dataset.limit=20); it shows the runs on record its own selection picks"
     )
+    for rid in (
+        "aaa",
+        "bbb",
+        "old",
+    ):  # an earlier command's run is on record: the table may show it instead
+        (tmp_path / "runs" / rid).mkdir(parents=True)
     monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path))
     assert main(["table6", "--since", str(since), "--sweeps", "table6"]) == 0
     assert capsys.readouterr().err.strip() == line
+
+
+def test_in_a_new_directory_the_note_names_the_artefact_s_own_rule(tmp_path, monkeypatch, capsys):
+    """Seen: AR and SD decoded into an empty results directory; Table 6 showed AR alone (SD only beside
+    DropMatch runs at its L) and the note advised a new directory, which it already was."""
+    since = time.time() - 5
+    _job(tmp_path, "s1", 0, "done", "ar1", ["method=ar", "experiment=table6"])
+    _job(tmp_path, "s1", 1, "done", "sd1", ["method=sd", "experiment=table6"])
+    for rid in ("ar1", "sd1"):
+        (tmp_path / "runs" / rid).mkdir(parents=True)
+    _manifest(tmp_path, "table6", ["ar1"])
+    monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path))
+    assert main(["table6", "--since", str(since), "--sweeps", "table6"]) == 0
+    err = capsys.readouterr().err.strip()
+    assert "(e.g. run sd1: method=sd); no other runs are on record here" in err
+    assert "DROPMATCH_RESULTS" not in err
+    assert err.endswith(
+        "Table 6 shows SD only at a draft length L with DropMatch runs (its rows compare SD with SD + DM at each "
+        "L): add method=dropmatch to the sweep at that L."
+    )
 
 
 def test_a_measurement_s_source_runs_count_as_shown(tmp_path):

@@ -29,7 +29,15 @@ BAD = [
     # the methods that read no heads ignore K: a sweep may cross dropmatch.K=0,5 with them
     (["method=ar", "dropmatch.K=0"], None),
     (["method=sd", "dropmatch.K=0"], None),
-    (["method=sd", "dropmatch.K=-1"], r"^dropmatch.K=-1 is invalid; allowed: an integer >= 0"),
+    (
+        ["method=sd", "dropmatch.K=-1"],
+        r"^dropmatch.K=-1 is invalid; allowed: an integer in \[0, 64\]",
+    ),
+    # one LM-head row over the vocabulary per head and position: a billion heads only fill memory
+    (
+        ["dropmatch.K=1000000000"],
+        r"^dropmatch.K=1000000000 is invalid; allowed: an integer in \[0, 64\]",
+    ),
     (["decoding.temperature=-1"], r"decoding.temperature=-1 is invalid; allowed: a number >= 0"),
     (["method.criterion=nope"], r"method.criterion='nope' is unknown; allowed: .*dropmatch_js"),
     (["backend.name=nope"], r"backend='nope' is unknown; allowed: .*hf"),
@@ -64,7 +72,7 @@ BAD = [
         r"^decoding.temperature=True is invalid; allowed: a number >= 0",
     ),
     (["repeats=0"], r"^repeats=0 is invalid; allowed: an integer >= 1 or null"),
-    (["dropmatch.K=2.5"], r"^dropmatch.K=2.5 is invalid; allowed: an integer >= 0"),
+    (["dropmatch.K=2.5"], r"^dropmatch.K=2.5 is invalid; allowed: an integer in \[0, 64\]"),
     (
         ["method=dropout_path", "dropmatch.path=-1"],
         r"^dropmatch.path=-1 is invalid; allowed: an integer >= 0",

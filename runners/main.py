@@ -98,7 +98,7 @@ def main(cfg: DictConfig) -> float | None:
 
 if __name__ == "__main__":
     from runners.config.optional_deps import MissingExtraError, check_launcher
-    from runners.config.overrides import check_overrides
+    from runners.config.overrides import align_with_sweep, check_overrides
     from runners.paths import REPO_ROOT, directory_env_errors
     from runners.sweep.console import LEVEL_ENV, console, level
 
@@ -116,6 +116,7 @@ if __name__ == "__main__":
         bad_dirs = directory_env_errors()  # before Hydra makes its output directory there
         if bad_dirs:
             raise ValueError(bad_dirs[0])
+        sys.argv[1:] = align_with_sweep(sys.argv[1:])  # a swept ++key: the user's value replaces the sweep's
         check_overrides(sys.argv[1:])  # before Hydra: its own errors exit 1 in its wording
         check_launcher(sys.argv[1:], str(REPO_ROOT / "conf" / "local" / "default.yaml"))
     except (MissingExtraError, ValueError) as e:

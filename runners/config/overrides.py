@@ -120,6 +120,29 @@ def override_error(override: Any, dirs: Iterable[Path] = ()) -> str | None:
     return None
 
 
+def align_with_sweep(argv: list[str]) -> list[str]:
+    """``argv`` with each plain ``key=value`` whose key the experiment's sweep force-adds (``++key`` in
+    ``conf/experiment/<name>.yaml``'s ``hydra.sweeper.params``: a key some of its methods lack, e.g. the Auto-Judge
+    artefacts' ``++method.threshold`` beside SD) written ``++key=value``, so that it replaces the experiment's
+    values as any other override of a swept key does. Hydra's basic sweeper keys an override by its prefix too: the
+    plain form was refused for the methods without the key, and its list form multiplied the sweep instead.
+    Other arguments are returned as they are."""
+    experiments = [a.partition("=")[2] for a in argv if a.startswith("experiment=")]
+    path = CONF / "experiment" / f"{experiments[-1]}.yaml" if experiments else None
+    if path is None or not path.is_file():
+        return list(argv)
+    from omegaconf import OmegaConf
+
+    params = OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.params") or {}
+    forced = {str(k).lstrip("+"): str(k)[: len(str(k)) - len(str(k).lstrip("+"))] for k in params}
+    forced = {k: prefix for k, prefix in forced.items() if prefix}
+    out = []
+    for a in argv:
+        key = a.partition("=")[0]
+        out.append(f"{forced[key]}{a}" if "=" in a and key in forced else a)
+    return out
+
+
 def check_overrides(argv: list[str]) -> None:
     """Refuse the first bad override of a ``python -m runners.main`` (or Auto-Judge build) command line.
 

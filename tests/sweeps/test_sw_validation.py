@@ -618,3 +618,34 @@ def test_check_only_accepts_inputs_an_earlier_step_makes(main_env, experiment, m
     p = run_main(main_env, *args, multirun=True)
     assert p.returncode == 2, p.stdout + p.stderr
     assert missing in p.stderr
+
+
+def test_a_value_for_a_key_the_experiment_force_adds_replaces_its_sweep():
+    """The Auto-Judge artefacts sweep ``++method.threshold`` (SD, beside them, has no threshold). A user's
+    ``method.threshold=0.2`` was refused as "not a key of method=dropmatch", and its list form multiplied the
+    experiment's three thresholds instead of replacing them: it is now given the experiment's prefix."""
+    from runners.config.overrides import align_with_sweep
+
+    argv = ["--multirun", "experiment=table8", "method.threshold=0.2,0.4", "L=8"]
+    assert align_with_sweep(argv) == [
+        "--multirun",
+        "experiment=table8",
+        "++method.threshold=0.2,0.4",
+        "L=8",
+    ]
+    assert align_with_sweep(["experiment=table6", "dropmatch.p_drop=0.2"]) == [
+        "experiment=table6",
+        "dropmatch.p_drop=0.2",
+    ]
+    assert align_with_sweep(["method.threshold=0.2"]) == ["method.threshold=0.2"]
+
+
+@pytest.mark.subprocess
+def test_auto_judge_threshold_override_checks_one_point_per_method(main_env):
+    env = {**main_env, "DROPMATCH_CHECK_ONLY": "1"}
+    p = run_main(env, "experiment=table8", "method.threshold=0.2", multirun=True)
+    assert p.returncode == 0 and "[sweep] checked: 3 points valid" in p.stderr, p.stderr
+    p = run_main(env, "experiment=fig5", "method.threshold=-1", multirun=True)
+    assert p.returncode == 2 and "method.threshold=-1 is invalid; allowed: a number in [0, 1]" in (
+        p.stderr
+    ), p.stderr

@@ -116,7 +116,8 @@ if __name__ == "__main__":
         bad_dirs = directory_env_errors()  # before Hydra makes its output directory there
         if bad_dirs:
             raise ValueError(bad_dirs[0])
-        sys.argv[1:] = align_with_sweep(sys.argv[1:])  # a swept ++key: the user's value replaces the sweep's
+        # a key the experiment's sweep force-adds (++key): the user's value replaces the sweep's
+        sys.argv[1:] = align_with_sweep(sys.argv[1:])
         check_overrides(sys.argv[1:])  # before Hydra: its own errors exit 1 in its wording
         check_launcher(sys.argv[1:], str(REPO_ROOT / "conf" / "local" / "default.yaml"))
     except (MissingExtraError, ValueError) as e:

@@ -292,18 +292,26 @@ run_artefact() {
   sweeps=("${SWEEPS[@]+"${SWEEPS[@]}"}")
   # every sweep's points are checked before anything is installed, built or decoded: a bad override in the
   # artefact's last sweep must not cost the first one's runs (nor a vLLM install)
+  # the check also counts the points finished on record: a vLLM sweep with nothing to decode needs no vLLM
+  local finished=" " out
   for exp in "${sweeps[@]+"${sweeps[@]}"}"; do
-    if ! DROPMATCH_CHECK_ONLY=1 "$PY" -m runners.main --multirun "experiment=$exp" "${overrides[@]+"${overrides[@]}"}" \
-        >/dev/null; then
+    if ! out=$(DROPMATCH_CHECK_ONLY=1 "$PY" -m runners.main --multirun "experiment=$exp" "${overrides[@]+"${overrides[@]}"}" \
+        2>&1 >/dev/null); then
+      printf '%s\n' "$out" >&2
       echo "[reproduce] $name refused before running anything: sweep $exp is invalid (reason above)" >&2
       exit 2
+    fi
+    printf '%s\n' "$out" >&2
+    if [[ $out =~ checked:\ ([0-9]+)\ points\ valid,\ ([0-9]+)\ of\ them\ finished ]] \
+        && [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ]; then
+      finished+="$exp "
     fi
   done
   if [[ $JUDGED_ARTEFACTS == *" $name "* ]]; then
     check_judge "$name" "${judging[@]+"${judging[@]}"}"
   fi
   local runpy=$PY xpy
-  if uses_vllm "$name" "${overrides[@]+"${overrides[@]}"}"; then
+  if uses_vllm "$name" "${overrides[@]+"${overrides[@]}"}" && [[ $finished != *" $name "* ]]; then
     setup_vllm
     runpy=$VLLM_PY
   fi
@@ -312,6 +320,10 @@ run_artefact() {
   fi
   for exp in "${sweeps[@]+"${sweeps[@]}"}"; do
     xpy=$runpy
+    if uses_vllm "$exp" "${overrides[@]+"${overrides[@]}"}" && [[ $finished == *" $exp "* ]]; then
+      echo "[reproduce] $name: sweep $exp: every run is finished on record; reused without starting vLLM" >&2
+      continue
+    fi
     if [ "$exp" != "$name" ] && uses_vllm "$exp" "${overrides[@]+"${overrides[@]}"}"; then setup_vllm; xpy=$VLLM_PY; fi
     echo "[reproduce] $name: sweep $exp (profile=$profile)" >&2
     "$xpy" -m runners.main --multirun "experiment=$exp" "${overrides[@]+"${overrides[@]}"}"

@@ -122,6 +122,24 @@ def invalid_sweep_points(config: DictConfig) -> tuple[list[tuple[str, str]], int
     return bad, len(jobs)
 
 
+def finished_points(config: DictConfig) -> int | None:
+    """How many points of this multirun a run would only reuse (finished on record, :func:`will_reuse`), so
+    ``reproduce.sh`` need not install an engine (vLLM) for a sweep that decodes nothing; None if the sweeper
+    cannot tell. A point that cannot be composed or resolved here counts as unfinished."""
+    jobs = sweep_job_overrides(config)
+    if jobs is None:
+        return None
+    n = 0
+    for job in jobs:
+        try:
+            point = compose(config_name=str(config.hydra.job.config_name), overrides=job)
+            c = job_of(point).resolve(point)
+            n += will_reuse(RunRecord(results_dir() / "runs", c), str(c.get("reuse") or "warn"))
+        except Exception:  # noqa: BLE001  (unknown: decoded, or refused, by the job itself)
+            continue
+    return n
+
+
 def check_point(task: DictConfig) -> None:
     """Validate one run's config and check its models have a source, without loading or writing anything.
 
@@ -279,8 +297,11 @@ class SweepSummary(Callback):
                 self._print(line)
             sys.exit(2)
         if check_only():
+            finished = finished_points(config)
             self._print(
-                f"[sweep] checked: {total if total is not None else '?'} points valid; nothing ran"
+                f"[sweep] checked: {total if total is not None else '?'} points valid"
+                + (f", {finished} of them finished on record" if finished is not None else "")
+                + "; nothing ran"
             )
             sys.exit(0)
         self.sweep_dir = str(config.hydra.sweep.dir)

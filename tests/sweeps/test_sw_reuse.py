@@ -123,6 +123,12 @@ def test_stale_record_is_warned_about_or_rerun(main_env):
     assert json.loads((run_dir / "meta.json").read_text())["decision_code"]["fingerprint"] == now
     samples = (run_dir / "samples.jsonl").read_text()
 
+    # what reproduce.sh reads to skip a vLLM sweep that has nothing to decode: every point finished on record
+    check = run_main({**main_env, "DROPMATCH_CHECK_ONLY": "1"}, *RUN, multirun=True)
+    assert (
+        "[sweep] checked: 1 points valid, 1 of them finished on record; nothing ran" in check.stderr
+    )
+
     _tamper(run_dir)
     tampered = _files(run_dir)
     warn = run_main(main_env, *RUN, multirun=True)

@@ -583,7 +583,7 @@ def test_check_only_validates_a_sweep_and_runs_nothing(main_env):
     env = {**main_env, "DROPMATCH_CHECK_ONLY": "1"}
     p = run_main(env, "pair=tiny", "profile=smoke", "method=sd", "L=2,3", multirun=True)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "[sweep] checked: 2 points valid; nothing ran" in p.stderr
+    assert "[sweep] checked: 2 points valid, 0 of them finished on record; nothing ran" in p.stderr
     assert (
         "Launching" not in p.stdout + p.stderr and not Path(main_env["DROPMATCH_RESULTS"]).exists()
     )
@@ -613,7 +613,7 @@ def test_check_only_accepts_inputs_an_earlier_step_makes(main_env, experiment, m
     args = (f"experiment={experiment}", "pair=tiny", "profile=smoke")
     p = run_main({**main_env, "DROPMATCH_CHECK_ONLY": "1"}, *args, multirun=True)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "points valid; nothing ran" in p.stderr
+    assert "points valid, 0 of them finished on record; nothing ran" in p.stderr
     assert not Path(main_env["DROPMATCH_RESULTS"]).exists()
     p = run_main(main_env, *args, multirun=True)
     assert p.returncode == 2, p.stdout + p.stderr

@@ -146,6 +146,36 @@ def cap_line(capped: dict[tuple, pd.Series]) -> str | None:
     )
 
 
+def zero_width_line(data: list[dict]) -> str | None:
+    """Footer line where a cell's interval has zero width over more than one prompt (``<col>_lo == <col>_hi``):
+    every prompt had the same value, so the bootstrap cannot vary it; None when no cell does."""
+    cols = sorted(
+        {
+            k[:-3]
+            for row in data
+            for k in row
+            if k.endswith("_lo")
+            and int(row.get("n") or 0) > 1
+            and row[k] == row.get(f"{k[:-3]}_hi")
+            and row[k] == row[k]  # not NaN
+        }
+    )
+    if not cols:
+        return None
+    labels = {
+        "sd_tok_per_s": "SD tok/s",
+        "dm_tok_per_s": "SD+DM tok/s",
+        "dm_over_sd": "SD+DM / SD",
+        "sd_tau": "SD τ",
+        "dm_tau": "SD+DM τ",
+    }
+    return (
+        f"a [x, x] interval ({', '.join(labels.get(c, c) for c in cols)}): every prompt of the cell had the same value, so resampling prompts "
+        "cannot move it (τ: outputs capped at the same length; tok/s: prompts decoded in one batch, equally long, "
+        "share its seconds); it is not a measurement without noise"
+    )
+
+
 def build(selected: pd.DataFrame) -> Artefact:
     """One table per (L, p_drop, K) of the DropMatch runs (the SD runs at that L in each)."""
     art, cache, used = Artefact(NAME), ItemCache(), []
@@ -176,6 +206,7 @@ def build(selected: pd.DataFrame) -> Artefact:
                 ),
                 *equality_footer(runs, selected),
                 *notes,
+                *[x for x in (zero_width_line(data),) if x],
                 *provenance_lines(runs),
             ]
             stem = setting_stem(NAME, p, K) + ("" if L == PAPER_L else f"_L{L}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import logging
 import os
 import socket
 import warnings
@@ -32,6 +33,8 @@ from runners.records.run_id import run_id_of
 from runners.records.schema import RecordError, line_schema, read_json_object, read_samples
 
 __all__ = ["RecordError", "RunLockedError", "RunRecord", "iter_runs", "read_samples"]
+
+_logger = logging.getLogger(__name__)
 
 
 class RunLockedError(RuntimeError):
@@ -241,7 +244,8 @@ class RunRecord:
 
     # -- samples ---------------------------------------------------------------------------------
     def _repair(self) -> None:
-        """Truncate the file after the last complete line (drops a line torn by a kill)."""
+        """Truncate the file after the last complete line (drops a line torn by a kill), and say so on the log (the
+        torn line's sample is decoded again)."""
         if not self.samples_path.exists():
             return
         data = self.samples_path.read_bytes()
@@ -251,6 +255,13 @@ class RunRecord:
                 f.truncate(keep)
                 f.flush()
                 os.fsync(f.fileno())
+            _logger.warning(
+                "[%s %s] dropped a torn last line of samples.jsonl (%d bytes, a write cut by a kill): its sample "
+                "is decoded again",
+                self.kind,
+                self.run_id,
+                len(data) - keep,
+            )
 
     def samples(self) -> list[dict]:
         """All complete sample lines (first occurrence per sample id), checked against the record's schema.

@@ -184,7 +184,7 @@ class TestRunId:
 
 
 class TestRecord:
-    def test_torn_last_line_is_cut_and_appending_continues(self, tmp_path):
+    def test_torn_last_line_is_cut_and_appending_continues(self, tmp_path, caplog):
         rec = RunRecord(tmp_path, CFG)
         with rec:
             rec.open({})
@@ -193,9 +193,14 @@ class TestRecord:
             f.write(b'{"sample_id": "b", "output_te')  # a kill in the middle of a write
         assert [s["sample_id"] for s in read_samples(rec.samples_path)] == ["a"]
         with RunRecord(tmp_path, CFG) as rec2:
-            rec2.open({})
+            with caplog.at_level("WARNING", logger="runners.records.record"):
+                rec2.open({})
             assert rec2.done_ids() == {"a"}
             rec2.append(line("b"))
+        # the repair is said: a resumed run decodes that sample again
+        assert (
+            f"[run {rec.run_id}] dropped a torn last line of samples.jsonl (29 bytes" in caplog.text
+        )
         lines = rec.samples_path.read_text().splitlines()
         assert [json.loads(x)["sample_id"] for x in lines] == ["a", "b"]
 

@@ -37,9 +37,10 @@ LABELS = {
     "lm_head": "LM head (plain, [L+1,d]x[d,V])",
     "mc_dropout_heads": "MC-dropout heads, K rows + plain row (one matmul)",
     "mc_extra": "MC-dropout heads: extra over the LM head",
-    "js_divergence": "JS computation (centroid, K heads + draft)",
+    "js_divergence": "JS computation (centroid, K heads + draft) at every draft position (the paper's split)",
     "dropmatch_overhead": "DropMatch overhead = MC extra + JS",
-    "dropmatch_criterion": "whole dropmatch_js rule (Alg. 1, incl. JS)",
+    "dropmatch_criterion": "whole dropmatch_js rule (Alg. 1; its JS only where the majority does not accept, up to "
+    "the first rejection: can be less than the JS row)",
     "dm_in_loop": "DropMatch decision in the loop = verify_round(DM) - verify_round(SD)",
     "dm_in_loop_sparse": "sparse variant (top-N, opt-in) in the loop = verify_round(DM sparse) - verify_round(SD)",
     "dm_in_loop_audited": "sparse variant with a share a of its rounds audited by the exact rule, amortised = "
@@ -274,7 +275,10 @@ def build(selected: pd.DataFrame) -> Artefact:
     data = data[[*LABEL_COLUMNS, *(c for c in data.columns if c not in LABEL_COLUMNS)]]
     tdata = pd.DataFrame(targets)
     runs = used(chosen)
-    n_line, prov = _n_line(chosen, tdata), provenance_lines(runs)
+    n_line, prov = (
+        _n_line(chosen, tdata),
+        provenance_lines(runs, dtype_column=True),
+    )  # rows per dtype
     art.tables.append(_costs_table(data, n_line, prov))
     art.tables.append(_targets_table(tdata, n_line, prov))
     art.runs = runs

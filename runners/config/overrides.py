@@ -121,7 +121,7 @@ def override_error(override: Any, dirs: Iterable[Path] = ()) -> str | None:
 
 
 def align_with_sweep(argv: list[str]) -> list[str]:
-    """``argv`` with each plain ``key=value`` whose key the experiment's sweep force-adds (``++key`` in
+    """``argv`` with each ``key=value`` (or ``+key=value``) whose key the experiment's sweep force-adds (``++key`` in
     ``conf/experiment/<name>.yaml``'s ``hydra.sweeper.params``: a key some of its methods lack, e.g. the Auto-Judge
     artefacts' ``++method.threshold`` beside SD) written ``++key=value``, so that it replaces the experiment's
     values as any other override of a swept key does. Hydra's basic sweeper keys an override by its prefix too: the
@@ -138,8 +138,9 @@ def align_with_sweep(argv: list[str]) -> list[str]:
     forced = {k: prefix for k, prefix in forced.items() if prefix}
     out = []
     for a in argv:
-        key = a.partition("=")[0]
-        out.append(f"{forced[key]}{a}" if "=" in a and key in forced else a)
+        key, eq, value = a.partition("=")
+        base = key.lstrip("+")
+        out.append(f"{forced[base]}{base}={value}" if eq and base in forced else a)
     return out
 
 

@@ -638,6 +638,10 @@ def test_a_value_for_a_key_the_experiment_force_adds_replaces_its_sweep():
         "dropmatch.p_drop=0.2",
     ]
     assert align_with_sweep(["method.threshold=0.2"]) == ["method.threshold=0.2"]
+    assert align_with_sweep(["experiment=fig5", "+method.threshold=0.2"]) == [
+        "experiment=fig5",
+        "++method.threshold=0.2",
+    ]
 
 
 @pytest.mark.subprocess

@@ -124,8 +124,8 @@ def align_with_sweep(argv: list[str]) -> list[str]:
     """``argv`` with each ``key=value`` (or ``+key=value``) whose key the experiment's sweep force-adds (``++key`` in
     ``conf/experiment/<name>.yaml``'s ``hydra.sweeper.params``: a key some of its methods lack, e.g. the Auto-Judge
     artefacts' ``++method.threshold`` beside SD) written ``++key=value``, so that it replaces the experiment's
-    values as any other override of a swept key does. Hydra's basic sweeper keys an override by its prefix too: the
-    plain form was refused for the methods without the key, and its list form multiplied the sweep instead.
+    values as any other override of a swept key does. Hydra's basic sweeper keys an override by its prefix too:
+    without this, the plain form is refused for the methods without the key, and its list form multiplies the sweep.
     Other arguments are returned as they are."""
     experiments = [a.partition("=")[2] for a in argv if a.startswith("experiment=")]
     path = CONF / "experiment" / f"{experiments[-1]}.yaml" if experiments else None

@@ -275,10 +275,8 @@ def build(selected: pd.DataFrame) -> Artefact:
     data = data[[*LABEL_COLUMNS, *(c for c in data.columns if c not in LABEL_COLUMNS)]]
     tdata = pd.DataFrame(targets)
     runs = used(chosen)
-    n_line, prov = (
-        _n_line(chosen, tdata),
-        provenance_lines(runs, dtype_column=True),
-    )  # rows per dtype
+    n_line = _n_line(chosen, tdata)
+    prov = provenance_lines(runs, dtype_column=True)  # its rows are per dtype
     art.tables.append(_costs_table(data, n_line, prov))
     art.tables.append(_targets_table(tdata, n_line, prov))
     art.runs = runs

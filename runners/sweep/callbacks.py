@@ -95,13 +95,17 @@ def sweep_job_overrides(config: DictConfig) -> list[list[str]] | None:
         return None
 
 
-def invalid_sweep_points(config: DictConfig) -> tuple[list[tuple[str, str]], int | None]:
+def invalid_sweep_points(
+    config: DictConfig, reused: list[bool] | None = None
+) -> tuple[list[tuple[str, str]], int | None]:
     """``([(overrides, error), ...], number of points)``: every sweep point whose config is refused
     (:func:`check_point`), and how many points the sweep has (None if the sweeper cannot tell).
 
     Composes each point as the launcher will (``hydra.compose`` inside the running app) and validates it
     before any job starts, so a bad value late in a sweep does not stop it after hours of earlier runs.
     Points that cannot be composed here (e.g. interpolations of Hydra's runtime config) are left to the job.
+    ``reused``: a list to which each valid point's :func:`_reuse_of` verdict is appended (a point that cannot be
+    resolved here counts as not reused), so ``reproduce.sh`` can tell a sweep that decodes nothing.
     """
     jobs = sweep_job_overrides(config)
     if not jobs:
@@ -113,31 +117,28 @@ def invalid_sweep_points(config: DictConfig) -> tuple[list[tuple[str, str]], int
             check_point(point)
         except (ConfigError, ModelUnavailableError) as e:
             bad.append((" ".join(job), str(e)))
+            continue
         except (
             MissingConfigException
         ) as e:  # a group option that does not exist (method=dropmach): never runs
             bad.append((" ".join(job), " ".join(str(e).split("Config search path")[0].split())))
+            continue
         except Exception:  # noqa: BLE001  (left to the job, which reports it in full)
             continue
+        if reused is not None:
+            try:
+                reused.append(_reuse_of(point)[1])
+            except Exception:  # noqa: BLE001  (unknown: decoded, or refused, by the job itself)
+                reused.append(False)
     return bad, len(jobs)
 
 
-def finished_points(config: DictConfig) -> int | None:
-    """How many points of this multirun a run would only reuse (finished on record, :func:`will_reuse`), so
-    ``reproduce.sh`` need not install an engine (vLLM) for a sweep that decodes nothing; None if the sweeper
-    cannot tell. A point that cannot be composed or resolved here counts as unfinished."""
-    jobs = sweep_job_overrides(config)
-    if jobs is None:
-        return None
-    n = 0
-    for job in jobs:
-        try:
-            point = compose(config_name=str(config.hydra.job.config_name), overrides=job)
-            c = job_of(point).resolve(point)
-            n += will_reuse(RunRecord(results_dir() / "runs", c), str(c.get("reuse") or "warn"))
-        except Exception:  # noqa: BLE001  (unknown: decoded, or refused, by the job itself)
-            continue
-    return n
+def _reuse_of(task: DictConfig) -> tuple[Any, bool]:
+    """``(RunRecord, finished)`` of a run's task config: its record, and whether a run would only reuse it
+    (:func:`runners.records.reuse.will_reuse`). Raises what resolving the config raises."""
+    c = job_of(task).resolve(task)
+    record = RunRecord(results_dir() / "runs", c)
+    return record, will_reuse(record, str(c.get("reuse") or "warn"))
 
 
 def check_point(task: DictConfig) -> None:
@@ -231,9 +232,7 @@ def _finished_run(config: DictConfig) -> tuple[Any, bool]:
         )  # what the task function gets (as hydra.core.utils.run_job makes it)
         with read_write(task), open_dict(task):
             del task["hydra"]
-        c = job_of(task).resolve(task)
-        record = RunRecord(results_dir() / "runs", c)
-        return record, will_reuse(record, str(c.get("reuse") or "warn"))
+        return _reuse_of(task)
     except Exception:  # an invalid config fails in the job itself, with its message
         return None, False
 
@@ -291,16 +290,16 @@ class SweepSummary(Callback):
         refuse_invalid_run(config)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        bad, total = invalid_sweep_points(config)
+        reused: list[bool] | None = [] if check_only() else None
+        bad, total = invalid_sweep_points(config, reused)
         if bad:
             for line in refusal_lines(bad, total):
                 self._print(line)
             sys.exit(2)
-        if check_only():
-            finished = finished_points(config)
+        if reused is not None:
             self._print(
                 f"[sweep] checked: {total if total is not None else '?'} points valid"
-                + (f", {finished} of them finished on record" if finished is not None else "")
+                + (f", {sum(reused)} of them finished on record" if total is not None else "")
                 + "; nothing ran"
             )
             sys.exit(0)

@@ -196,11 +196,11 @@ def redecide(
     """
     T = inputs.temperature
     heads, ids, weights = inputs.exact_heads(rows, positions, rung)  # [m, K, C + S or V]
-    q = inputs.draft_probs[rows, positions]  # [m, V]
     if ids is None:
+        q = inputs.draft_probs[rows, positions]  # [m, V]
         d, h = (v[:, 0] for v in js_statistics(heads.unsqueeze(1), q.unsqueeze(1), T))
         return d, h, torch.zeros_like(d)
-    q = (
-        q.gather(-1, ids).float().masked_fill(torch.isneginf(heads[:, 0]), 0.0)
-    )  # duplicates count once
+    # the draft at the support's entries only (no copy of its rows); duplicates count once
+    q = inputs.draft_probs[rows[:, None], positions[:, None], ids].float()  # [m, C + S]
+    q = q.masked_fill(torch.isneginf(heads[:, 0]), 0.0)
     return sampled_js_statistics(heads, q, weights, rung[1], T)

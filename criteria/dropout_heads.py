@@ -270,18 +270,22 @@ def candidate_tokens(
     return ids, dup
 
 
-# Width of the blocks top_ids scans.
+# Widest block top_ids scans, and how many blocks per wanted id it keeps at least.
 TOP_BLOCK = 128
+TOP_BLOCKS_PER_ID = 8
 
 
 def top_ids(logits: torch.Tensor, k: int) -> torch.Tensor:
     """Ids of the k largest entries of each row, largest first; the same set as ``logits.topk(k).indices`` up to
     the order of tied values.
 
-    Each of the k largest entries lies in a block (``TOP_BLOCK`` consecutive ids, the last block shorter) whose
-    maximum is among the k largest block maxima, so the top-k is taken over those k blocks only: one max pass over
-    the row instead of ``torch.topk``'s selection over it, which on a CPU took about twice as long (3.3 against
-    1.6 ms for ``[10, 5, 151936]`` float32, 2 threads). Rows too short to gain use ``torch.topk``.
+    Each of the k largest entries lies in a block of consecutive ids (the last block shorter) whose maximum is
+    among the k largest block maxima, so the top-k is taken over those k blocks only: one max pass over the row
+    instead of ``torch.topk``'s selection over it. The block is the widest power of two up to ``TOP_BLOCK`` that
+    leaves ``TOP_BLOCKS_PER_ID`` blocks per wanted id (128 for k = 64, 32 for 512, 8 for 2,048 over 151,936 ids),
+    so the blocks kept stay a small share of the row; when the blocks tile the row they are copied whole. On a
+    2-vCPU AVX512 CPU (2 threads, float32 rows of 151,936) one row took 0.13 / 0.16 / 0.66 ms at k = 64 / 512 /
+    2,048 against ``torch.topk``'s 0.31 / 0.38 / 1.21 ms. Rows too short to gain use ``torch.topk``.
 
     Args:
         logits: ``[..., V]`` float.
@@ -292,19 +296,24 @@ def top_ids(logits: torch.Tensor, k: int) -> torch.Tensor:
     """
     V = logits.shape[-1]
     k = min(k, V)
-    full = V // TOP_BLOCK
-    if full < 4 * k:
+    width = TOP_BLOCK
+    while width > 1 and V // width < TOP_BLOCKS_PER_ID * k:
+        width //= 2
+    full = V // width
+    if width < 8 or full < 4 * k:
         return logits.topk(k, dim=-1).indices
     lead = logits.shape[:-1]
-    best = (
-        logits[..., : full * TOP_BLOCK].reshape(*lead, full, TOP_BLOCK).amax(dim=-1)
-    )  # [..., full]
-    if V > full * TOP_BLOCK:  # the short last block
-        best = torch.cat([best, logits[..., full * TOP_BLOCK :].amax(dim=-1, keepdim=True)], dim=-1)
+    blocks = logits[..., : full * width].reshape(*lead, full, width)
+    best = blocks.amax(dim=-1)  # [..., full]
+    if V > full * width:  # the short last block
+        best = torch.cat([best, logits[..., full * width :].amax(dim=-1, keepdim=True)], dim=-1)
     chosen = best.topk(k, dim=-1).indices  # [..., k]
-    ids = (
-        chosen.unsqueeze(-1) * TOP_BLOCK + torch.arange(TOP_BLOCK, device=logits.device)
-    ).flatten(-2)
+    # whole blocks only: copied block by block, the ids found from the k picked
+    if V == full * width:
+        values = blocks.gather(-2, chosen.unsqueeze(-1).expand(*lead, k, width)).flatten(-2)
+        picked = values.topk(k, dim=-1).indices  # [..., k] into the k blocks' entries
+        return chosen.gather(-1, picked // width) * width + picked % width
+    ids = (chosen.unsqueeze(-1) * width + torch.arange(width, device=logits.device)).flatten(-2)
     values = logits.gather(-1, ids.clamp(max=V - 1)).masked_fill(ids >= V, float("-inf"))
     return ids.gather(-1, values.topk(k, dim=-1).indices)  # [..., k]
 
@@ -384,11 +393,32 @@ def rest_logsumexp(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     return e.sum(dim=-1).log_() + m[..., 0]
 
 
-# Gathered LM-head rows above this many bytes are taken one position at a time, each distinct token once. One gather
-# of every position's rows is then a fresh allocation of tens of MB whose page faults cost many times the copy: in a
-# real-pair process, 4 positions' rows of a 4,096-sample rung (16,896 bf16 rows, 52 MB) took 170-250 ms at once
-# and 3 ms position by position, where a sampled tail repeats tokens (about 2.5 draws per distinct token on IFEval).
+# Gathered LM-head rows above this many bytes are taken one position at a time, each distinct token once (a sampled
+# tail repeats tokens: about 2.5 draws per distinct token on IFEval), so that the matmul has fewer rows.
 GATHER_BYTES = 16 << 20
+
+# The buffer the gathered rows are copied into, one per (dtype, device, d), grown to the largest gather seen and
+# reused: a fresh allocation of several MB is page-faulted in at every gather, which on a CPU cost several times the
+# copy itself (6,144 random bf16 rows of 1,536 on a 2-vCPU AVX512 CPU: 6.5 ms into a fresh tensor, 1.3 ms into a
+# reused one).
+_SCRATCH: dict[tuple[torch.dtype, torch.device, int], torch.Tensor] = {}
+
+
+def gathered_rows(weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """``weight[ids]`` as ``[*ids.shape, d]``, a view of a buffer this module reuses: valid until the next call,
+    so the caller consumes it at once (as :func:`heads_on_candidates` does, in a matmul).
+
+    Args:
+        weight: ``[V, d]``; ids: int64 of any shape, values in ``[0, V)``.
+    """
+    d = weight.shape[-1]
+    n = ids.numel()
+    key = (weight.dtype, weight.device, d)
+    buffer = _SCRATCH.get(key)
+    if buffer is None or buffer.shape[0] < n:
+        buffer = _SCRATCH[key] = torch.empty((n, d), dtype=weight.dtype, device=weight.device)
+    out = torch.index_select(weight, 0, ids.reshape(n), out=buffer[:n])
+    return out.view(*ids.shape, d)
 
 
 def heads_on_candidates(
@@ -413,8 +443,7 @@ def heads_on_candidates(
     """
     M, C = ids.shape
     if M * C * lm_head_weight.shape[-1] * lm_head_weight.element_size() <= GATHER_BYTES:
-        # embedding() gathers the same rows as index_select, about twice as fast on CPU in bf16 (measured)
-        rows = torch.nn.functional.embedding(ids, lm_head_weight)  # [M, C, d]
+        rows = gathered_rows(lm_head_weight, ids)  # [M, C, d]
         logits = torch.bmm(dropped, rows.transpose(1, 2))  # [M, K, C]
     else:
         logits = torch.stack(
@@ -429,7 +458,7 @@ def _distinct_rows_logits(x: torch.Tensor, weight: torch.Tensor, ids: torch.Tens
     """``x`` ``[K, d]`` against the rows ``weight[ids]`` (``ids`` ``[C]``), each distinct row gathered once:
     ``[K, C]`` in the weight's dtype."""
     distinct, at = torch.unique(ids, return_inverse=True)
-    return torch.nn.functional.linear(x, torch.nn.functional.embedding(distinct, weight))[:, at]
+    return torch.nn.functional.linear(x, gathered_rows(weight, distinct))[:, at]
 
 
 def dropout_head_logits(

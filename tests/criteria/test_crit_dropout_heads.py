@@ -173,3 +173,26 @@ def test_heads_on_candidates_position_by_position_gives_each_dot_product(dtype, 
     # the same dot products grouped otherwise: equal here, within a rounding step of the dtype on any BLAS
     near = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 8e-3, "atol": 1e-2}
     torch.testing.assert_close(split, one_shot, **near)
+
+
+def test_gathered_rows_reuse_one_buffer_and_give_the_rows():
+    """``gathered_rows`` copies ``W[ids]`` into a buffer it keeps per (dtype, device, d) and grows only when a
+    gather is larger, so a gather of the same size or smaller writes into the same memory (no fresh allocation)."""
+    g = torch.Generator().manual_seed(9)
+    W = torch.randn(50, 16, generator=g).to(torch.bfloat16)
+    dh._SCRATCH.clear()
+    first = dh.gathered_rows(W, torch.tensor([[3, 4, 49], [0, 0, 7]]))
+    assert first.shape == (2, 3, 16) and torch.equal(
+        first, W[torch.tensor([[3, 4, 49], [0, 0, 7]])]
+    )
+    where = first.data_ptr()
+    ids = torch.tensor([5, 1])
+    second = dh.gathered_rows(W, ids)
+    assert second.data_ptr() == where and torch.equal(second, W[ids])
+    wider = torch.randint(0, 50, (9,), generator=g)
+    assert torch.equal(dh.gathered_rows(W, wider), W[wider])
+    assert dh._SCRATCH[(W.dtype, W.device, 16)].shape[0] == 9
+    assert torch.equal(
+        dh.gathered_rows(W.float(), ids), W.float()[ids]
+    )  # another dtype: its own buffer
+    assert len(dh._SCRATCH) == 2

@@ -122,18 +122,20 @@ def test_verify_round_lazy_equals_traced(temperature):
     assert torch.equal(lazy.next_token_ids, traced.next_token_ids)
 
 
-@pytest.mark.parametrize("V", [128 * 300, 128 * 300 + 5, 151665, 1000])
+@pytest.mark.parametrize("V", [128 * 300, 128 * 300 + 5, 151665, 151936, 1000])
 def test_top_ids_are_topks_set(V):
-    """The block scan finds the same top-k as torch.topk (distinct values: the same ids), largest first, also with
-    a short last block (its top entry planted there) and on rows too short for blocks (torch.topk itself)."""
+    """The block scan finds the same top-k as torch.topk (distinct values: the same ids), largest first, at every
+    block width it picks (128 for the sparse variant's top-64, narrower for the escape's top-512 and top-2,048),
+    with whole blocks (Qwen's 151,936 ids), with a short last block (its top entry planted there) and on rows too
+    short for blocks (torch.topk itself)."""
     g = torch.Generator().manual_seed(V)
     logits = torch.randn(3, 4, V, generator=g)
     logits[0, 0, 5000 % V : 5000 % V + 40] += (
         10.0  # the top-k crowded in one block and its neighbours
     )
-    for k in (1, 16, 64):
+    for k in (1, 16, 64, 512, 2048):
         got = top_ids(logits, k)
-        want = logits.topk(k, dim=-1)
+        want = logits.topk(min(k, V), dim=-1)
         assert torch.equal(got.sort(dim=-1).values, want.indices.sort(dim=-1).values)
         assert torch.equal(logits.gather(-1, got), want.values)
 

@@ -191,14 +191,33 @@ def dropout_masks(
     Raises:
         ValueError: the generator is on another device type than ``device``.
     """
+    return mask_uniforms(n, K, d, generator, device) < (1.0 - p_drop)
+
+
+def mask_uniforms(
+    n: int,
+    K: int,
+    d: int,
+    generator: torch.Generator,
+    device: torch.device | str,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The uniforms :func:`dropout_masks` compares with ``1 - p_drop``: ``[n, K, d]`` float32 from exactly one
+    ``torch.rand((n, K, d), dtype=float32, generator=generator, device=device)`` call, written into ``out``
+    (``[n, K, d]`` float32, contiguous) when given, so that a batch's rows share one buffer and one comparison.
+
+    Raises:
+        ValueError: the generator is on another device type than ``device``.
+    """
     device = torch.device(device)
     if generator.device.type != device.type:
         raise ValueError(
             f"generator is on {generator.device} but the hidden states are on {device}; "
             f"make the generator on the model's device (runners.backends.seeding.make_generator)"
         )
-    u = torch.rand((n, K, d), generator=generator, device=device, dtype=torch.float32)  # [n, K, d]
-    return u < (1.0 - p_drop)
+    if out is None:
+        return torch.rand((n, K, d), generator=generator, device=device, dtype=torch.float32)
+    return torch.rand((n, K, d), generator=generator, device=device, dtype=torch.float32, out=out)
 
 
 def heads_from_masks(

@@ -27,10 +27,10 @@ from criteria.dropout_heads import (
     HeadSpec,
     LMHead,
     candidate_tokens,
-    dropout_masks,
     dropped_hidden,
     head_token_candidates,
     heads_on_candidates,
+    mask_uniforms,
     rest_logsumexp,
     top_ids,
     with_draft_top,
@@ -236,10 +236,12 @@ def _dropped(
     """The K heads' inputs at the first P positions, ``[B*P, K, d]`` (Eq. 1-2); each row's masks drawn for all N
     positions from its own generator (one ``torch.rand((N, K, d))``), so the stream does not depend on P."""
     B, N, d = hidden.shape
-    keep = torch.stack(
-        [dropout_masks(N, K, d, p, g, hidden.device)[:P] for g in generators]
-    )  # [B, P, K, d]
-    return dropped_hidden(hidden[:, :P].reshape(B * P, d), keep.view(B * P, K, d), p)
+    # every row's uniforms in one buffer, compared at once (the masks of dropout_masks, row by row)
+    u = torch.empty((B, N, K, d), dtype=torch.float32, device=hidden.device)
+    for row, g in enumerate(generators):
+        mask_uniforms(N, K, d, g, hidden.device, out=u[row])
+    keep = u[:, :P] < (1.0 - p)  # [B, P, K, d]
+    return dropped_hidden(hidden[:, :P].reshape(B * P, d), keep.reshape(B * P, K, d), p)
 
 
 def _exact_heads_at(

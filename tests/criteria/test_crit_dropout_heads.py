@@ -8,6 +8,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import criteria.dropout_heads as dh
 from criteria.dropout_heads import dropout_head_logits, dropout_masks, dropped_hidden
+from criteria.verify import _dropped
 
 
 def gen(seed: int) -> torch.Generator:
@@ -196,3 +197,19 @@ def test_gathered_rows_reuse_one_buffer_and_give_the_rows():
         dh.gathered_rows(W.float(), ids), W.float()[ids]
     )  # another dtype: its own buffer
     assert len(dh._SCRATCH) == 2
+
+
+def test_round_masks_from_one_buffer_are_each_rows_dropout_masks():
+    """The verify round draws each row's uniforms into one buffer and compares them at once: the same masks as
+    ``dropout_masks`` row by row from the same generators (one ``torch.rand((N, K, d))`` each), cut to P positions,
+    and the generators end in the same state."""
+    B, N, K, d, P, p = 3, 6, 5, 16, 4, 0.3
+    hidden = torch.randn(B, N, d, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    gens = [torch.Generator().manual_seed(10 + b) for b in range(B)]
+    got = _dropped(hidden, gens, K, p, P)
+    ref_gens = [torch.Generator().manual_seed(10 + b) for b in range(B)]
+    keep = torch.stack([dropout_masks(N, K, d, p, g, "cpu")[:P] for g in ref_gens])
+    want = dropped_hidden(hidden[:, :P].reshape(B * P, d), keep.reshape(B * P, K, d), p)
+    assert got.shape == (B * P, K, d) and torch.equal(got, want)
+    for g, r in zip(gens, ref_gens):
+        assert torch.equal(g.get_state(), r.get_state())

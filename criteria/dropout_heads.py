@@ -206,6 +206,15 @@ def mask_uniforms(
     ``torch.rand((n, K, d), dtype=float32, generator=generator, device=device)`` call, written into ``out``
     (``[n, K, d]`` float32, contiguous) when given, so that a batch's rows share one buffer and one comparison.
 
+    Args:
+        n: positions; K: heads; d: hidden size.
+        generator: seeded ``torch.Generator`` on ``device``'s type.
+        device: where the uniforms live (the hidden states' device).
+        out: None, or the ``[n, K, d]`` float32 tensor to write them into (returned).
+
+    Returns:
+        ``[n, K, d]`` float32 in ``[0, 1)``.
+
     Raises:
         ValueError: the generator is on another device type than ``device``.
     """
@@ -319,7 +328,7 @@ def top_ids(logits: torch.Tensor, k: int) -> torch.Tensor:
     while width > 1 and V // width < TOP_BLOCKS_PER_ID * k:
         width //= 2
     full = V // width
-    if width < 8 or full < 4 * k:
+    if width < 8 or full < 4 * k:  # blocks narrower than 8, or too few of them: no gain
         return logits.topk(k, dim=-1).indices
     lead = logits.shape[:-1]
     blocks = logits[..., : full * width].reshape(*lead, full, width)

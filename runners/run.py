@@ -59,7 +59,7 @@ def run(cfg: Any, log: Callable[[str], None] = _logger.info) -> dict:
     if not will_reuse(record, str(c.get("reuse") or "warn")):
         # a pair that cannot share a vocabulary is refused before its run record is created
         check_pair_tokenizers(c["pair"], need_draft=needs_draft(c), log=log)
-    tag = f"{c['method']['name']} L={c['L']} {c['dataset']['name']} n={len(samples)}"
+    tag = run_tag(c, cfg.get("L"), len(samples))
     with record:
         skip = record.open_or_skip(
             lambda: {
@@ -217,3 +217,21 @@ def _write_exports(
 def _rounded(value: object) -> object:
     """A score for the console line: 4 decimals (the summary keeps the full value); anything else as is."""
     return round(value, 4) if isinstance(value, float) else value
+
+
+def run_tag(c: Mapping[str, Any], requested_L: Any, n: int) -> str:
+    """What a run's log lines say after ``[run <id>]``: method, draft length, dataset and item count, e.g.
+    ``sd L=5 gsm8k n=10``. An autoregressive run drafts nothing (its resolved ``L`` is 0, whatever the sweep's
+    grid gave it), so its tag says so beside the grid's value: ``ar L=0 (autoregressive: the sweep's L=5 unused)
+    gsm8k n=10``, which Hydra's own ``L=5 method=ar`` line above it would otherwise contradict.
+
+    Args:
+        c: the resolved run config (:func:`runners.config.resolve.resolve_run_config`).
+        requested_L: the composed config's ``L`` (the sweep's value), or None.
+        n: the run's item count.
+    """
+    L = int(c["L"])
+    note = ""
+    if L == 0 and requested_L not in (None, 0):
+        note = f" (autoregressive: the sweep's L={requested_L} unused)"
+    return f"{c['method']['name']} L={L}{note} {c['dataset']['name']} n={n}"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from runners.run import run_tag
 from runners.sweep.console import Console, console, level
 from tests.helpers.cli import run_main
 
@@ -111,3 +112,12 @@ def test_to_stderr_moves_a_librarys_lines_and_prints_keeping_the_log_file(capsys
         fh.close()
         root.setLevel(saved[0])
         root.handlers[:] = saved[1]
+
+
+def test_run_tag_says_an_ar_run_leaves_the_sweeps_L_unused():
+    """An AR run's resolved L is 0 while Hydra's line shows the grid's L: the run line names both."""
+    ar = {"L": 0, "method": {"name": "ar"}, "dataset": {"name": "gsm8k"}}
+    sd = {"L": 5, "method": {"name": "sd"}, "dataset": {"name": "gsm8k"}}
+    assert run_tag(ar, 5, 10) == "ar L=0 (autoregressive: the sweep's L=5 unused) gsm8k n=10"
+    assert run_tag(ar, None, 3) == "ar L=0 gsm8k n=3"
+    assert run_tag(sd, 5, 10) == "sd L=5 gsm8k n=10"

@@ -107,8 +107,18 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=10)
     ap.add_argument("--reps", type=int, default=4)
     args = ap.parse_args()
+    missing = [p for p in args.rounds if not os.path.isfile(p)]
+    if missing:
+        ap.error(
+            f"rounds: no such file {', '.join(missing)} (write them with realpair_escape.py --cache DIR)"
+        )
+    if args.batch < 1 or args.reps < 1:
+        ap.error(f"--batch={args.batch} --reps={args.reps}: both must be integers >= 1")
     tmp = tempfile.TemporaryDirectory()
-    export_criteria(args.ref, Path(tmp.name))
+    try:
+        export_criteria(args.ref, Path(tmp.name))
+    except subprocess.CalledProcessError as e:
+        ap.error(f"--ref={args.ref!r}: git archive failed: {e.stderr.decode().strip()}")
     sys.path.insert(0, tmp.name)
     codes = {}
     for name, pkg in (("ref", "criteria_ref"), ("tree", "criteria")):

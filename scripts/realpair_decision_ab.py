@@ -9,10 +9,10 @@ drafts, the draft probabilities) in batches of ``--batch`` rows with both codes:
 which one goes first switching every batch round, for ``--reps`` passes. Per file it prints the decision's
 milliseconds per batch round after the plain logits (what the round meter charges as ``rule_s``), the geometric
 mean of the paired per-round ratios working tree / ref with a bootstrap 95% interval, and whether both made the same
-decisions (accepted lengths and next tokens) at every round. The same code on both sides read 1.009 [0.993, 1.026]
-(IFEval) and 1.012 [0.992, 1.033] (GSM8K) on a 2-vCPU AVX512 CPU: the pairing resolves about 3%. Cuts that win in
-isolation often lose inside the round (cache and allocation effects), so measure a change to the decision here
-before re-decoding a table with it. Load the real pair only under the machine-wide lock:
+decisions (accepted lengths and next tokens) at every round. The same code on both sides read 0.993 [0.971, 1.017]
+(IFEval), 0.969 [0.923, 1.014] (GSM8K) and 1.006 [0.967, 1.052] (HumanEval, two passes) on a 2-vCPU AVX512 CPU
+whose host was busy: the pairing resolves about 3-5% there. Cuts that win in isolation often lose inside the round
+(cache and allocation effects), so measure a change to the decision here before re-decoding a table with it. Load the real pair only under the machine-wide lock:
 
     flock /tmp/dropmatch-realpair.lock env PYTHONPATH=$PWD DROPMATCH_THREADS=2 \\
         .venv/bin/python scripts/realpair_decision_ab.py --ref HEAD /tmp/escape_cache/ifeval-10-10-256.pt
@@ -88,7 +88,7 @@ def paired_ratio(
 
 
 class _Meter:
-    """The round meter's two marks (:class:`criteria.base.RoundMeter`): the plain logits' moment only."""
+    """A :class:`criteria.base.RoundMeter` that keeps the moment the plain logits are ready (rungs not counted)."""
 
     def __init__(self) -> None:
         self.at = time.perf_counter()

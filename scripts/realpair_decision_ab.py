@@ -23,19 +23,21 @@ from __future__ import annotations
 import argparse
 import importlib
 import io
+import math
 import os
 import re
 import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 from omegaconf import OmegaConf
 
+from analysis.stats import mean_ci
+from runners.backends.round_meter import RoundClock
 from runners.backends.seeding import make_generator
 from runners.models.loader import load_pair
 
@@ -61,43 +63,11 @@ def export_criteria(ref: str, into: Path) -> None:
         f.write_text(text)
 
 
-def paired_ratio(
-    new: list[float], old: list[float], draws: int = 2000
-) -> tuple[float, float, float]:
-    """Geometric mean of ``new[i] / old[i]`` and its percentile-bootstrap 95% interval (seeded: the same input
-    gives the same interval).
-
-    Raises:
-        ValueError: the lists differ in length, are empty, or hold a time <= 0.
-    """
-    if len(new) != len(old) or not new:
-        raise ValueError(
-            f"paired_ratio needs two equal, non-empty lists; got {len(new)} and {len(old)}"
-        )
-    a, b = np.asarray(new, dtype=float), np.asarray(old, dtype=float)
-    if (a <= 0).any() or (b <= 0).any():
-        raise ValueError("paired_ratio needs positive times")
-    r = np.log(a / b)
-    rng = np.random.default_rng(0)
-    means = rng.choice(r, size=(draws, len(r))).mean(axis=1)
-    return (
-        float(np.exp(r.mean())),
-        float(np.exp(np.percentile(means, 2.5))),
-        float(np.exp(np.percentile(means, 97.5))),
-    )
-
-
-class _Meter:
-    """A :class:`criteria.base.RoundMeter` that keeps the moment the plain logits are ready (rungs not counted)."""
-
-    def __init__(self) -> None:
-        self.at = time.perf_counter()
-
-    def plain(self) -> None:
-        self.at = time.perf_counter()
-
-    def escape(self, rung: str, rows: torch.Tensor) -> None:
-        pass
+def paired_ratio(new: list[float], old: list[float]) -> tuple[float, float, float]:
+    """Geometric mean of ``new[i] / old[i]`` with its 95% interval: :func:`analysis.stats.mean_ci` of the log
+    ratios (percentile bootstrap over the pairs), exponentiated."""
+    est = mean_ci(np.log(np.asarray(new, dtype=float) / np.asarray(old, dtype=float)))
+    return math.exp(est.value), math.exp(est.lo), math.exp(est.hi)
 
 
 def main() -> None:
@@ -148,7 +118,7 @@ def main() -> None:
                 order = ("ref", "tree") if (rep + i) % 2 == 0 else ("tree", "ref")
                 for name in order:
                     heads, rule, spec, verify_round = codes[name]
-                    meter = _Meter()
+                    clock = RoundClock(B)
                     res = verify_round(
                         hidden,
                         heads.LMHead(W),
@@ -158,11 +128,12 @@ def main() -> None:
                         temperature=0.0,
                         generators=[make_generator(j, W.device) for j in range(B)],
                         draft_probs=q,
-                        meter=meter,
+                        meter=clock,
                     )
+                    clock.stop()
                     if rep < 0:
                         continue
-                    took[name].append(time.perf_counter() - meter.at)
+                    took[name].append(clock.rule_s)
                     if rep == 0:
                         out[name].append((res.num_accepted, res.next_token_ids))
         ratio, lo, hi = paired_ratio(took["tree"], took["ref"])

@@ -53,6 +53,10 @@ class VerifyInputs:
             (``([m, K, C + 1] float32, [m, C + 1] int64)``, :func:`criteria.verify._sparse_heads`). ``head_logits``
             then holds the heads at the tokens their argmax needs only (the rest entry ``-inf``), and rules read
             the support through :func:`criteria.dropmatch_base.js_inputs`, or where they need it.
+        target_greedy: ``[B, L]`` int64 or None: the plain head's argmax at each drafted position, when the verify
+            round found it already (greedy rounds of the sparse variant: read off its candidates,
+            :func:`criteria.verify._target_argmax`), so that a rule's next token need not take it over V again
+            (:func:`criteria.common.finish_round`); None = not given.
     """
 
     draft_token_ids: torch.Tensor
@@ -68,6 +72,7 @@ class VerifyInputs:
         Callable[..., tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]] | None
     ) = None
     sparse_support: Callable[..., tuple[torch.Tensor, torch.Tensor]] | None = None
+    target_greedy: torch.Tensor | None = None
 
 
 @dataclass

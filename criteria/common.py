@@ -181,17 +181,34 @@ def target_tokens(
     return sample_categorical(torch.softmax(target_logits.float() / temperature, dim=-1), generator)
 
 
+def _greedy_next(
+    greedy: torch.Tensor, target_logits: torch.Tensor, num_accepted: torch.Tensor
+) -> torch.Tensor:
+    """The argmax at position ``num_accepted`` ``[B]``: off ``greedy`` ``[B, L]`` where it is a drafted position,
+    over the bonus position's logits ``target_logits[:, L]`` where every draft was accepted. ``[B]`` int64."""
+    L = greedy.shape[1]
+    at = num_accepted.clamp(max=max(L - 1, 0)).unsqueeze(-1)  # [B, 1]
+    next_token_ids = greedy.gather(-1, at).squeeze(-1) if L else num_accepted.clone()
+    bonus = (num_accepted >= L).nonzero().squeeze(-1)  # rows past every draft
+    if bonus.numel():
+        next_token_ids[bonus] = target_logits[bonus, L].argmax(dim=-1)
+    return next_token_ids
+
+
 def finish_round(
     ok: torch.Tensor,
     target_logits: torch.Tensor,
     temperature: float,
     generator: torch.Generator | None,
     trace: dict[str, torch.Tensor] | None = None,
+    greedy: torch.Tensor | None = None,
 ) -> AcceptResult:
     """Close ``ok`` under prefixes and emit the target's own token after the accepted prefix.
 
     The emitted token is taken at position ``num_accepted``: the first rejected position, or the
     bonus position L when every draft was accepted. Used by ``greedy_match`` and both DropMatch rules.
+    At T = 0 with ``greedy`` (the argmax at the drafted positions, found already) a rejected position's token is
+    read off it, and only the rows that reach the bonus position take an argmax over V.
 
     RNG: none at T = 0; otherwise one ``torch.rand([B])`` (see :func:`target_tokens`).
 
@@ -201,13 +218,17 @@ def finish_round(
         temperature: ``>= 0``.
         generator: required when ``temperature > 0``.
         trace: passed through to the result.
+        greedy: ``[B, L]`` int64 or None, ``target_logits[:, :L].argmax(-1)`` (:attr:`VerifyInputs.target_greedy`).
 
     Returns:
         :class:`AcceptResult` with ``next_token_ids`` ``[B]`` int64.
     """
     accept_mask, num_accepted = accept_prefix(ok)  # [B, L], [B]
-    logits_at = select_position(target_logits, num_accepted)  # [B, V]
-    next_token_ids = target_tokens(logits_at, temperature, generator)  # [B]
+    if greedy is not None and temperature == 0:
+        next_token_ids = _greedy_next(greedy, target_logits, num_accepted)
+    else:
+        logits_at = select_position(target_logits, num_accepted)  # [B, V]
+        next_token_ids = target_tokens(logits_at, temperature, generator)  # [B]
     return AcceptResult(
         accept_mask=accept_mask,
         num_accepted=num_accepted,

@@ -347,7 +347,7 @@ class DropMatchBase:
                 inputs.draft_token_ids == inputs.target_logits[:, :L].argmax(dim=-1)
             )  # [B, L]
         info = dropmatch_trace(inputs, heads, js, self.majority) if trace else None
-        return finish_round(ok, inputs.target_logits, T, gen, info)
+        return finish_round(ok, inputs.target_logits, T, gen, info, greedy=inputs.target_greedy)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(majority={self.majority!r}, include_target={self.include_target})"

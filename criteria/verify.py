@@ -222,7 +222,7 @@ def _sparse_round_heads(
             _support_at, dropped, W, b, target, draft_probs, target_top, heads.top_n
         ),
         "exact_heads": _exact_heads_at(
-            dropped, W, b, target, draft_probs, heads.top_n, target_top, meter
+            dropped, W, b, target, draft_probs, heads.top_n, target_top, meter, sparse[..., :-2]
         )
         if heads.escape
         else None,
@@ -253,11 +253,13 @@ def _exact_heads_at(
     top_n: int,
     target_top: torch.Tensor | None = None,
     meter: RoundMeter | None = None,
+    top_heads: torch.Tensor | None = None,
 ) -> Callable[..., tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]]:
     """``VerifyInputs.exact_heads`` of a sparse round. It is built from the round's own head inputs ``dropped``
     ``[B, P, K, d]`` (the same masks), the plain logits ``target`` ``[B, P, V]`` float32, ``draft_probs``
     ``[B, L, V]``, the candidates' ``top_n`` and, when the round found it already, the plain head's top-N
-    ``target_top`` ``[B, P, N]`` (else found here). Each call is reported to ``meter``
+    ``target_top`` ``[B, P, N]`` (else found here), and the heads there ``top_heads`` ``[B, P, K, N]`` float32 (the
+    heads' tokens computed them; else computed here). Each call is reported to ``meter``
     (:meth:`RoundMeter.escape`, named by :func:`rung_name`).
 
     ``at(rows [m], positions [m], rung=None)`` returns the K heads at those positions.
@@ -289,7 +291,13 @@ def _exact_heads_at(
         tail, w = tail_sample(plain, q, ids, samples, dup)  # [m, S] each
         ids = torch.cat([ids, tail], dim=-1)  # [m, C + S]
         dup = torch.cat([dup, torch.zeros_like(tail, dtype=torch.bool)], dim=-1)
-        heads = heads_on_candidates(x, W, b, ids, dup).float()  # [m, K, C + S]
+        if (
+            n == top_n and top_heads is not None
+        ):  # the heads at the plain head's top-N: the round has them
+            rest = heads_on_candidates(x, W, b, ids[:, n:], dup[:, n:]).float()
+            heads = torch.cat([top_heads[rows, positions], rest], dim=-1)  # [m, K, C + S]
+        else:
+            heads = heads_on_candidates(x, W, b, ids, dup).float()  # [m, K, C + S]
         exact = w.new_ones(m, ids.shape[-1] - samples)  # the candidates' terms count once
         return heads, ids, torch.cat([exact, w], dim=-1)
 
@@ -466,9 +474,16 @@ def verify_round(
         temperature,
         meter,
     )
+    greedy = None
+    if inputs.head_candidates is not None and inputs.temperature == 0:
+        # off the candidates the heads' tokens needed: the rule's next token reads it too
+        greedy = _target_argmax(inputs, heads.top_n, P)  # [B, P]
+        inputs = dataclasses.replace(inputs, target_greedy=greedy)
     res = _decide(rule, inputs, generators, trace)
     if res.target_argmax is None:
-        res = dataclasses.replace(res, target_argmax=_target_argmax(inputs, heads.top_n, P))
+        res = dataclasses.replace(
+            res, target_argmax=_target_argmax(inputs, heads.top_n, P) if greedy is None else greedy
+        )
     if check:  # (the check refuses a cut round: hidden is the whole round's)
         res = _sparse_check(
             res, inputs, hidden, lm_head, rule, heads, generators, states, positions, given
@@ -693,6 +708,7 @@ def _row(inputs: VerifyInputs, i: int, generator: torch.Generator | None) -> Ver
         sparse_support=None
         if inputs.sparse_support is None
         else lambda rows, positions: inputs.sparse_support(rows + i, positions),
+        target_greedy=pick(inputs.target_greedy),
     )
 
 

@@ -168,3 +168,37 @@ def test_tail_sample_weights_stay_unbiased_for_a_tail_far_below_the_top():
     exact = (plain[0, C:].double() - shift).exp().sum()
     estimate = (w[0].double() * (plain[0, tail[0]].double() - shift).exp()).sum()
     assert float(estimate / exact) == pytest.approx(1.0, rel=0.05)
+
+
+def test_the_first_rung_reuses_the_rounds_heads_at_the_plain_top():
+    """The escape's first rung (E <= N) takes the heads at the plain head's top-N from the round's token heads
+    instead of computing them again: the same heads, ids and weights as computing every entry afresh."""
+    from criteria.verify import _dropped, _exact_heads_at
+    from tests.helpers.verify_inputs import hidden_round
+
+    B, L, N, K = 4, 5, 8, 5
+    hidden, W, drafts, q = hidden_round(11, B, 600, 0.5, L=L)
+    spec = HeadSpec(K, 0.3, top_n=N, escape=True)
+
+    def gens():
+        return [torch.Generator().manual_seed(30 + i) for i in range(B)]
+
+    target, _, cand, closures = _heads(
+        hidden,
+        LMHead(W),
+        spec,
+        gens(),
+        positions=L,
+        draft_probs=q,
+        draft_token_ids=drafts,
+        lazy=True,
+    )
+    dropped = _dropped(hidden, gens(), K, 0.3, L).view(
+        B, L, K, -1
+    )  # the same masks: the same streams
+    afresh = _exact_heads_at(dropped, W, None, target[:, :L], q, N, cand[..., :-2])
+    rows, positions = torch.tensor([0, 1, 3, 3]), torch.tensor([0, 4, 2, 3])
+    for rung in criteria.dropmatch_js.TAIL_LADDER[:1]:
+        got, want = closures["exact_heads"](rows, positions, rung), afresh(rows, positions, rung)
+        assert torch.equal(got[1], want[1]) and torch.equal(got[2], want[2])
+        assert torch.equal(got[0], want[0])

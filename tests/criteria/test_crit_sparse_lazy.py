@@ -239,6 +239,9 @@ def test_target_argmax_from_the_candidates_is_torchs_argmax(tied):
     rule = CRITERIA.get("dropmatch_js")()
     res = decide_hidden_round(rule, hidden, W, drafts, q, spec, B, trace=False)
     assert torch.equal(res.target_argmax, want)
+    # the next token, read off the candidates' argmax where a draft was rejected: argmax's token, ties included
+    at = target[torch.arange(B), res.num_accepted]  # [B, V]
+    assert torch.equal(res.next_token_ids, at.argmax(dim=-1))
     ties = (target[:, :L] == target[:, :L].amax(-1, keepdim=True)).sum(-1)  # [B, L]
     assert int(ties.max()) >= 1 + tied  # the case the test names occurs
 
@@ -260,3 +263,22 @@ def test_target_argmax_with_a_top_n_beyond_the_vocabulary(top_n):
     target[0, 1, 13] = float("nan")
     inputs = dataclasses.replace(inputs, target_logits=target)
     assert torch.equal(_target_argmax(inputs, spec.top_n, L), target[:, :L].argmax(dim=-1))
+
+
+def test_finish_round_with_the_greedy_tokens_is_the_argmax_at_every_stop():
+    """``finish_round(greedy=...)`` at T = 0 emits what it emits without them: the argmax at a rejected position,
+    and over the bonus position's logits where every draft was accepted (rows stopping at 0, 2 and L)."""
+    from criteria.common import finish_round
+
+    B, L, V = 3, 4, 50
+    logits = torch.randn(B, L + 1, V, generator=torch.Generator().manual_seed(5))
+    ok = torch.tensor([[False] * L, [True, True, False, True], [True] * L])
+    greedy = logits[:, :L].argmax(dim=-1)
+    plain = finish_round(ok, logits, 0.0, None)
+    fast = finish_round(ok, logits, 0.0, None, greedy=greedy)
+    assert fast.num_accepted.tolist() == [0, 2, L]
+    assert torch.equal(fast.next_token_ids, plain.next_token_ids)
+    # the rejected rows' tokens come from ``greedy``, the bonus row's from the logits
+    poisoned = greedy.clone()
+    poisoned[0, 0] = V + 1
+    assert finish_round(ok, logits, 0.0, None, greedy=poisoned).next_token_ids[0] == V + 1

@@ -193,9 +193,8 @@ def test_the_first_rung_reuses_the_rounds_heads_at_the_plain_top():
         draft_token_ids=drafts,
         lazy=True,
     )
-    dropped = _dropped(hidden, gens(), K, 0.3, L).view(
-        B, L, K, -1
-    )  # the same masks: the same streams
+    # fresh generators with the same seeds: the same streams, hence the round's masks
+    dropped = _dropped(hidden, gens(), K, 0.3, L).view(B, L, K, -1)
     afresh = _exact_heads_at(dropped, W, None, target[:, :L], q, N, cand[..., :-2])
     rows, positions = torch.tensor([0, 1, 3, 3]), torch.tensor([0, 4, 2, 3])
     for rung in criteria.dropmatch_js.TAIL_LADDER[:1]:

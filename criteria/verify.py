@@ -291,9 +291,8 @@ def _exact_heads_at(
         tail, w = tail_sample(plain, q, ids, samples, dup)  # [m, S] each
         ids = torch.cat([ids, tail], dim=-1)  # [m, C + S]
         dup = torch.cat([dup, torch.zeros_like(tail, dtype=torch.bool)], dim=-1)
-        if (
-            n == top_n and top_heads is not None
-        ):  # the heads at the plain head's top-N: the round has them
+        # the heads at the plain head's top-N: the round's token heads computed them
+        if n == top_n and top_heads is not None:
             rest = heads_on_candidates(x, W, b, ids[:, n:], dup[:, n:]).float()
             heads = torch.cat([top_heads[rows, positions], rest], dim=-1)  # [m, K, C + S]
         else:

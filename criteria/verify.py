@@ -293,7 +293,8 @@ def _exact_heads_at(
         dup = torch.cat([dup, torch.zeros_like(tail, dtype=torch.bool)], dim=-1)
         # the heads at the plain head's top-N: the round's token heads computed them
         if n == top_n and top_heads is not None:
-            rest = heads_on_candidates(x, W, b, ids[:, n:], dup[:, n:]).float()
+            k = top.shape[-1]  # min(N, V): the top the round found
+            rest = heads_on_candidates(x, W, b, ids[:, k:], dup[:, k:]).float()
             heads = torch.cat([top_heads[rows, positions], rest], dim=-1)  # [m, K, C + S]
         else:
             heads = heads_on_candidates(x, W, b, ids, dup).float()  # [m, K, C + S]

@@ -170,14 +170,16 @@ def test_tail_sample_weights_stay_unbiased_for_a_tail_far_below_the_top():
     assert float(estimate / exact) == pytest.approx(1.0, rel=0.05)
 
 
-def test_the_first_rung_reuses_the_rounds_heads_at_the_plain_top():
+@pytest.mark.parametrize("V, N", [(600, 8), (40, 64), (64, 64)])
+def test_the_first_rung_reuses_the_rounds_heads_at_the_plain_top(V, N):
     """The escape's first rung (E <= N) takes the heads at the plain head's top-N from the round's token heads
-    instead of computing them again: the same heads, ids and weights as computing every entry afresh."""
+    instead of computing them again: the same heads, ids and weights as computing every entry afresh, also where
+    ``dropmatch.sparse_top_n`` reaches or passes the vocabulary (the round's top then holds min(N, V) tokens)."""
     from criteria.verify import _dropped, _exact_heads_at
     from tests.helpers.verify_inputs import hidden_round
 
-    B, L, N, K = 4, 5, 8, 5
-    hidden, W, drafts, q = hidden_round(11, B, 600, 0.5, L=L)
+    B, L, K = 4, 5, 5
+    hidden, W, drafts, q = hidden_round(11, B, V, 0.5, L=L)
     spec = HeadSpec(K, 0.3, top_n=N, escape=True)
 
     def gens():

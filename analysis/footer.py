@@ -282,7 +282,7 @@ def decision_cost_lines(runs: pd.DataFrame) -> list[str]:
 
 def rung_counts(reached: list[dict]) -> str:
     """The escape's positions per rung summed over runs (``escape/positions``: ``{"64": n, "512+512": n, ...,
-    "exact": n}``; :func:`criteria.verify.rung_name`), the sampled rungs by their tail samples, then their exact top,
+    "exact": n}``; :func:`criteria.sparse_heads.rung_name`), the sampled rungs by their tail samples, then their exact top,
     then the exact heads: ``"64 samples 50; 512+512 13; the exact heads 5"`` (``E+S``: the top-E tokens exact plus
     S samples). A rung any run has is printed for all (0 where a run never reached it)."""
 

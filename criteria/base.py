@@ -45,14 +45,14 @@ class VerifyInputs:
             heads at those positions on the round's dropout masks, over the whole vocabulary (``([m, K, V], None,
             None)``) or, with ``rung = (E, S)``, at the plain head's and the draft's top-E tokens plus S sampled tail
             tokens (``([m, K, C + S]``, ``[m, C + S]`` ids, ``[m, C + S]`` importance weights)``,
-            :func:`criteria.verify._exact_heads_at`). The
+            :func:`criteria.sparse_heads.exact_heads_at`). The
             JS rule reads it where Eq. (6) decides (:func:`criteria.dropmatch_js.sampled_decision`).
         sparse_support: None, or with ``head_candidates`` (the sparse variant as the verify round builds it) the
             support of Eq. (6): ``sparse_support(rows [m] int64, positions [m] int64)`` gives the K heads at those
             positions on the round's dropout masks at the candidate tokens plus the rest entry, and their ids
-            (``([m, K, C + 1] float32, [m, C + 1] int64)``, :func:`criteria.verify._sparse_heads`). ``head_logits``
-            then holds the heads at the tokens their argmax needs only (the rest entry ``-inf``), and rules read
-            the support through :func:`criteria.dropmatch_base.js_inputs`, or where they need it.
+            (``([m, K, C + 1] float32, [m, C + 1] int64)``, :func:`criteria.sparse_heads.sparse_round_heads`).
+            ``head_logits`` then holds the heads at the tokens their argmax needs only (the rest entry ``-inf``),
+            and rules read the support through :func:`criteria.dropmatch_base.js_inputs`, or where they need it.
         target_greedy: ``[B, L]`` int64 or None: the plain head's argmax at each drafted position, when the verify
             round found it already (greedy rounds of the sparse variant: read off its candidates,
             :func:`criteria.verify._target_argmax`), so that a rule's next token need not take it over V again
@@ -114,7 +114,7 @@ class RoundMeter(Protocol):
 
     def escape(self, rung: str, rows: torch.Tensor) -> None:
         """One rung of the escape ladder reached at ``rows`` ``[m]`` int64 (the batch row of each position,
-        repeated for several positions of a row); ``rung`` its name (:func:`criteria.verify.rung_name`:
+        repeated for several positions of a row); ``rung`` its name (:func:`criteria.sparse_heads.rung_name`:
         ``"64"``, ``"512+512"``, ``"exact"``)."""
         ...
 

@@ -343,9 +343,10 @@ class DropMatchBase:
             inputs, heads, every_position=trace or self.include_target
         )  # [B, L], exact up to the first rejection
         if self.include_target:
-            ok = ok | (
-                inputs.draft_token_ids == inputs.target_logits[:, :L].argmax(dim=-1)
-            )  # [B, L]
+            greedy = inputs.target_greedy  # [B, L] when the round read it off the candidates
+            if greedy is None:
+                greedy = inputs.target_logits[:, :L].argmax(dim=-1)
+            ok = ok | (inputs.draft_token_ids == greedy)  # [B, L]
         info = dropmatch_trace(inputs, heads, js, self.majority) if trace else None
         return finish_round(ok, inputs.target_logits, T, gen, info, greedy=inputs.target_greedy)
 

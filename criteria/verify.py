@@ -17,389 +17,13 @@ numerics of the forward pass that produced ``hidden``).
 from __future__ import annotations
 
 import dataclasses
-import functools
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import torch
 
 from criteria.base import AcceptResult, RoundMeter, VerifyInputs
-from criteria.dropout_heads import (
-    HeadSpec,
-    LMHead,
-    candidate_tokens,
-    dropped_hidden,
-    head_token_candidates,
-    heads_on_candidates,
-    mask_uniforms,
-    rest_logsumexp,
-    top_ids,
-    with_draft_top,
-)
-from criteria.sampled_tail import tail_sample
-
-
-def head_logits(
-    hidden: torch.Tensor | None,
-    lm_head: LMHead | None,
-    heads: HeadSpec,
-    generators: Sequence[torch.Generator | None],
-    *,
-    positions: int | None = None,
-    draft_probs: torch.Tensor | None = None,
-    target_logits: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """Plain and dropout-head logits of B rows (Eq. 1-3), the plain rows and the head rows in one matmul.
-
-    RNG: the masks of all N positions are drawn (one ``torch.rand((N, K, d))`` per row, as
-    :func:`criteria.dropout_heads.dropout_masks`) whatever ``positions`` is, so the stream does not depend on it.
-
-    Args:
-        hidden: ``[B, N, d]`` final hidden states (LM-head input), the model's dtype.
-        lm_head: the target's LM head (a vocabulary shard with ``gather`` under tensor parallelism; the sparse
-            variant needs the whole head).
-        heads: K, p_drop and the sparse variant's top-N; ``K = 0``: plain head only.
-        generators: B generators on ``hidden``'s device (used only when ``K >= 1`` and ``p_drop > 0``).
-        positions: P, the leading positions whose dropout heads are computed (default: all N).
-        draft_probs: ``[B, L, V]`` (the sparse variant's candidates use the draft's top-N).
-        target_logits: ``[B, N, V]`` or None: the plain head's logits as an engine computed them itself
-            (llama.cpp, in the GGUF's own precision). They are returned as the plain logits and the matmul has
-            only the dropout-head rows (same masks, same head rows); without heads nothing is multiplied, and
-            ``hidden`` / ``lm_head`` may be None.
-
-    Returns:
-        ``target_logits`` ``[B, N, V]`` float32; ``head_logits`` ``[B, P, K, V]`` in the matmul's dtype (exact) or
-        ``[B, P, K, C + 1]`` float32 at the C candidate tokens plus one entry for the rest of the vocabulary
-        (sparse), None when K = 0; ``candidates`` ``[B, P, C + 1]`` int64 token ids of the sparse heads' last dim
-        (``-1`` for the rest entry), else None.
-    """
-    return _heads(
-        hidden,
-        lm_head,
-        heads,
-        generators,
-        positions=positions,
-        draft_probs=draft_probs,
-        target_logits=target_logits,
-    )[:3]
-
-
-def _heads(
-    hidden: torch.Tensor | None,
-    lm_head: LMHead | None,
-    heads: HeadSpec,
-    generators: Sequence[torch.Generator | None],
-    *,
-    positions: int | None = None,
-    draft_probs: torch.Tensor | None = None,
-    target_logits: torch.Tensor | None = None,
-    draft_token_ids: torch.Tensor | None = None,
-    lazy: bool = False,
-    meter: RoundMeter | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, dict[str, Callable | None]]:
-    """:func:`head_logits`, plus the sparse variant's closures as :class:`VerifyInputs` fields (both None unless
-    ``heads.top_n``): ``sparse_support`` (with ``lazy``) and ``exact_heads`` (with ``heads.escape``). ``meter``
-    (:class:`criteria.base.RoundMeter`) hears when the plain float32 logits are ready, except on the exact rule's
-    path with ``p_drop > 0`` (one matmul for the plain and the head rows), and each escape rung the round's closure
-    serves.
-
-    With ``lazy`` the sparse heads are those of the heads' tokens only (:func:`_token_heads`, the drafts
-    ``draft_token_ids`` ``[B, L]`` among the candidates) and Eq. (6)'s support is left to ``sparse_support``, which
-    a rule calls at the positions it needs; without, the heads carry that support at every position
-    (:func:`_sparse_heads`)."""
-    none = {"sparse_support": None, "exact_heads": None}
-    given = target_logits is not None
-    if given and not heads.active:
-        ready = target_logits.float()
-        _plain_ready(meter)
-        return ready, None, None, none
-    if hidden is None or lm_head is None:
-        raise ValueError(
-            "head_logits needs hidden and lm_head unless target_logits is given without heads"
-        )
-    B, N, d = hidden.shape
-    P = N if positions is None else positions
-    W, b = lm_head.rows()
-    flat = hidden.reshape(B * N, d)
-    if not heads.active or heads.p_drop == 0:
-        return *_plain_heads(flat, lm_head, heads, target_logits, (B, N, P), meter), None, none
-    if heads.top_n is None:
-        dropped = _dropped(hidden, generators, heads.K, heads.p_drop, P)  # [B*P, K, d], Eq. (1)-(2)
-        # plain rows first (unless given), then the head rows: [B*N + B*P*K, V], Eq. (3), one matmul
-        rows = torch.cat([flat[: 0 if given else B * N], dropped.reshape(B * P * heads.K, d)])
-        logits = lm_head.full(torch.nn.functional.linear(rows, W, b))
-        V = logits.shape[-1]
-        plain = target_logits.float() if given else logits[: B * N].float().view(B, N, V)
-        return plain, logits[logits.shape[0] - B * P * heads.K :].view(B, P, heads.K, V), None, none
-    if lm_head.gather is not None:
-        raise ValueError(
-            "dropmatch.sparse_top_n needs the whole LM head; under tensor parallelism use the exact rule "
-            "(dropmatch.sparse_top_n=null)"
-        )
-    target = (
-        target_logits.float()
-        if given
-        else torch.nn.functional.linear(flat, W, b).float().view(B, N, -1)
-    )  # [B, N, V]
-    _plain_ready(meter)
-    # the masks after the plain logits (no other draw between them: the same streams), so the meter counts them
-    # in the rule's decision
-    dropped = _dropped(hidden, generators, heads.K, heads.p_drop, P)  # [B*P, K, d], Eq. (1)-(2)
-    return target, *_sparse_round_heads(
-        target[:, :P],
-        dropped.view(B, P, heads.K, d),
-        W,
-        b,
-        heads,
-        draft_probs,
-        draft_token_ids,
-        lazy,
-        meter,
-    )
-
-
-def _plain_heads(
-    flat: torch.Tensor,
-    lm_head: LMHead,
-    heads: HeadSpec,
-    target_logits: torch.Tensor | None,
-    shape: tuple[int, int, int],
-    meter: RoundMeter | None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """:func:`_heads` without dropout (no heads, or ``p_drop = 0``): the plain logits ``[B, N, V]`` float32 from
-    ``flat`` ``[B*N, d]`` (or ``target_logits``), and with heads K copies of them ``[B, P, K, V]`` in the matmul's
-    dtype; ``shape`` is ``(B, N, P)``."""
-    B, N, P = shape
-    W, b = lm_head.rows()
-    plain = (
-        target_logits.float()
-        if target_logits is not None
-        else lm_head.full(torch.nn.functional.linear(flat, W, b)).view(B, N, -1)
-    )
-    ready = plain.float()
-    _plain_ready(meter)
-    # p = 0: every head is the plain head; copies, so the rows are bitwise identical
-    copies = (
-        plain[:, :P, None].expand(B, P, heads.K, plain.shape[-1]).contiguous()
-        if heads.active
-        else None
-    )
-    return ready, copies
-
-
-def _plain_ready(meter: RoundMeter | None) -> None:
-    if meter is not None:
-        meter.plain()
-
-
-def _sparse_round_heads(
-    target: torch.Tensor,
-    dropped: torch.Tensor,
-    W: torch.Tensor,
-    b: torch.Tensor | None,
-    heads: HeadSpec,
-    draft_probs: torch.Tensor | None,
-    draft_token_ids: torch.Tensor | None,
-    lazy: bool,
-    meter: RoundMeter | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, dict[str, Callable | None]]:
-    """The sparse variant's heads, candidates and closures for :func:`_heads` (``heads.top_n`` set), from the plain
-    logits ``target`` ``[B, P, V]`` float32 and the head inputs ``dropped`` ``[B, P, K, d]`` (Eq. 1-2); the escape's
-    closure reports its rungs to ``meter``."""
-    if not lazy:
-        closures = {
-            "sparse_support": None,
-            "exact_heads": _exact_heads_at(
-                dropped, W, b, target, draft_probs, heads.top_n, meter=meter
-            )
-            if heads.escape
-            else None,
-        }
-        return *_sparse_heads(target, dropped, W, b, draft_probs, heads.top_n), closures
-    sparse, cand = _token_heads(target, dropped, W, b, draft_token_ids, heads.top_n)
-    target_top = cand[..., :-2]  # [B, P, N] the plain head's top-N, which the heads' tokens needed
-    closures = {
-        "sparse_support": functools.partial(
-            _support_at, dropped, W, b, target, draft_probs, target_top, heads.top_n
-        ),
-        "exact_heads": _exact_heads_at(
-            dropped, W, b, target, draft_probs, heads.top_n, target_top, meter, sparse[..., :-2]
-        )
-        if heads.escape
-        else None,
-    }
-    return sparse, cand, closures
-
-
-def _dropped(
-    hidden: torch.Tensor, generators: Sequence[torch.Generator | None], K: int, p: float, P: int
-) -> torch.Tensor:
-    """The K heads' inputs at the first P positions, ``[B*P, K, d]`` (Eq. 1-2); each row's masks drawn for all N
-    positions from its own generator (one ``torch.rand((N, K, d))``), so the stream does not depend on P."""
-    B, N, d = hidden.shape
-    # every row's uniforms in one buffer, compared at once (the masks of dropout_masks, row by row)
-    u = torch.empty((B, N, K, d), dtype=torch.float32, device=hidden.device)
-    for row, g in enumerate(generators):
-        mask_uniforms(N, K, d, g, hidden.device, out=u[row])
-    keep = u[:, :P] < (1.0 - p)  # [B, P, K, d]
-    return dropped_hidden(hidden[:, :P].reshape(B * P, d), keep.reshape(B * P, K, d), p)
-
-
-def _exact_heads_at(
-    dropped: torch.Tensor,
-    W: torch.Tensor,
-    b: torch.Tensor | None,
-    target: torch.Tensor,
-    draft_probs: torch.Tensor | None,
-    top_n: int,
-    target_top: torch.Tensor | None = None,
-    meter: RoundMeter | None = None,
-    top_heads: torch.Tensor | None = None,
-) -> Callable[..., tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]]:
-    """``VerifyInputs.exact_heads`` of a sparse round. It is built from the round's own head inputs ``dropped``
-    ``[B, P, K, d]`` (the same masks), the plain logits ``target`` ``[B, P, V]`` float32, ``draft_probs``
-    ``[B, L, V]``, the candidates' ``top_n`` and, when the round found it already, the plain head's top-N
-    ``target_top`` ``[B, P, N]`` (else found here), and the heads there ``top_heads`` ``[B, P, K, N]`` float32 (the
-    heads' tokens computed them; else computed here). Each call is reported to ``meter``
-    (:meth:`RoundMeter.escape`, named by :func:`rung_name`).
-
-    ``at(rows [m], positions [m], rung=None)`` returns the K heads at those positions.
-    - With ``rung`` None: over the whole vocabulary, ``([m, K, V]`` in the matmul's dtype, None, None)``
-      (Eq. 3).
-    - With ``rung = (E, S)``: on the plain head's and the draft's top-max(E, N) tokens
-      (:func:`criteria.dropout_heads.with_draft_top`; at E <= N the sparse variant's candidates) plus S tail tokens
-      (:func:`criteria.sampled_tail.tail_sample`). It returns ``([m, K, C + S]`` float32, ``[m, C + S]`` int64 ids,
-      ``[m, C + S]`` float32 weights)``: ``-inf`` at a masked duplicate; weight 1 at a candidate and the importance
-      weight at a sampled token."""
-
-    def at(
-        rows: torch.Tensor, positions: torch.Tensor, rung: tuple[int, int] | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        if meter is not None:
-            meter.escape(rung_name(rung, top_n), rows)
-        x = dropped[rows, positions]  # [m, K, d]
-        m, K, d = x.shape
-        if rung is None:
-            return torch.nn.functional.linear(x.reshape(m * K, d), W, b).view(m, K, -1), None, None
-        n, samples = rung_top(rung, top_n), rung[1]
-        plain = target[rows, positions]  # [m, V]
-        q = None if draft_probs is None else draft_probs[rows, positions]  # [m, V]
-        if n == top_n and target_top is not None:
-            top = target_top[rows, positions]
-        else:
-            top = top_ids(plain, n)
-        ids, dup = with_draft_top(top, q, n)  # [m, C]
-        tail, w = tail_sample(plain, q, ids, samples, dup)  # [m, S] each
-        ids = torch.cat([ids, tail], dim=-1)  # [m, C + S]
-        dup = torch.cat([dup, torch.zeros_like(tail, dtype=torch.bool)], dim=-1)
-        # the heads at the plain head's top-N: the round's token heads computed them
-        if n == top_n and top_heads is not None:
-            k = top.shape[-1]  # min(N, V): the top the round found
-            rest = heads_on_candidates(x, W, b, ids[:, k:], dup[:, k:]).float()
-            heads = torch.cat([top_heads[rows, positions], rest], dim=-1)  # [m, K, C + S]
-        else:
-            heads = heads_on_candidates(x, W, b, ids, dup).float()  # [m, K, C + S]
-        exact = w.new_ones(m, ids.shape[-1] - samples)  # the candidates' terms count once
-        return heads, ids, torch.cat([exact, w], dim=-1)
-
-    return at
-
-
-def rung_top(rung: tuple[int, int], top_n: int) -> int:
-    """How many of the plain head's (and of the draft's) top tokens a sampled rung ``(E, S)`` of the escape's
-    ladder computes exactly: max(E, N), N the run's ``dropmatch.sparse_top_n``."""
-    return max(rung[0], top_n)
-
-
-def rung_name(rung: tuple[int, int] | None, top_n: int) -> str:
-    """A rung of the escape's ladder as the records name it (``escape`` in ``samples.jsonl``): ``"exact"`` (the
-    exact heads), ``"S"`` (the sparse variant's top-N candidates plus S sampled tail tokens) or ``"E+S"`` (a larger
-    exact top-E plus S samples, :func:`rung_top`)."""
-    if rung is None:
-        return "exact"
-    top = rung_top(rung, top_n)
-    return str(rung[1]) if top == top_n else f"{top}+{rung[1]}"
-
-
-def _support_at(
-    dropped: torch.Tensor,
-    W: torch.Tensor,
-    b: torch.Tensor | None,
-    target: torch.Tensor,
-    draft_probs: torch.Tensor | None,
-    target_top: torch.Tensor,
-    top_n: int,
-    rows: torch.Tensor,
-    positions: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``VerifyInputs.sparse_support`` of a round (bound to all but ``rows`` / ``positions``): Eq. (6)'s support of
-    the sparse variant at those positions, as :func:`_sparse_heads` builds it, from the plain head's top-N the
-    heads' tokens already needed (``target_top`` ``[B, P, N]``).
-
-    Returns ``([m, K, C + 1] float32, [m, C + 1] int64)``: the heads at the plain head's and the draft's top-N and
-    the rest entry (id ``-1``; logit the plain head's log-sum-exp outside the candidates)."""
-    q = None if draft_probs is None else draft_probs[rows, positions]  # [m, V]
-    ids, dup = with_draft_top(target_top[rows, positions], q, top_n)  # [m, C]
-    heads = heads_on_candidates(dropped[rows, positions], W, b, ids, dup).float()  # [m, K, C]
-    return _with_rest(heads, ids, rest_logsumexp(target[rows, positions], ids))  # rest: [m]
-
-
-def _sparse_heads(
-    target: torch.Tensor,
-    dropped: torch.Tensor,
-    W: torch.Tensor,
-    b: torch.Tensor | None,
-    draft_probs: torch.Tensor | None,
-    top_n: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The sparse variant's heads: ``[B, P, K, C + 1]`` float32 logits at the C candidates plus the rest entry, and
-    the candidate ids ``[B, P, C + 1]`` (``-1`` for the rest). ``target`` ``[B, P, V]`` float32 plain logits,
-    ``dropped`` ``[B, P, K, d]`` head inputs (Eq. 1-2)."""
-    B, P, K, d = dropped.shape
-    ids, dup = candidate_tokens(target, draft_probs, top_n)  # [B, P, C]
-    C = ids.shape[-1]
-    sparse = heads_on_candidates(
-        dropped.reshape(B * P, K, d), W, b, ids.reshape(B * P, C), dup.reshape(B * P, C)
-    )  # [B*P, K, C]
-    # the rest of the vocabulary as one more entry: its logit is the plain head's log-sum-exp outside the
-    # candidates (the heads' expectation there, Eq. 2 preserves it), its id -1 (never a head token)
-    return _with_rest(
-        sparse.float().view(B, P, K, C), ids, rest_logsumexp(target, ids)
-    )  # rest: [B, P]
-
-
-def _with_rest(
-    heads: torch.Tensor, ids: torch.Tensor, rest: torch.Tensor | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Heads at candidates ``[..., K, C]`` float32 and their ids ``[..., C]`` with the rest entry appended: logit
-    ``rest`` ``[...]`` for every head (``-inf`` when None), id ``-1``."""
-    if rest is None:
-        rest = heads.new_full(heads.shape[:-2], float("-inf"))
-    rest = rest[..., None, None].expand(*heads.shape[:-1], 1)
-    return torch.cat([heads, rest], dim=-1), torch.cat(
-        [ids, ids.new_full((*ids.shape[:-1], 1), -1)], dim=-1
-    )
-
-
-def _token_heads(
-    target: torch.Tensor,
-    dropped: torch.Tensor,
-    W: torch.Tensor,
-    b: torch.Tensor | None,
-    draft_token_ids: torch.Tensor | None,
-    top_n: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The sparse heads the heads' tokens need: ``[B, P, K, N + 2]`` float32 logits at the plain head's top-N and
-    the draft token (:func:`criteria.dropout_heads.head_token_candidates`) plus a ``-inf`` entry in the rest
-    entry's place (id ``-1``), and their ids ``[B, P, N + 2]``. ``target`` ``[B, P, V]`` float32 plain logits,
-    ``dropped`` ``[B, P, K, d]`` head inputs (Eq. 1-2)."""
-    B, P, K, d = dropped.shape
-    ids, dup = head_token_candidates(target, draft_token_ids, top_n)  # [B, P, C]
-    C = ids.shape[-1]
-    logits = heads_on_candidates(
-        dropped.reshape(B * P, K, d), W, b, ids.reshape(B * P, C), dup.reshape(B * P, C)
-    )  # [B*P, K, C]
-    # no rest entry: Eq. (6) reads VerifyInputs.sparse_support; the shape stays that of the full support
-    return _with_rest(logits.float().view(B, P, K, C), ids, None)
+from criteria.dropout_heads import HeadSpec, LMHead
+from criteria.round_heads import round_heads
 
 
 def verify_round(
@@ -436,8 +60,8 @@ def verify_round(
         draft_hidden: ``[B, L, d_draft]`` or None, passed to rules with ``needs_hidden``.
         trace: ask the rule for its per-position trace.
         target_logits: ``[B, L+1, V]`` float32 or None: the target's plain logits when the engine computed them
-            itself (llama.cpp); the LM head then computes only the dropout-head rows (:func:`head_logits`), and
-            without heads ``hidden`` and ``lm_head`` may be None (no matmul at all).
+            itself (llama.cpp); the LM head then computes only the dropout-head rows
+            (:func:`criteria.round_heads.head_logits`), and without heads ``hidden`` and ``lm_head`` may be None (no matmul at all).
         max_positions: None, or P in ``[1, L]``: decide the round cut to its first P drafts (heads computed there
             only; the masks still drawn for all L + 1 positions: those of the whole round; :mod:`criteria.audit`).
         meter: None, or the backend's :class:`criteria.base.RoundMeter` for this round (when the plain logits are
@@ -474,13 +98,10 @@ def verify_round(
         temperature,
         meter,
     )
-    greedy = None
-    if inputs.head_candidates is not None and inputs.temperature == 0:
-        # off the candidates the heads' tokens needed: the rule's next token reads it too
-        greedy = _target_argmax(inputs, heads.top_n, P)  # [B, P]
-        inputs = dataclasses.replace(inputs, target_greedy=greedy)
+    inputs = _with_greedy(inputs, heads.top_n, P)
     res = _decide(rule, inputs, generators, trace)
     if res.target_argmax is None:
+        greedy = inputs.target_greedy
         res = dataclasses.replace(
             res, target_argmax=_target_argmax(inputs, heads.top_n, P) if greedy is None else greedy
         )
@@ -489,6 +110,14 @@ def verify_round(
             res, inputs, hidden, lm_head, rule, heads, generators, states, positions, given
         )
     return res
+
+
+def _with_greedy(inputs: VerifyInputs, top_n: int | None, P: int) -> VerifyInputs:
+    """``inputs`` with ``target_greedy`` ``[B, P]`` set on a greedy (T = 0) sparse round: read off the candidates
+    the heads' tokens needed (:func:`_target_argmax`), so that the rule's next token need not pass over V again."""
+    if inputs.head_candidates is None or inputs.temperature != 0:
+        return inputs
+    return dataclasses.replace(inputs, target_greedy=_target_argmax(inputs, top_n, P))
 
 
 def _target_argmax(inputs: VerifyInputs, top_n: int | None, P: int) -> torch.Tensor:
@@ -527,11 +156,11 @@ def _round_inputs(
     meter: RoundMeter | None = None,
 ) -> tuple[int, VerifyInputs]:
     """The rule's :class:`VerifyInputs` for a round's first P drafts, and the number of positions with heads:
-    :func:`_heads` (``lazy``) at the positions ``rule`` reads (+ the bonus position unless
+    :func:`criteria.round_heads.round_heads` (``lazy``) at the positions ``rule`` reads (+ the bonus position unless
     ``rule.heads_at_drafts_only``). Heads ``[B, P', K, V or C]``, candidates ``[B, P', C]`` at those P'."""
     N = (hidden if hidden is not None else target_logits).shape[1]
     positions = P if getattr(rule, "heads_at_drafts_only", False) else min(N, P + 1)
-    plain, head_l, cand, closures = _heads(
+    plain, head_l, cand, closures = round_heads(
         hidden,
         lm_head,
         heads,
@@ -666,7 +295,7 @@ def _sparse_check(
         for g, s in zip(generators, states)
     ]
     spec = HeadSpec(heads.K, heads.p_drop, top_n=heads.check_top_n)
-    _, sparse, cand, closures = _heads(
+    _, sparse, cand, closures = round_heads(
         hidden,
         lm_head,
         spec,

@@ -112,7 +112,7 @@ class Rungs:
     greedy rule's decision seconds on the same batch rounds (``greedy_s``)."""
 
     def __init__(self, djs) -> None:
-        from criteria.verify import rung_name
+        from criteria.sparse_heads import rung_name
 
         self.real, self.on = djs.redecide, False
         self.stats: dict[str, list] = {}  # rung -> [calls, positions, seconds]

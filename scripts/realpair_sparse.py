@@ -61,7 +61,7 @@ def main() -> None:
     import criteria.rules  # noqa: F401
     from criteria.dropout_heads import HeadSpec, LMHead
     from criteria.registry import CRITERIA
-    from criteria.verify import head_logits
+    from criteria.round_heads import head_logits
     from runners.backends import decide, hf_loop
     from runners.backends.base import DecodingConfig
     from runners.backends.seeding import make_generator

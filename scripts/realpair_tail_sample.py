@@ -99,7 +99,7 @@ def main() -> None:
 
     from criteria.dropmatch_base import js_statistics, majority_vote
     from criteria.dropout_heads import candidate_tokens
-    from criteria.verify import _dropped
+    from criteria.round_heads import dropped_inputs
     from runners.backends.seeding import make_generator
     from runners.models.loader import load_pair
     from runners.paths import REPO_ROOT
@@ -123,7 +123,7 @@ def main() -> None:
             n = B * L
             for s in range(args.seeds):
                 gens = [make_generator(1000 * s + j, W.device) for j in range(B)]
-                dropped = _dropped(hidden, gens, K, P_DROP, L).view(B, L, K, -1)
+                dropped = dropped_inputs(hidden, gens, K, P_DROP, L).view(B, L, K, -1)
                 heads = torch.nn.functional.linear(dropped, W).float()  # [B, L, K, V]
                 plain = torch.nn.functional.linear(hidden[:, :L], W).float()  # [B, L, V]
                 qf = q.float()

@@ -38,6 +38,24 @@ class DecodingConfig:
     ar_model: str = "target"
     seed_stream: int = 0
 
+    def check_fits(
+        self, sample_id: str, prompt_len: int, limit: int, what: str, wider: str = ""
+    ) -> None:
+        """Refuse a sample whose prompt, ``max_new_tokens`` and a last round's L + 1 tokens exceed an engine's
+        context ``limit`` (tokens, named ``what`` in the message; ``wider``: how else to make room).
+
+        Raises:
+            ValueError: naming ``decoding.max_new_tokens`` and the largest value that fits.
+        """
+        L = int(self.num_speculative_tokens)
+        need = prompt_len + int(self.max_new_tokens) + L + 1
+        if need > limit:
+            raise ValueError(
+                f"{sample_id} does not fit {what}={limit}: prompt {prompt_len} + decoding.max_new_tokens "
+                f"{self.max_new_tokens} + L + 1 = {need} tokens; allowed: decoding.max_new_tokens <= "
+                f"{max(0, limit - prompt_len - L - 1)}{wider}"
+            )
+
 
 @dataclass
 class SampleResult:

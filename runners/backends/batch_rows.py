@@ -82,7 +82,7 @@ class Row:
         timing: ``draft`` / ``verify`` / ``criterion`` / ``audit`` seconds of the rounds it took part in, and
             ``plain`` / ``rule`` (the parts of ``criterion`` to the plain logits and after them) when the rounds
             measured them (:mod:`runners.backends.round_meter`).
-        escape: its positions that reached each rung of the escape ladder (``"64"``, ``"512+512"``, ``"exact"``: :func:`criteria.verify.rung_name`).
+        escape: its positions that reached each rung of the escape ladder (``"64"``, ``"512+512"``, ``"exact"``: :func:`criteria.sparse_heads.rung_name`).
         share_s: its share of the batch's wall time (module docstring).
     """
 

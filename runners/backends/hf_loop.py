@@ -52,6 +52,17 @@ from runners.registry import BACKENDS
 _PREFIX_CACHES: dict[int, PrefixCache] = {}
 
 
+def context_limit(model: Any) -> int | None:
+    """The positions a transformers model was trained for (``max_position_embeddings`` of its text config), None
+    for no model or a config without it."""
+    if model is None:
+        return None
+    config = model.config
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    limit = getattr(text, "max_position_embeddings", None)
+    return None if limit is None else int(limit)
+
+
 def draft_choice(
     logits: torch.Tensor,
     temperature: float,
@@ -241,6 +252,10 @@ class HFLoopBackend:
         t0 = time.perf_counter()
         L, T = int(decoding.num_speculative_tokens), float(decoding.temperature)
         prompt = self.encode(sample)
+        for model in (tmodel, None if draft is None else draft.model):
+            limit = context_limit(model)
+            if limit is not None:
+                decoding.check_fits(sample.sample_id, len(prompt), limit, "max_position_embeddings")
         gen = make_generator(
             sample_seed(decoding.seed, sample.sample_id, decoding.seed_stream), target.device
         )

@@ -279,11 +279,13 @@ class LlamaCppBackend:
         L, T = int(decoding.num_speculative_tokens), float(decoding.temperature)
         prompt = self.encode(sample)
         need = len(prompt) + int(decoding.max_new_tokens) + L + 1
-        if need > self.n_ctx:
-            raise ValueError(
-                f"backend.n_ctx={self.n_ctx} is too small for {sample.sample_id}: prompt {len(prompt)} + "
-                f"max_new_tokens {decoding.max_new_tokens} + L + 1 = {need} tokens; allowed: >= {need}"
-            )
+        decoding.check_fits(
+            sample.sample_id,
+            len(prompt),
+            self.n_ctx,
+            "backend.n_ctx",
+            f", or backend.n_ctx >= {need}",
+        )
         gen = make_generator(sample_seed(decoding.seed, sample.sample_id, decoding.seed_stream))
         tseq = tpool.acquire()
         logits, hidden = tpool.prefill(tseq, prompt)  # [V], [d]

@@ -8,7 +8,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import criteria.dropout_heads as dh
 from criteria.dropout_heads import dropout_head_logits, dropout_masks, dropped_hidden
-from criteria.verify import _dropped
+from criteria.round_heads import dropped_inputs
 
 
 def gen(seed: int) -> torch.Generator:
@@ -206,7 +206,7 @@ def test_round_masks_from_one_buffer_are_each_rows_dropout_masks():
     B, N, K, d, P, p = 3, 6, 5, 16, 4, 0.3
     hidden = torch.randn(B, N, d, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
     gens = [torch.Generator().manual_seed(10 + b) for b in range(B)]
-    got = _dropped(hidden, gens, K, p, P)
+    got = dropped_inputs(hidden, gens, K, p, P)
     ref_gens = [torch.Generator().manual_seed(10 + b) for b in range(B)]
     keep = torch.stack([dropout_masks(N, K, d, p, g, "cpu")[:P] for g in ref_gens])
     want = dropped_hidden(hidden[:, :P].reshape(B * P, d), keep.reshape(B * P, K, d), p)

@@ -16,7 +16,8 @@ from criteria.dropout_heads import (
     dropout_head_logits,
     rest_logsumexp,
 )
-from criteria.verify import head_logits, verify_round
+from criteria.round_heads import head_logits
+from criteria.verify import verify_round
 from tests.helpers.verify_inputs import hidden_round
 
 

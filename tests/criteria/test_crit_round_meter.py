@@ -11,7 +11,7 @@ import criteria.rules  # noqa: F401
 from criteria.dropmatch_js import DropMatchJS
 from criteria.dropout_heads import HeadSpec
 from criteria.greedy_match import GreedyMatch
-from criteria.verify import rung_name
+from criteria.sparse_heads import rung_name
 from runners.backends.round_meter import RoundClock
 from tests.helpers.verify_inputs import decide_hidden_round, hidden_round
 

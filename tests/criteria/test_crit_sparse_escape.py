@@ -11,8 +11,8 @@ import criteria.rules  # noqa: F401
 from criteria.dropmatch_base import js_statistics
 from criteria.dropmatch_js import DropMatchJS
 from criteria.dropout_heads import HeadSpec, LMHead
+from criteria.round_heads import head_logits, round_heads
 from criteria.sampled_tail import sampled_js_statistics, tail_sample
-from criteria.verify import _heads, head_logits
 from tests.helpers.verify_inputs import decide_hidden_round as _decide
 from tests.helpers.verify_inputs import hidden_round
 
@@ -99,7 +99,7 @@ def test_exact_heads_at_are_the_rounds_heads_on_the_same_masks(rung):
     B, P = 3, 4
     hidden, W, drafts, q = hidden_round(5, B, 300, 0.8, L=P)
     gens = lambda: [torch.Generator().manual_seed(7 + i) for i in range(B)]  # noqa: E731
-    _, _, _, closures = _heads(
+    _, _, _, closures = round_heads(
         hidden,
         LMHead(W),
         HeadSpec(5, 0.3, top_n=4, escape=True),
@@ -175,7 +175,8 @@ def test_the_first_rung_reuses_the_rounds_heads_at_the_plain_top(V, N):
     """The escape's first rung (E <= N) takes the heads at the plain head's top-N from the round's token heads
     instead of computing them again: the same heads, ids and weights as computing every entry afresh, also where
     ``dropmatch.sparse_top_n`` reaches or passes the vocabulary (the round's top then holds min(N, V) tokens)."""
-    from criteria.verify import _dropped, _exact_heads_at
+    from criteria.round_heads import dropped_inputs
+    from criteria.sparse_heads import exact_heads_at
     from tests.helpers.verify_inputs import hidden_round
 
     B, L, K = 4, 5, 5
@@ -185,7 +186,7 @@ def test_the_first_rung_reuses_the_rounds_heads_at_the_plain_top(V, N):
     def gens():
         return [torch.Generator().manual_seed(30 + i) for i in range(B)]
 
-    target, _, cand, closures = _heads(
+    target, _, cand, closures = round_heads(
         hidden,
         LMHead(W),
         spec,
@@ -196,8 +197,8 @@ def test_the_first_rung_reuses_the_rounds_heads_at_the_plain_top(V, N):
         lazy=True,
     )
     # fresh generators with the same seeds: the same streams, hence the round's masks
-    dropped = _dropped(hidden, gens(), K, 0.3, L).view(B, L, K, -1)
-    afresh = _exact_heads_at(dropped, W, None, target[:, :L], q, N, cand[..., :-2])
+    dropped = dropped_inputs(hidden, gens(), K, 0.3, L).view(B, L, K, -1)
+    afresh = exact_heads_at(dropped, W, None, target[:, :L], q, N, cand[..., :-2])
     rows, positions = torch.tensor([0, 1, 3, 3]), torch.tensor([0, 4, 2, 3])
     for rung in criteria.dropmatch_js.TAIL_LADDER[:1]:
         got, want = closures["exact_heads"](rows, positions, rung), afresh(rows, positions, rung)

@@ -13,7 +13,8 @@ from criteria.base import VerifyInputs
 from criteria.dropmatch_js import TAIL_LADDER
 from criteria.dropout_heads import HeadSpec, LMHead, head_token_candidates, top_ids
 from criteria.registry import CRITERIA
-from criteria.verify import _heads, _target_argmax, verify_round
+from criteria.round_heads import round_heads
+from criteria.verify import _target_argmax, verify_round
 from tests.helpers.verify_inputs import decide_hidden_round, hidden_round
 
 
@@ -34,7 +35,7 @@ def _counted(hidden, W, drafts, q, spec: HeadSpec, calls: list, **fields) -> Ver
     ``exact_heads`` at its first rung) records the ``(row, position)`` pairs it is asked for in ``calls``."""
     B, L = drafts.shape
     gens = [torch.Generator().manual_seed(50 + i) for i in range(B)]
-    target, heads, cand, closures = _heads(
+    target, heads, cand, closures = round_heads(
         hidden,
         LMHead(W),
         spec,
@@ -211,11 +212,16 @@ def test_include_target_decides_as_the_traced_round(seed, spec):
 def _argmax_inputs(hidden, W, drafts, q, spec: HeadSpec, L: int, B: int) -> VerifyInputs:
     """A lazy sparse round's plain logits and head candidates, as :func:`criteria.verify._target_argmax` reads them."""
     gens = [torch.Generator().manual_seed(i) for i in range(B)]
-    target, heads, cand, _ = _heads(
+    target, heads, cand, closures = round_heads(
         hidden, LMHead(W), spec, gens, positions=L, draft_probs=q, draft_token_ids=drafts, lazy=True
     )
     return VerifyInputs(
-        draft_token_ids=drafts, target_logits=target, head_logits=heads, head_candidates=cand
+        draft_token_ids=drafts,
+        target_logits=target,
+        draft_probs=q,
+        head_logits=heads,
+        head_candidates=cand,
+        **closures,
     )
 
 
@@ -231,6 +237,9 @@ def test_target_argmax_from_the_candidates_is_torchs_argmax(tied):
         for t in top.tolist():  # copies on both sides: the first of the tied maxima has a lower id
             W[max(0, t - tied // 2) : t] = W[t]
             W[t + 1 : t + 1 + tied - tied // 2] = W[t]
+    # every other draft the target's own token, so that include_target's test (below) has one to accept
+    own = (hidden[:, :L] @ W.T).argmax(dim=-1)  # [B, L]
+    drafts = torch.where(torch.arange(L) % 2 == 0, own, drafts)
     spec = HeadSpec(5, 0.3, top_n=N)
     inputs = _argmax_inputs(hidden, W, drafts, q, spec, L, B)
     target = inputs.target_logits
@@ -244,6 +253,13 @@ def test_target_argmax_from_the_candidates_is_torchs_argmax(tied):
     assert torch.equal(res.next_token_ids, at.argmax(dim=-1))
     ties = (target[:, :L] == target[:, :L].amax(-1, keepdim=True)).sum(-1)  # [B, L]
     assert int(ties.max()) >= 1 + tied  # the case the test names occurs
+    # include_target's own token test reads the same greedy tokens: the verdict of argmax over V
+    inc = CRITERIA.get("dropmatch_js")(include_target=True)
+    given = inc(dataclasses.replace(inputs, target_greedy=want))
+    over_v = inc(inputs)  # target_greedy None: argmax over V
+    assert torch.equal(given.accept_mask, over_v.accept_mask)
+    assert torch.equal(given.next_token_ids, over_v.next_token_ids)
+    assert bool((inputs.draft_token_ids == want).any())  # a draft the target's own token accepts
 
 
 @pytest.mark.parametrize("top_n", [20, 21, 22, 40])

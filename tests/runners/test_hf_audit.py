@@ -12,7 +12,7 @@ import criteria.rules  # noqa: F401
 from criteria.dropmatch_js import TAIL_LADDER
 from criteria.dropout_heads import HeadSpec
 from criteria.registry import CRITERIA
-from criteria.verify import rung_name
+from criteria.sparse_heads import rung_name
 from runners.backends.base import DecodingConfig
 from runners.backends.hf_loop import HFLoopBackend
 from runners.datasets.base import Sample

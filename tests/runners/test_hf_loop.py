@@ -192,3 +192,16 @@ def test_eos_inside_an_accepted_run(pair):
         assert_identity(sd)
         seen += sum(a > 0 for a in sd.accepted_per_round)
     assert seen > 0
+
+
+def test_max_new_tokens_beyond_the_models_context_is_refused(pair):
+    """prompt + max_new_tokens + L + 1 over the tiny target's max_position_embeddings (4096): a ValueError that
+    names decoding.max_new_tokens and the largest value that fits, before any token is decoded."""
+    limit = pair.target.config.max_position_embeddings
+    prompt_len = len(
+        HFLoopBackend(pair).encode(Sample("t/0", [{"role": "user", "content": PROMPTS[0]}]))
+    )
+    fits = limit - prompt_len - 3 - 1
+    with pytest.raises(ValueError, match=rf"decoding.max_new_tokens <= {fits}\b") as err:
+        _gen(pair, PROMPTS[0], 3, rule("rejection"), n=fits + 1)
+    assert f"max_position_embeddings={limit}" in str(err.value)

@@ -275,7 +275,7 @@ def test_bad_settings_name_the_field(gguf_pairs, kw, field):
 
 def test_a_row_that_cannot_fit_names_n_ctx(gguf_pairs):
     be = backend(gguf_pairs["q8_0"], n_ctx=32)
-    with pytest.raises(ValueError, match="backend.n_ctx=32 is too small"):
+    with pytest.raises(ValueError, match="does not fit backend.n_ctx=32"):
         decode(be, 3, CRITERIA.get("greedy_match")(), n=40)
 
 

@@ -38,7 +38,7 @@ class VerifyInputs:
             (after reading ``d_i``: Auto-Judge's "DD" feature; the backend runs one extra draft step for ``d_L``).
             Filled for rules with ``needs_hidden`` when the backend has it.
         head_candidates: ``[B, P, C + 1]`` int64 or None: the sparse variant (``HeadSpec.top_n``): the token id of
-            each entry of ``head_logits``' last dim (:func:`criteria.dropout_heads.candidate_tokens`), the last one
+            each entry of ``head_logits``' last dim (:func:`criteria.candidates.candidate_tokens`), the last one
             ``-1`` (the rest of the vocabulary); None = exact heads over the whole vocabulary.
         exact_heads: None, or with ``head_candidates`` (the sparse variant with ``HeadSpec.escape``) the heads
             beyond the candidates: ``exact_heads(rows [m] int64, positions [m] int64, rung=None)`` gives the K

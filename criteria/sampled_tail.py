@@ -1,7 +1,7 @@
 """Eq. (6) of the sparse variant with the vocabulary beyond its candidates estimated from a deterministic sample.
 
 The sparse variant keeps the heads at C candidate tokens exact. The lumped rest entry
-(:func:`criteria.dropout_heads.rest_logsumexp`) gives every head the plain head's tail; here the tail is
+(:func:`criteria.candidates.rest_logsumexp`) gives every head the plain head's tail; here the tail is
 estimated instead. S tail tokens are drawn by systematic sampling from a proposal ``rho`` (half the plain head's
 distribution outside the candidates, half the draft's), and each one enters the support with the importance
 weight ``w = 1 / (S rho)``. Each head's normaliser, the centroid's normaliser and every JS term are then
@@ -47,7 +47,7 @@ def tail_sample(
         candidates: ``[m, C]`` int64, the exact tokens (duplicates allowed), the plain head's top-1 among them.
         samples: S >= 1.
         repeated: ``[m, C]`` bool or None: True at each candidate an earlier entry of its row holds (the
-            ``duplicate`` of :func:`criteria.dropout_heads.with_draft_top`); None: found here.
+            ``duplicate`` of :func:`criteria.candidates.with_draft_top`); None: found here.
 
     Returns:
         ``(ids [m, S] int64, weights [m, S] float32)``. ``weights = 1 / (S rho(id))``, so ``sum_s w_s g(id_s)``

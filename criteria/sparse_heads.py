@@ -17,15 +17,14 @@ from typing import Callable
 import torch
 
 from criteria.base import RoundMeter
-from criteria.dropout_heads import (
-    HeadSpec,
+from criteria.candidates import (
     candidate_tokens,
     head_token_candidates,
-    heads_on_candidates,
     rest_logsumexp,
     top_ids,
     with_draft_top,
 )
+from criteria.dropout_heads import HeadSpec, heads_on_candidates
 from criteria.sampled_tail import tail_sample
 
 
@@ -90,7 +89,7 @@ def exact_heads_at(
     - With ``rung`` None: over the whole vocabulary, ``([m, K, V]`` in the matmul's dtype, None, None)``
       (Eq. 3).
     - With ``rung = (E, S)``: on the plain head's and the draft's top-max(E, N) tokens
-      (:func:`criteria.dropout_heads.with_draft_top`; at E <= N the sparse variant's candidates) plus S tail tokens
+      (:func:`criteria.candidates.with_draft_top`; at E <= N the sparse variant's candidates) plus S tail tokens
       (:func:`criteria.sampled_tail.tail_sample`). It returns ``([m, K, C + S]`` float32, ``[m, C + S]`` int64 ids,
       ``[m, C + S]`` float32 weights)``: ``-inf`` at a masked duplicate; weight 1 at a candidate and the importance
       weight at a sampled token."""
@@ -213,7 +212,7 @@ def _token_heads(
     top_n: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The sparse heads the heads' tokens need: ``[B, P, K, N + 2]`` float32 logits at the plain head's top-N and
-    the draft token (:func:`criteria.dropout_heads.head_token_candidates`) plus a ``-inf`` entry in the rest
+    the draft token (:func:`criteria.candidates.head_token_candidates`) plus a ``-inf`` entry in the rest
     entry's place (id ``-1``), and their ids ``[B, P, N + 2]``. ``target`` ``[B, P, V]`` float32 plain logits,
     ``dropped`` ``[B, P, K, d]`` head inputs (Eq. 1-2)."""
     B, P, K, d = dropped.shape

@@ -123,7 +123,7 @@ def _with_greedy(inputs: VerifyInputs, top_n: int | None, P: int) -> VerifyInput
 def _target_argmax(inputs: VerifyInputs, top_n: int | None, P: int) -> torch.Tensor:
     """The plain head's greedy token at the first P positions, ``[B, P]`` int64: ``argmax`` of
     ``inputs.target_logits`` (the first of tied maxima). With the lazy sparse variant's candidates
-    (``head_candidates`` ``[B, P', N' + 2]`` from :func:`criteria.dropout_heads.head_token_candidates`: the plain
+    (``head_candidates`` ``[B, P', N' + 2]`` from :func:`criteria.candidates.head_token_candidates`: the plain
     head's top-N', N' = min(N, V), then the draft token and the rest entry) it is read off the top-N', a gather of
     N' logits per position instead of a pass over V; off the whole row where all N' tie or the maximum is NaN."""
     logits = inputs.target_logits[:, :P]  # [B, P, V]

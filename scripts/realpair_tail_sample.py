@@ -6,7 +6,7 @@ exact top per rung (``criteria.dropmatch_js.TAIL_LADDER``) are compared by ``scr
 Without the escape, the sparse variant (``dropmatch.sparse_top_n``) computes Eq. (6) on the C candidates plus one rest
 entry whose logit is the plain head's log-sum-exp outside them, for every head. Per drafted position, the escape:
 
-- the candidates are the library's (:func:`criteria.dropout_heads.candidate_tokens`, top-64 of the plain head and
+- the candidates are the library's (:func:`criteria.candidates.candidate_tokens`, top-64 of the plain head and
   of the draft), their terms exact;
 - S tail tokens are drawn deterministically (systematic sampling at ``(s + 0.5) / S``) from
   ``rho = 1/2 pi + 1/2 q_tail`` (``pi`` the plain head's distribution outside the candidates, ``q_tail`` the
@@ -52,8 +52,8 @@ def sampled_js(heads, q, ids, dup, plain, S):
 
 def lumped_js(heads, q, ids, dup, plain):
     """The library's coarsened Eq. (6) (one rest entry: the plain head's log-sum-exp outside the candidates)."""
+    from criteria.candidates import rest_logsumexp
     from criteria.dropmatch_base import coarsen, js_statistics
-    from criteria.dropout_heads import rest_logsumexp
 
     n, K_, _ = heads.shape
     hc = heads.gather(-1, ids[:, None].expand(n, K_, ids.shape[-1])).masked_fill(
@@ -97,8 +97,8 @@ def main() -> None:
 
     from omegaconf import OmegaConf
 
+    from criteria.candidates import candidate_tokens
     from criteria.dropmatch_base import js_statistics, majority_vote
-    from criteria.dropout_heads import candidate_tokens
     from criteria.round_heads import dropped_inputs
     from runners.backends.seeding import make_generator
     from runners.models.loader import load_pair

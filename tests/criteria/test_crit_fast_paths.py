@@ -6,16 +6,11 @@ import pytest
 import torch
 
 from criteria.base import VerifyInputs
+from criteria.candidates import candidate_tokens, rest_logsumexp
 from criteria.dropmatch_base import js_statistics
 from criteria.dropmatch_js import DropMatchJS
 from criteria.dropmatch_naive import DropMatchNaive
-from criteria.dropout_heads import (
-    HeadSpec,
-    LMHead,
-    candidate_tokens,
-    dropout_head_logits,
-    rest_logsumexp,
-)
+from criteria.dropout_heads import HeadSpec, LMHead, dropout_head_logits
 from criteria.round_heads import head_logits
 from criteria.verify import verify_round
 from tests.helpers.verify_inputs import hidden_round

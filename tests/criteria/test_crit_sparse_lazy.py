@@ -10,8 +10,9 @@ import torch
 
 import criteria.rules  # noqa: F401
 from criteria.base import VerifyInputs
+from criteria.candidates import head_token_candidates, top_ids
 from criteria.dropmatch_js import TAIL_LADDER
-from criteria.dropout_heads import HeadSpec, LMHead, head_token_candidates, top_ids
+from criteria.dropout_heads import HeadSpec, LMHead
 from criteria.registry import CRITERIA
 from criteria.round_heads import round_heads
 from criteria.verify import _target_argmax, verify_round

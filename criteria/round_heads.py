@@ -78,11 +78,11 @@ def round_heads(
     lazy: bool = False,
     meter: RoundMeter | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, dict[str, Callable | None]]:
-    """:func:`head_logits`, plus the sparse variant's closures as :class:`VerifyInputs` fields (both None unless
-    ``heads.top_n``): ``sparse_support`` (with ``lazy``) and ``exact_heads`` (with ``heads.escape``). ``meter``
-    (:class:`criteria.base.RoundMeter`) hears when the plain float32 logits are ready, except on the exact rule's
-    path with ``p_drop > 0`` (one matmul for the plain and the head rows), and each escape rung the round's closure
-    serves.
+    """:func:`head_logits`, plus the sparse variant's closures as :class:`criteria.base.VerifyInputs` fields
+    (both None unless ``heads.top_n``): ``sparse_support`` (with ``lazy``) and ``exact_heads`` (with
+    ``heads.escape``). ``meter`` (:class:`criteria.base.RoundMeter`) hears when the plain float32 logits are ready,
+    except on the exact rule's path with ``p_drop > 0`` (one matmul for the plain and the head rows), and each
+    escape rung the round's closure serves.
 
     With ``lazy`` the sparse heads are those of the heads' tokens only (the drafts ``draft_token_ids`` ``[B, L]``
     among the candidates) and Eq. (6)'s support is left to ``sparse_support``, which a rule calls at the positions

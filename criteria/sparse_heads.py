@@ -5,8 +5,8 @@ The K dropout heads are computed only at C candidate tokens: the plain head's an
 the plain logits, so the rest stands for the heads' mass there). Lazily, a round computes the heads at the plain
 head's top-N and the draft token only (enough for the heads' tokens, Eq. 7) and leaves Eq. (6)'s support to a
 closure the rule calls where it needs it. With ``dropmatch.sparse_escape`` a position whose decision the
-candidates cannot settle is decided again on a ladder of rungs: a wider exact top plus importance-sampled tail
-tokens (:mod:`criteria.sampled_tail`), then the whole vocabulary (Eq. 3).
+candidates cannot settle is decided again on a ladder of rungs: an exact top of max(E, N) tokens plus S
+importance-sampled tail tokens (:func:`rung_top`, :mod:`criteria.sampled_tail`), then the whole vocabulary (Eq. 3).
 """
 
 from __future__ import annotations

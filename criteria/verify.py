@@ -61,7 +61,8 @@ def verify_round(
         trace: ask the rule for its per-position trace.
         target_logits: ``[B, L+1, V]`` float32 or None: the target's plain logits when the engine computed them
             itself (llama.cpp); the LM head then computes only the dropout-head rows
-            (:func:`criteria.round_heads.head_logits`), and without heads ``hidden`` and ``lm_head`` may be None (no matmul at all).
+            (:func:`criteria.round_heads.head_logits`), and without heads ``hidden`` and ``lm_head`` may be None
+            (no matmul at all).
         max_positions: None, or P in ``[1, L]``: decide the round cut to its first P drafts (heads computed there
             only; the masks still drawn for all L + 1 positions: those of the whole round; :mod:`criteria.audit`).
         meter: None, or the backend's :class:`criteria.base.RoundMeter` for this round (when the plain logits are

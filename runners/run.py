@@ -17,8 +17,10 @@ import runners.backends  # noqa: F401  (fills BACKENDS)
 import runners.datasets  # noqa: F401  (fills DATASETS)
 import runners.scorers  # noqa: F401  (fills SCORERS)
 from criteria.audit import pool as audit_pool
+from runners.backends.base import check_prompts_fit
 from runners.backends.warmup import WARMUP_BACKENDS, warm_up
 from runners.config.decode_spec import build_rule, decoding_config, head_spec, needs_draft
+from runners.config.errors import ConfigError
 from runners.config.resolve import resolve_run_config
 from runners.datasets.base import Sample, prompt_record, prompt_token_ids
 from runners.exports import target_tokenizer, write_exports
@@ -47,7 +49,8 @@ def run(cfg: Any, log: Callable[[str], None] = _logger.info) -> dict:
 
     Raises:
         runners.config.validate.ConfigError: invalid field (before anything loads), or a draft whose tokenizer
-            is not the target's (before the record is created, no weights loaded).
+            is not the target's (before the record is created, no weights loaded), or a prompt that does not fit
+            a model's context with ``decoding.max_new_tokens`` (after the pair loads, before anything decodes).
         runners.models.sources.ModelUnavailableError: a model has no usable source (before any record).
     """
     c = resolve_run_config(cfg)
@@ -121,6 +124,10 @@ def decode(
     decoding = decoding_config(c, dataset)
     ctk = dict(c["pair"].get("chat_template_kwargs") or {})
     _check_prompt_ids(backend, pair.tokenizer, todo[0], ctk, c["backend"]["name"])
+    try:  # before the warm-up decodes: a setting, reported as the config checks report theirs
+        check_prompts_fit(backend, todo, decoding)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     if c["backend"]["name"] in WARMUP_BACKENDS:
         tokens, seconds = warm_up(
             backend, todo, decoding, rule, heads, int(c["backend"].get("batch_size") or 1)

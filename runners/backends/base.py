@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Protocol, runtime_checkable
+from typing import Any, Iterable, Iterator, Mapping, Protocol, runtime_checkable
 
 from runners.records.counters import SpecDecodeCounters
 from runners.datasets.base import Sample
@@ -38,23 +38,61 @@ class DecodingConfig:
     ar_model: str = "target"
     seed_stream: int = 0
 
-    def check_fits(
-        self, sample_id: str, prompt_len: int, limit: int, what: str, wider: str = ""
+    def check_context(
+        self, prompts: Mapping[str, int], limit: int, what: str, settable: bool = False
     ) -> None:
-        """Refuse a sample whose prompt, ``max_new_tokens`` and a last round's L + 1 tokens exceed an engine's
-        context ``limit`` (tokens, named ``what`` in the message; ``wider``: how else to make room).
+        """Refuse prompts that, with ``max_new_tokens`` output tokens and a last round's L + 1, exceed an engine's
+        context.
+
+        Args:
+            prompts: ``{sample_id: prompt tokens}``.
+            limit: the context, tokens.
+            what: the limit's name in the message (``"the target's max_position_embeddings"``, ``"backend.n_ctx"``).
+            settable: ``what`` is a config field the user may raise (the message then offers it).
 
         Raises:
-            ValueError: naming ``decoding.max_new_tokens`` and the largest value that fits.
+            ValueError: naming ``decoding.max_new_tokens`` and the largest value with which every prompt fits (or,
+                where the longest prompt alone leaves no room, that prompt), and how many prompts do not fit.
         """
-        L = int(self.num_speculative_tokens)
-        need = prompt_len + int(self.max_new_tokens) + L + 1
-        if need > limit:
+        if not prompts:
+            return
+        L, m = int(self.num_speculative_tokens), int(self.max_new_tokens)
+        longest, n = max(prompts.items(), key=lambda kv: kv[1])
+        need = n + m + L + 1
+        if need <= limit:
+            return
+        over = sum(p + m + L + 1 > limit for p in prompts.values())
+        room = limit - n - L - 1
+        wider = f", or {what} >= {need}" if settable else ""
+        told = (
+            f"{over} of {len(prompts)} prompts do not fit {what}={limit}: the longest, {longest} ({n} tokens), + "
+            f"decoding.max_new_tokens {m} + L + 1 ({L + 1}) = {need} tokens"
+        )
+        if room < 1:
             raise ValueError(
-                f"{sample_id} does not fit {what}={limit}: prompt {prompt_len} + decoding.max_new_tokens "
-                f"{self.max_new_tokens} + L + 1 = {need} tokens; allowed: decoding.max_new_tokens <= "
-                f"{max(0, limit - prompt_len - L - 1)}{wider}"
+                f"{told}; that prompt alone leaves no room for an output: leave it out (dataset.limit, "
+                f"dataset.offset){wider}"
             )
+        raise ValueError(f"{told}; allowed: decoding.max_new_tokens <= {room}{wider}")
+
+
+def check_prompts_fit(backend: Any, samples: Iterable[Sample], decoding: DecodingConfig) -> None:
+    """Every prompt of ``samples``, as ``backend.encode`` builds it, checked against each of the backend's context
+    limits (``backend.context_limits(decoding)``: ``{name: (tokens, settable)}``) before anything decodes
+    (:meth:`DecodingConfig.check_context`); a backend without either method is not checked.
+
+    Raises:
+        ValueError: as :meth:`DecodingConfig.check_context`.
+    """
+    limits = getattr(backend, "context_limits", None)
+    if limits is None or not hasattr(backend, "encode"):
+        return
+    found = limits(decoding)
+    if not found:
+        return
+    prompts = {s.sample_id: len(backend.encode(s)) for s in samples}
+    for what, (limit, settable) in found.items():
+        decoding.check_context(prompts, limit, what, settable)
 
 
 @dataclass

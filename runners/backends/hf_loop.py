@@ -32,7 +32,7 @@ from criteria.audit import AuditTally
 from criteria.dropout_heads import HeadSpec, LMHead
 from criteria.registry import CRITERIA
 from criteria.verify import trace_to_json, verify_round
-from runners.backends.base import DecodingConfig, SampleResult
+from runners.backends.base import DecodingConfig, SampleResult, check_prompts_fit
 from runners.backends.batch_kv import BatchKV
 from runners.backends.batch_rows import BatchClock, Row, StopCheck
 from runners.backends.cpu_attention import use_cpu_gqa
@@ -54,9 +54,7 @@ _PREFIX_CACHES: dict[int, PrefixCache] = {}
 
 def context_limit(model: Any) -> int | None:
     """The positions a transformers model was trained for (``max_position_embeddings`` of its text config), None
-    for no model or a config without it."""
-    if model is None:
-        return None
+    for a config without it."""
     config = model.config
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     limit = getattr(text, "max_position_embeddings", None)
@@ -154,6 +152,20 @@ class HFLoopBackend:
             getattr(getattr(pair.target, "generation_config", None), "eos_token_id", None),
         )
 
+    def context_limits(self, decoding: DecodingConfig) -> dict[str, tuple[int, bool]]:
+        """The contexts a run's prompts must fit (:func:`runners.backends.base.check_prompts_fit`): the
+        ``max_position_embeddings`` of each model that decodes, by name (none settable)."""
+        L = int(decoding.num_speculative_tokens)
+        models = {"draft": self.pair.draft} if L == 0 and decoding.ar_model == "draft" else {}
+        if not models:
+            models = {"target": self.pair.target, "draft": self.pair.draft if L > 0 else None}
+        limits = {
+            f"the {role}'s max_position_embeddings": context_limit(m)
+            for role, m in models.items()
+            if m is not None
+        }
+        return {what: (limit, False) for what, limit in limits.items() if limit is not None}
+
     def encode(self, sample: Sample) -> list[int]:
         """Prompt token ids: the target's chat template with the generation prompt (a final assistant message
         is continued), as lm-eval's HFLM builds them (:func:`runners.datasets.base.prompt_token_ids`), with the
@@ -178,7 +190,8 @@ class HFLoopBackend:
         """Decode ``samples`` B at a time, yielding each result as soon as its sample is finished.
 
         Raises:
-            ValueError: ``decoding.top_p`` other than 1.0; L > 0 without a draft model.
+            ValueError: ``decoding.top_p`` other than 1.0; L > 0 without a draft model; a prompt that does not fit
+                a model's context with ``decoding.max_new_tokens`` (:func:`runners.backends.base.check_prompts_fit`).
         """
         if decoding.top_p != 1.0:
             raise ValueError(
@@ -187,6 +200,8 @@ class HFLoopBackend:
         L = int(decoding.num_speculative_tokens)
         if L > 0 and self.pair.draft is None:
             raise ValueError("num_speculative_tokens > 0 needs a draft model (pair.draft)")
+        samples = list(samples)
+        check_prompts_fit(self, samples, decoding)
         B = int(batch_size or self.batch_size)
         tmodel = self.pair.draft if (L == 0 and decoding.ar_model == "draft") else self.pair.target
         target = BatchKV(tmodel)
@@ -252,10 +267,6 @@ class HFLoopBackend:
         t0 = time.perf_counter()
         L, T = int(decoding.num_speculative_tokens), float(decoding.temperature)
         prompt = self.encode(sample)
-        for model in (tmodel, None if draft is None else draft.model):
-            limit = context_limit(model)
-            if limit is not None:
-                decoding.check_fits(sample.sample_id, len(prompt), limit, "max_position_embeddings")
         gen = make_generator(
             sample_seed(decoding.seed, sample.sample_id, decoding.seed_stream), target.device
         )

@@ -37,7 +37,7 @@ from criteria.audit import AuditTally
 from criteria.dropout_heads import HeadSpec, LMHead
 from criteria.registry import CRITERIA
 from criteria.verify import verify_round
-from runners.backends.base import DecodingConfig, SampleResult
+from runners.backends.base import DecodingConfig, SampleResult, check_prompts_fit
 from runners.backends.batch_rows import BatchClock, Row, StopCheck
 from runners.backends.decide import decide_round
 from runners.backends.hf_loop import commit_round, draft_choice
@@ -137,6 +137,11 @@ class LlamaCppBackend:
         self.eos_ids = end_of_sequence_ids(pair.tokenizer, generation_eos(pair.target_dir))
         self.vocab_size = int(getattr(pair, "vocab_size", None) or len(pair.tokenizer))
 
+    def context_limits(self, decoding: DecodingConfig) -> dict[str, tuple[int, bool]]:
+        """The context a run's prompts must fit (:func:`runners.backends.base.check_prompts_fit`): each
+        sequence's KV cells, ``backend.n_ctx`` (settable)."""
+        return {"backend.n_ctx": (self.n_ctx, True)}
+
     def encode(self, sample: Sample) -> list[int]:
         """Prompt token ids, exactly as the HF loop builds them (:func:`runners.datasets.base.prompt_token_ids`)."""
         return prompt_token_ids(self.tokenizer, sample.messages, self.chat_template_kwargs)
@@ -212,7 +217,9 @@ class LlamaCppBackend:
         """Decode ``samples`` B at a time, yielding each result as soon as its sample is finished.
 
         Raises:
-            ValueError: ``decoding.top_p`` other than 1.0; a rule that reads hidden states (Auto-Judge).
+            ValueError: ``decoding.top_p`` other than 1.0; a rule that reads hidden states (Auto-Judge); a prompt
+                that does not fit ``backend.n_ctx`` with ``decoding.max_new_tokens``
+                (:func:`runners.backends.base.check_prompts_fit`).
         """
         if decoding.top_p != 1.0:
             raise ValueError(
@@ -220,6 +227,8 @@ class LlamaCppBackend:
             )
         if getattr(rule, "needs_hidden", False):
             raise ValueError(f"method {rule.name!r} reads draft hidden states; use backend=hf")
+        samples = list(samples)
+        check_prompts_fit(self, samples, decoding)
         L = int(decoding.num_speculative_tokens)
         B = int(batch_size or self.batch_size)
         main = "draft" if (L == 0 and decoding.ar_model == "draft") else "target"
@@ -278,14 +287,6 @@ class LlamaCppBackend:
         t0 = time.perf_counter()
         L, T = int(decoding.num_speculative_tokens), float(decoding.temperature)
         prompt = self.encode(sample)
-        need = len(prompt) + int(decoding.max_new_tokens) + L + 1
-        decoding.check_fits(
-            sample.sample_id,
-            len(prompt),
-            self.n_ctx,
-            "backend.n_ctx",
-            f", or backend.n_ctx >= {need}",
-        )
         gen = make_generator(sample_seed(decoding.seed, sample.sample_id, decoding.seed_stream))
         tseq = tpool.acquire()
         logits, hidden = tpool.prefill(tseq, prompt)  # [V], [d]

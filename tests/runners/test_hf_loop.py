@@ -194,14 +194,55 @@ def test_eos_inside_an_accepted_run(pair):
     assert seen > 0
 
 
-def test_max_new_tokens_beyond_the_models_context_is_refused(pair):
-    """prompt + max_new_tokens + L + 1 over the tiny target's max_position_embeddings (4096): a ValueError that
-    names decoding.max_new_tokens and the largest value that fits, before any token is decoded."""
+def test_prompts_beyond_the_models_context_are_refused_before_any_decodes(pair):
+    """prompt + max_new_tokens + L + 1 over the tiny target's max_position_embeddings (4096): one ValueError before
+    the first prefill, counting the prompts that do not fit and naming the largest max_new_tokens with which the
+    longest fits."""
+    be = HFLoopBackend(pair)
+    samples = [Sample(f"t/{i}", [{"role": "user", "content": p}]) for i, p in enumerate(PROMPTS)]
+    lengths = {s.sample_id: len(be.encode(s)) for s in samples}
+    longest = max(lengths, key=lengths.get)
     limit = pair.target.config.max_position_embeddings
-    prompt_len = len(
-        HFLoopBackend(pair).encode(Sample("t/0", [{"role": "user", "content": PROMPTS[0]}]))
-    )
-    fits = limit - prompt_len - 3 - 1
-    with pytest.raises(ValueError, match=rf"decoding.max_new_tokens <= {fits}\b") as err:
-        _gen(pair, PROMPTS[0], 3, rule("rejection"), n=fits + 1)
-    assert f"max_position_embeddings={limit}" in str(err.value)
+    fits = limit - lengths[longest] - 3 - 1
+    over = DecodingConfig(num_speculative_tokens=3, max_new_tokens=fits + 1)
+    with pytest.raises(ValueError) as err:
+        next(iter(be.generate(samples, over, rule("rejection"), HeadSpec())))
+    told = str(err.value)
+    assert f"of 3 prompts do not fit the target's max_position_embeddings={limit}" in told
+    assert f"the longest, {longest} ({lengths[longest]} tokens)" in told
+    assert told.endswith(f"allowed: decoding.max_new_tokens <= {fits}")
+    ok = DecodingConfig(num_speculative_tokens=3, max_new_tokens=fits)
+    ok.check_context(
+        lengths, limit, "the target's max_position_embeddings"
+    )  # exactly at the limit: fits
+
+
+@pytest.mark.parametrize(
+    "prompts, m, L, limit, settable, want",
+    [
+        ({"a": 10, "b": 20}, 5, 3, 29, False, "allowed: decoding.max_new_tokens <= 5"),
+        ({"a": 10, "b": 20}, 6, 3, 29, False, "1 of 2 prompts do not fit"),
+        ({"a": 10, "b": 20}, 6, 3, 29, True, "<= 5, or backend.n_ctx >= 30"),
+        ({"a": 10, "b": 28}, 1, 0, 28, False, "that prompt alone leaves no room for an output"),
+        (
+            {"a": 40},
+            1,
+            5,
+            30,
+            True,
+            "leave it out (dataset.limit, dataset.offset), or backend.n_ctx >= 47",
+        ),
+    ],
+)
+def test_check_context_names_what_fits(prompts, m, L, limit, settable, want):
+    """The refusal names the largest ``max_new_tokens`` that fits every prompt, or, where the longest prompt alone
+    leaves no room, says so and never offers a value below 1; a settable limit is offered too; a fit passes."""
+    cfg = DecodingConfig(num_speculative_tokens=L, max_new_tokens=m)
+    longest = max(prompts.values())
+    if longest + m + L + 1 <= limit:
+        cfg.check_context(prompts, limit, "backend.n_ctx", settable)
+        return
+    with pytest.raises(ValueError) as err:
+        cfg.check_context(prompts, limit, "backend.n_ctx", settable)
+    assert want in str(err.value)
+    assert "max_new_tokens <= 0" not in str(err.value)

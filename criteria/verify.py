@@ -42,11 +42,8 @@ def verify_round(
     max_positions: int | None = None,
     meter: RoundMeter | None = None,
 ) -> AcceptResult:
-    """Decide one round of B sequences with ``rule``.
-
-    Paper: Algorithm 1 (DropMatch rules), Eq. (4) (naive), Leviathan et al. Alg. 1 (``rejection``);
-    ``L = 0`` is an autoregressive step (the rule emits the next token; ``dropout_path`` decodes one
-    MC-dropout path).
+    """Decide one round of B sequences with ``rule`` (Algorithm 1, Eq. 4, or Leviathan et al. Alg. 1; L = 0: one
+    autoregressive step).
 
     Args:
         hidden: ``[B, L+1, d]`` the target's final hidden states at ``[pending, d_1..d_L]`` (model dtype).
@@ -59,18 +56,15 @@ def verify_round(
         draft_probs: ``[B, L, V]`` float or None (required when the rule needs them).
         draft_hidden: ``[B, L, d_draft]`` or None, passed to rules with ``needs_hidden``.
         trace: ask the rule for its per-position trace.
-        target_logits: ``[B, L+1, V]`` float32 or None: the target's plain logits when the engine computed them
-            itself (llama.cpp); the LM head then computes only the dropout-head rows
-            (:func:`criteria.round_heads.head_logits`), and without heads ``hidden`` and ``lm_head`` may be None
-            (no matmul at all).
+        target_logits: ``[B, L+1, V]`` float32 or None: the engine's own plain logits (llama.cpp): the LM head
+            computes only the head rows (:func:`criteria.round_heads.head_logits`); no heads: no matmul at all.
         max_positions: None, or P in ``[1, L]``: decide the round cut to its first P drafts (heads computed there
             only; the masks still drawn for all L + 1 positions: those of the whole round; :mod:`criteria.audit`).
-        meter: None, or the backend's :class:`criteria.base.RoundMeter` for this round (when the plain logits are
-            ready; the escape's rungs). It changes no value and no random draw.
+        meter: None, or the round's :class:`criteria.base.RoundMeter` (plain logits ready, escape rungs); it
+            changes no value and no random draw.
 
     Returns:
-        :class:`AcceptResult` with ``accept_mask`` ``[B, L]`` (``[B, P]`` with ``max_positions``),
-        ``num_accepted`` ``[B]``, ``next_token_ids`` ``[B]``.
+        :class:`AcceptResult`: ``accept_mask`` ``[B, L]`` (``[B, P]``), ``num_accepted``, ``next_token_ids`` ``[B]``.
 
     Raises:
         ValueError: shapes that do not fit (``draft_probs`` narrower than the target's vocabulary V: both must be

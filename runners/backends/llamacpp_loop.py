@@ -15,8 +15,9 @@ each with one KV sequence per row (``runners.backends.llamacpp_seqs``). One roun
      exact rule on the same masks (``runners.backends.decide.decide_round``), as in the HF loop;
   4. commit ``d_1..d_a, next`` per row (``hf_loop.commit_round``: accepted counts, accepted drafts off the
      target's argmax, traces); rejected positions leave both sequences (``llama_memory_seq_rm``).
-Both engines' output rows beyond the shared tokenizer's vocabulary V (the GGUF heads are padded: 151,936 rows for
-151,665 ids) are cut before anything reads them, so padded ids carry no probability, as in the HF loop.
+Both engines' output rows beyond the shared tokenizer's vocabulary V are cut before anything reads them, so padded
+ids carry no probability, as in the HF loop (the embedded pair's GGUF tokenizer lists its padding as tokens:
+V = 151,936 = its head rows, nothing cut).
 Every decision is made by our code; llama.cpp only computes forwards. Tokenisation is the pair's transformers
 tokenizer (the GGUF's vocabulary is the same), so prompts are the token ids the HF loop feeds.
 Per-sample timing, rows and stop checks: ``runners.backends.batch_rows`` (as the HF loop).

@@ -1,8 +1,9 @@
 """Sequence slots of one llama.cpp context: one per row of the batch, plus a few that keep whole prompts.
 
 A prompt that shares a long token prefix with a kept prompt (the 8-shot GSM8K block, ~1,000 tokens, is the same
-for every question) starts from that prefix: the kept sequence's KV entries are copied to the row
-(:meth:`runners.backends.llamacpp_context.SeqContext.copy`) and only the rest of the prompt is computed. This is the HF loop's
+for every question) starts from that prefix, in whole chunks of a fresh prefill (:func:`reusable_prefix`): the kept
+sequence's KV entries are copied to the row (:meth:`runners.backends.llamacpp_context.SeqContext.copy`) and only
+the rest of the prompt is computed. This is the HF loop's
 ``PrefixCache`` (same ``min_shared``, same rule for what is kept) on llama.cpp's sequences. Kept prompts stay in
 the context across runs of one process, as the HF loop's prefix caches do.
 """
@@ -24,6 +25,14 @@ def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
             break
         n += 1
     return n
+
+
+def reusable_prefix(kept: Sequence[int], ids: Sequence[int], chunk: int) -> int:
+    """Tokens of a prefill of ``ids`` that may come from the kept prompt ``kept``: their shared prefix, cut to whole
+    chunks of ``chunk`` tokens, never ``ids``' last token nor ``kept``'s (each prefill computes its last token
+    alone, outside the chunks). A multiple of ``chunk``, 0 when less than one chunk is shared."""
+    m = min(shared_prefix(kept, ids), len(kept) - 1, len(ids) - 1)
+    return max(m, 0) // chunk * chunk
 
 
 class SeqPool:
@@ -71,17 +80,20 @@ class SeqPool:
         """Fill row ``seq`` with the prompt ``ids`` (from a kept prefix where one is shared).
 
         At least the last prompt token is always computed (its output predicts the first token); the prompt
-        before it is fed without outputs, and the last token alone (so that only its hidden state is extracted).
+        before it is fed without outputs in chunks of ``n_batch`` tokens from position 0, and the last token alone
+        (so that only its hidden state is extracted). llama.cpp's results for a token depend on which tokens
+        share its ``llama_decode`` call (README "Known deviations"), so a kept prefix is reused only in whole
+        chunks of that layout (:func:`reusable_prefix`): every prompt then gets the KV entries and logits of its
+        own fresh prefill, whichever prompts were kept before it.
 
         Returns:
             ``(logits [V], hidden [d] or None)`` of the last prompt position.
         """
         slot, n = None, 0
         for s, kept in self.kept.items():
-            m = shared_prefix(kept, ids)
+            m = reusable_prefix(kept, ids, self.ctx.n_batch)
             if m > n:
                 slot, n = s, m
-        n = min(n, len(ids) - 1)
         if slot is not None and n >= self.min_shared:
             self.ctx.copy(slot, seq, n)
         else:

@@ -247,6 +247,41 @@ def test_no_lm_head_matmul_without_heads(gguf_pairs):
         )  # fmt: skip
 
 
+@pytest.mark.parametrize("shared", [5, 8, 13, 16, 23, 31])
+def test_a_prefill_computes_the_chunks_of_its_fresh_prefill_whatever_was_kept(gguf_pairs, shared):
+    """After a kept prompt sharing ``shared`` tokens, a prompt's prefill feeds llama.cpp exactly the calls of its
+    fresh prefill less whole reused chunks, and gets the fresh prefill's logits and hidden state bit for bit."""
+    import numpy as np
+
+    from runners.backends.llamacpp_context import GGUFModel, SeqContext
+    from runners.backends.llamacpp_seqs import SeqPool
+
+    model = GGUFModel.load(f"{gguf_pairs['q8_0']['target']['local_path']}/model.gguf")
+    ids = list(range(5, 40))
+    kept = ids[:shared] + [300 + i for i in range(20)]
+
+    def prefill(first=None):
+        ctx = SeqContext(model, n_seq=3, n_ctx=128, n_batch=8, hidden=True)
+        pool = SeqPool(ctx, 1, 2, min_shared=1)
+        if first is not None:  # kept when its row is released
+            seq = pool.acquire()
+            pool.prefill(seq, first)
+            pool.release(seq)
+        calls, decode = [], ctx.decode
+        ctx.decode = lambda feed, **kw: calls.append([f.pos for f in feed]) or decode(feed, **kw)
+        out = pool.prefill(pool.acquire(), ids)
+        # the positions of each llama_decode call (SeqContext.decode splits a feed into n_batch chunks)
+        chunks = [c[i : i + 8] for c in calls for i in range(0, len(c), 8)]
+        return out, chunks
+
+    (fresh_logits, fresh_hidden), fresh_chunks = prefill()
+    (logits, hidden), chunks = prefill(kept)
+    reused = shared // 8 * 8
+    assert chunks == [c for c in fresh_chunks if c[0] >= reused]
+    assert all(c[0] % 8 == 0 for c in chunks[:-1]) and chunks[-1] == [len(ids) - 1]
+    assert np.array_equal(logits, fresh_logits) and np.array_equal(hidden, fresh_hidden)
+
+
 def test_prefix_reuse_gives_the_same_output(gguf_pairs):
     """A prompt decoded after one sharing its prefix (kept prefix reused) decodes as without reuse."""
     long = "Question: " + " ".join(str(i) for i in range(60))

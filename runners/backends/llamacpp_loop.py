@@ -90,7 +90,8 @@ class LlamaCppBackend:
             ``vocab_size`` and ``config``; the GGUF of each model comes from :func:`runners.models.sources.gguf_file`).
         batch_size: B, sequences decoded together (>= 1).
         n_ctx: KV cells per sequence: prompt + output + L tokens of a row must fit.
-        n_batch: tokens per ``llama_decode`` call (prompt prefill is split into such chunks).
+        n_batch: most tokens per ``llama_decode`` call (a longer feed is split; prompts are prefilled in calls of
+            :data:`runners.backends.llamacpp_seqs.PREFILL_CHUNK` tokens).
         n_threads: CPU threads, null = ``DROPMATCH_THREADS`` or every core.
         prefix_caching: reuse the KV entries of a kept prompt's shared prefix (``kept_prompts`` of them).
         kept_prompts: prompts kept per context for prefix reuse.

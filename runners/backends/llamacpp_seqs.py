@@ -35,6 +35,12 @@ def reusable_prefix(kept: Sequence[int], ids: Sequence[int], chunk: int) -> int:
     return max(m, 0) // chunk * chunk
 
 
+# Tokens per llama_decode call of a prompt's prefill, and so the unit in which a kept prefix is reused: small, so
+# that little of a shared prefix is computed again (a CPU matmul without weight repacking costs the same per
+# token in a call of 64 tokens as of 512), and fixed, so that every prompt is fed in the same calls.
+PREFILL_CHUNK = 64
+
+
 class SeqPool:
     """Row sequences ``0..n_rows-1`` and kept-prompt sequences ``n_rows..n_rows+n_kept-1`` of ``ctx``.
 
@@ -43,14 +49,23 @@ class SeqPool:
         n_rows: B, rows decoded together.
         n_kept: prompts kept for prefix reuse (0 = no reuse).
         min_shared: shortest shared prefix worth reusing, tokens.
+        chunk: tokens per prefill call, at most the context's ``n_batch`` (:data:`PREFILL_CHUNK`).
     """
 
-    def __init__(self, ctx: SeqContext, n_rows: int, n_kept: int = 2, min_shared: int = 16) -> None:
+    def __init__(
+        self,
+        ctx: SeqContext,
+        n_rows: int,
+        n_kept: int = 2,
+        min_shared: int = 16,
+        chunk: int = PREFILL_CHUNK,
+    ) -> None:
         if ctx.n_seq < n_rows + n_kept:
             raise ValueError(
                 f"context has {ctx.n_seq} sequences; need {n_rows} rows + {n_kept} kept"
             )
         self.ctx, self.n_rows, self.min_shared = ctx, n_rows, min_shared
+        self.chunk = min(int(chunk), ctx.n_batch)
         self.kept: dict[int, tuple[int, ...]] = {n_rows + i: () for i in range(n_kept)}
         self._next = n_rows  # the kept slot to overwrite next (round robin)
         self.free = list(range(n_rows))
@@ -80,7 +95,7 @@ class SeqPool:
         """Fill row ``seq`` with the prompt ``ids`` (from a kept prefix where one is shared).
 
         At least the last prompt token is always computed (its output predicts the first token); the prompt
-        before it is fed without outputs in chunks of ``n_batch`` tokens from position 0, and the last token alone
+        before it is fed without outputs in calls of ``chunk`` tokens from position 0, and the last token alone
         (so that only its hidden state is extracted). llama.cpp's results for a token depend on which tokens
         share its ``llama_decode`` call (README "Known deviations"), so a kept prefix is reused only in whole
         chunks of that layout (:func:`reusable_prefix`): every prompt then gets the KV entries and logits of its
@@ -91,7 +106,7 @@ class SeqPool:
         """
         slot, n = None, 0
         for s, kept in self.kept.items():
-            m = reusable_prefix(kept, ids, self.ctx.n_batch)
+            m = reusable_prefix(kept, ids, self.chunk)
             if m > n:
                 slot, n = s, m
         if slot is not None and n >= self.min_shared:
@@ -100,9 +115,13 @@ class SeqPool:
             self.ctx.clear(seq)
             n = 0
         last = len(ids) - 1
-        if n < last:
+        for start in range(n, last, self.chunk):
             self.ctx.decode(
-                [Feed(seq, p, int(ids[p]), False) for p in range(n, last)], hidden=False
+                [
+                    Feed(seq, p, int(ids[p]), False)
+                    for p in range(start, min(start + self.chunk, last))
+                ],
+                hidden=False,
             )
         logits, hidden = self.ctx.decode([Feed(seq, last, int(ids[last]), True)])
         self._keep(seq, ids)

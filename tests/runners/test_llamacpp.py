@@ -261,8 +261,8 @@ def test_a_prefill_computes_the_chunks_of_its_fresh_prefill_whatever_was_kept(gg
     kept = ids[:shared] + [300 + i for i in range(20)]
 
     def prefill(first=None):
-        ctx = SeqContext(model, n_seq=3, n_ctx=128, n_batch=8, hidden=True)
-        pool = SeqPool(ctx, 1, 2, min_shared=1)
+        ctx = SeqContext(model, n_seq=3, n_ctx=128, n_batch=16, hidden=True)
+        pool = SeqPool(ctx, 1, 2, min_shared=1, chunk=8)
         if first is not None:  # kept when its row is released
             seq = pool.acquire()
             pool.prefill(seq, first)
@@ -270,8 +270,7 @@ def test_a_prefill_computes_the_chunks_of_its_fresh_prefill_whatever_was_kept(gg
         calls, decode = [], ctx.decode
         ctx.decode = lambda feed, **kw: calls.append([f.pos for f in feed]) or decode(feed, **kw)
         out = pool.prefill(pool.acquire(), ids)
-        # the positions of each llama_decode call (SeqContext.decode splits a feed into n_batch chunks)
-        chunks = [c[i : i + 8] for c in calls for i in range(0, len(c), 8)]
+        chunks = calls  # the positions of each llama_decode call
         return out, chunks
 
     (fresh_logits, fresh_hidden), fresh_chunks = prefill()

@@ -37,6 +37,7 @@ def test_greedy_sd_and_dm_p0_equal_ar_on_llamacpp(monkeypatch, capsys):
     from runners.backends.base import DecodingConfig
     from runners.backends.llamacpp_context import Feed, GGUFModel, SeqContext
     from runners.backends.llamacpp_loop import LlamaCppBackend
+    from runners.backends.llamacpp_seqs import SeqPool
     from runners.models.loader import load_pair
     from runners.models.sources import gguf_file
     from runners.paths import REPO_ROOT
@@ -66,13 +67,15 @@ def test_greedy_sd_and_dm_p0_equal_ar_on_llamacpp(monkeypatch, capsys):
                 assert len(got) == len(ref.output_token_ids)
                 identical += 1
                 continue
-            ids = (
-                be.encode(next(s for s in samples if s.sample_id == sid)) + ref.output_token_ids[:i]
-            )
-            ctx = SeqContext(target, 1, len(ids) + 8)
-            ctx.decode([Feed(0, p, t, False) for p, t in enumerate(ids[:-1])])
-            logits, _ = ctx.decode([Feed(0, len(ids) - 1, ids[-1], True)])
-            top = torch.from_numpy(logits[-1]).topk(2).values
+            # AR's own logits there: llama.cpp's numbers depend on how tokens are grouped into calls (README
+            # "Known deviations"), so the prompt is prefilled as the loop does and AR's tokens fed one per call
+            prompt = be.encode(next(s for s in samples if s.sample_id == sid))
+            pool = SeqPool(SeqContext(target, 1, len(prompt) + i + 8), 1, 0)
+            seq = pool.acquire()
+            logits, _ = pool.prefill(seq, prompt)
+            for p, t in enumerate(ref.output_token_ids[:i]):
+                logits = pool.ctx.decode([Feed(seq, len(prompt) + p, t, True)])[0][-1]
+            top = torch.from_numpy(logits).topk(2).values
             gap = float(top[0] - top[1])
             with capsys.disabled():
                 print(

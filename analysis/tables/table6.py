@@ -71,7 +71,8 @@ def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     (:func:`setting_runs`), and the footer names it. SD only at the draft lengths that have DropMatch runs:
     Table 6 compares SD with SD + DM at each L (the Auto-Judge artefacts' SD references at L=8 are theirs).
     Only Table 6's benchmarks: another artefact's runs on other datasets (Table 7's SD on MT-Bench) have no cell
-    and would only swell the footer's counts."""
+    and would only swell the footer's counts. With no DropMatch run at all every SD run stays, so a sweep's first
+    cells (``method=sd``) render with SD+DM pending."""
     r = of_profile(runs, profile)
     r = r[
         (r["temperature"] == 0.0)
@@ -82,6 +83,8 @@ def select(runs: pd.DataFrame, profile: Profile) -> pd.DataFrame:
     ]
     r = pick_backend(r, profile, default="hf", artefact="table6")
     dm_lengths = set(r.loc[r["method"] == "dropmatch", "L"])
+    if not dm_lengths:  # no DropMatch run yet: SD shows beside its pending SD+DM row
+        return r
     return r[(r["method"] != "sd") | r["L"].isin(dm_lengths)]
 
 
@@ -142,8 +145,8 @@ def build_setting(
         Ls = sorted({int(L) for (_, m, L) in cell if m != "ar"})
         order = [("ar", 0)] + [(m, L) for L in Ls for m in ("sd", "dropmatch")]
         for method, L in order:
-            if not any(k[1:] == (method, L) for k in cell):
-                continue
+            if not any(k[1:] == (method, L) for k in cell) and method != "dropmatch":
+                continue  # an SD+DM row stays, pending, beside its SD row
             row = {
                 "Pair": pair,
                 "Method": METHOD_LABEL[method],

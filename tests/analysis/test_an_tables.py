@@ -279,6 +279,29 @@ def test_table6_one_table_per_dm_setting_found(results):
     )  # DM 11 tokens / 5.5 s = SD's 2 tok/s
 
 
+def test_table6_renders_a_first_sd_cell_with_its_sd_dm_row_pending(results, capsys):
+    """Before: one SD run and no DropMatch run (``./reproduce.sh table6 method=sd dataset=gsm8k``) ended with
+    "no complete runs for profile=default", though the run was complete: SD was kept only at DropMatch's L."""
+    from analysis.render import main
+
+    _sd_dm_runs(results, ())
+    assert main(["table6"]) == 0
+    t = pd.read_csv(results / "table6" / "table6.csv")
+    assert list(t["method"]) == ["sd"] and t.loc[0, "tau"] == 4.0
+    md = (results / "table6" / "table6.md").read_text()
+    assert (
+        "| SD+DM    | 5   | pending" in md
+        and "pending (no runs yet): MMLU, IFEval, HumanEval" in md
+    )
+    assert "no complete runs" not in capsys.readouterr().err
+    # once DropMatch runs exist, SD at another L (Auto-Judge's L = 8 reference) leaves Table 6 again
+    item_run(results, "sd8", run_cfg("sd", "gsm8k", L=8), [item_sample("g/0", [3, 3], 8)])
+    _sd_dm_runs(results, ((0.3, 5, [4, 4], 5.5),))
+    assert main(["table6"]) == 0
+    t = pd.read_csv(results / "table6" / "table6.csv")
+    assert sorted(zip(t["method"], t["L"])) == [("dropmatch", 5), ("sd", 5)]
+
+
 def test_table6_intervals_and_paired_speedup(results):
     """Two items: per-item tok/s SD [2, 4], DM [3, 5] -> speedup 8/6 with paired interval [1.25, 1.5]."""
     from analysis.render import main

@@ -69,18 +69,30 @@ def module(name: str) -> ModuleType:
 
 
 def no_runs_message(
-    name: str, profile: Profile, n_read: int, incomplete: list[str] | tuple[str, ...] = ()
+    name: str,
+    profile: Profile,
+    n_read: int,
+    incomplete: list[str] | tuple[str, ...] = (),
+    n_complete: int = 0,
 ) -> str:
-    """The no-runs line: ``n_read`` run records read, of which ``incomplete`` (run ids) are unfinished."""
+    """The no-runs line: ``n_read`` run records read, of which ``incomplete`` (run ids) are unfinished and
+    ``n_complete`` finished but outside the artefact's cells (another profile, backend, method or setting)."""
     prof = profile.name or "any"
     backend = f" (its backend: {profile.backend})" if profile.backend else ""
     shown = ", ".join(incomplete[:5]) + (
         f", ... ({len(incomplete) - 5} more)" if len(incomplete) > 5 else ""
     )
     unfinished = f" ({len(incomplete)} incomplete: {shown})" if incomplete else ""
+    elsewhere = (
+        f" ({n_complete} complete, none of them a cell of {name} for this profile: "
+        f"see select() in {ARTEFACTS.get(name, name)})"
+        if n_complete
+        else ""
+    )
     return (
         f"[render] {name}: no complete runs for profile={prof}{backend} among {n_read} run "
-        f"record{'' if n_read == 1 else 's'} read{unfinished}; run ./reproduce.sh {name} profile={prof} first"
+        f"record{'' if n_read == 1 else 's'} read{unfinished}{elsewhere}; "
+        f"run ./reproduce.sh {name} profile={prof} first"
     )
 
 
@@ -145,7 +157,8 @@ def render(
         incomplete = unfinished_records(root, runs)
         known = set(runs["run_id"]) if "run_id" in runs else set()
         n_read = len(runs) + sum(r not in known for r in incomplete)  # + records without a summary
-        raise NoRuns(no_runs_message(name, profile, n_read, incomplete))
+        done = int(runs["complete"].astype(bool).sum()) if "complete" in runs else 0
+        raise NoRuns(no_runs_message(name, profile, n_read, incomplete, done))
     out = Path(out_root if out_root is not None else results_dir()) / name
     files = write_artefact(art, out, profile.name)
     if echo:

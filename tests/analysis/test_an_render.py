@@ -660,3 +660,10 @@ def test_no_runs_message_counts_the_incomplete_records_it_read(results, capsys):
     )
     assert main(["table6", "--profile", "smoke"]) == 1
     assert "among 2 run records read (2 incomplete: abc123, def456)" in capsys.readouterr().err
+    # a complete run outside the artefact's cells (another profile) is counted as such, not called incomplete
+    item_run(results, "ghi789", run_cfg("sd", "gsm8k", L=5), [item_sample("g/0", [3], 5)])
+    assert main(["table6", "--profile", "smoke"]) == 1
+    assert (
+        "among 3 run records read (2 incomplete: abc123, def456) (1 complete, none of them a cell of "
+        "table6 for this profile: see select() in analysis.tables.table6)"
+    ) in capsys.readouterr().err

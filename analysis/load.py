@@ -313,6 +313,7 @@ ITEM_COLUMNS = (
     "comparable",
     "verify_passes",
     "verify_s",
+    "accepted_per_pos",
 )
 
 
@@ -343,7 +344,8 @@ def load_items(run_dir: str | Path, comparable: str | None = None) -> pd.DataFra
     ``"exact_match,strict-match"``; NaN when ``comparable`` is None or the item lacks it); verify_passes (target
     passes after the prefill: the length of ``accepted_per_round``, one per round, an AR step included); verify_s
     (``speed.verify_s``, seconds: the verify passes of the rounds the item was in, each the whole batch's pass;
-    NaN when not recorded).
+    NaN when not recorded); accepted_per_pos (tuple of ints: the item's rounds whose accepted prefix reached
+    draft position i, ``spec.num_accepted_tokens_per_pos``; empty when not recorded).
 
     Raises:
         RecordError: a damaged line or an impossible value (:func:`analysis.counter_checks.checked_samples`,
@@ -382,6 +384,9 @@ def load_items(run_dir: str | Path, comparable: str | None = None) -> pd.DataFra
                 "verify_s": float(speed["verify_s"])
                 if isinstance(speed.get("verify_s"), (int, float))
                 else float("nan"),
+                "accepted_per_pos": tuple(
+                    int(x) for x in (spec.get("num_accepted_tokens_per_pos") or [])
+                ),
             }
         )
     return pd.DataFrame(rows, columns=list(ITEM_COLUMNS))

@@ -14,22 +14,45 @@ round per item, rejected at position 1: only position 1 is measured.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from analysis import style
 from analysis.artefact import Figure
+from analysis.cells import ItemCache
+from analysis.stats import B_DEFAULT, NAN, SEED, Estimate, ratio_ci
 
 METHOD_STYLE = {"sd": ("SD", 0, "o"), "dropmatch": ("SD+DM", 1, "s")}
 
 
-def frame(runs: pd.DataFrame) -> pd.DataFrame:
-    """Long form: one row per (pair, dataset, method, L, position) with its rate, whether any round verified
-    that position (``verified``; see the module docstring) and the run's n."""
+COLUMNS = (
+    "pair",
+    "dataset",
+    "method",
+    "L",
+    "position",
+    "rate",
+    "rate_lo",
+    "rate_hi",
+    "verified",
+    "n",
+    "rounds",
+)
+
+
+def frame(runs: pd.DataFrame, cache: ItemCache | None = None) -> pd.DataFrame:
+    """Long form: one row per (pair, dataset, method, L, position) with its rate (the run's summary), the rate's
+    95% interval (``rate_lo`` / ``rate_hi``: :func:`position_intervals`, NaN without per-item counts), whether
+    any round verified that position (``verified``; see the module docstring), the run's n (items) and its
+    rounds (the rate's denominator; NaN without per-item counts)."""
+    cache = cache if cache is not None else ItemCache()
     rows = []
     for _, r in runs[runs["method"].isin(list(METHOD_STYLE))].iterrows():
         rates = [float(x) for x in (r["per_position_rate"] or [])]
         if not rates and int(r["L"]) > 0:  # no rounds at all: every position n/a
             rates = [float("nan")] * int(r["L"])
+        items = cache.items(r)
+        intervals, rounds = position_intervals(items, len(rates))
         for i, rate in enumerate(rates, start=1):
             rows.append(
                 {
@@ -39,12 +62,30 @@ def frame(runs: pd.DataFrame) -> pd.DataFrame:
                     "L": int(r["L"]),
                     "position": i,
                     "rate": rate,
+                    "rate_lo": intervals[i - 1].lo,
+                    "rate_hi": intervals[i - 1].hi,
                     "verified": bool(rate == rate and (i == 1 or rates[i - 2] > 0)),
                     "n": int(r["n"]),
+                    "rounds": rounds,
                 }
             )
-    cols = ["pair", "dataset", "method", "L", "position", "rate", "verified", "n"]
+    cols = list(COLUMNS)
     return pd.DataFrame(rows, columns=cols).sort_values(cols[:5]).reset_index(drop=True)
+
+
+def position_intervals(items: pd.DataFrame, L: int) -> tuple[list[Estimate], float]:
+    """Each draft position's rate, Σ rounds reaching i / Σ rounds over a run's items, with its percentile
+    bootstrap interval over items (:func:`analysis.stats.ratio_ci`: the items, not the rounds, are the
+    independent units); and the run's rounds. Items without per-position counts (``accepted_per_pos`` empty
+    where the item had rounds: records older than the counter) give NaN intervals and NaN rounds."""
+    have = items["accepted_per_pos"].map(len) > 0
+    if items.empty or bool((~have & (items["rounds"] > 0)).any()):
+        return [NAN] * L, float("nan")
+    counts = np.array(
+        [list(c)[:L] + [0] * (L - len(c[:L])) for c in items["accepted_per_pos"]], dtype=float
+    ).reshape(len(items), L)  # [n, L]
+    rounds = items["rounds"].to_numpy(dtype=float)
+    return [ratio_ci(counts[:, i], rounds) for i in range(L)], float(rounds.sum())
 
 
 def figure(
@@ -53,14 +94,17 @@ def figure(
     benchmarks: tuple[str, ...],
     labels: dict[str, str],
     footer: list[str],
+    cache: ItemCache | None = None,
 ) -> Figure | None:
-    """The figure for the runs of one Table 6 setting (None when no SD/DM run has per-position rates).
+    """The figure for the runs of one Table 6 setting (None when no SD/DM run has per-position rates): each
+    line with its 95% band over items; the footer gains n and rounds per line and the band's definition.
 
     Args:
         runs: the table's runs (one pair is plotted per figure; several pairs: one line set per pair).
-        stem: file stem; benchmarks: panel order; labels: benchmark display names.
+        stem: file stem; benchmarks: panel order; labels: benchmark display names; footer: the table's
+            provenance lines; cache: the table's item cache (each samples.jsonl read once).
     """
-    data = frame(runs)
+    data = frame(runs, cache)
     if data.empty:
         return None
     present = [b for b in benchmarks if b in set(data["dataset"])] + sorted(
@@ -95,6 +139,14 @@ def figure(
                 linestyle=style.LINESTYLES[Ls.index(L) % len(style.LINESTYLES)],
                 label=label,
             )
+            ax.fill_between(
+                shown["position"],
+                shown["rate_lo"],
+                shown["rate_hi"],
+                color=style.COLORS[color],
+                alpha=0.15,
+                linewidth=0,
+            )
         if na:
             ax.text(
                 0.98,
@@ -120,4 +172,32 @@ def figure(
         + ", ".join(f"{p} {labels.get(b, b)}" for p, b in zip(panels, present))
         + "; n/a = a position no round reached (its rate is 0 by construction, not measured)"
     )
-    return Figure(stem=stem, caption=caption, fig=fig, data=data, footer=footer)
+    return Figure(
+        stem=stem,
+        caption=caption,
+        fig=fig,
+        data=data,
+        footer=[*footer_counts(data, labels), *footer],
+    )
+
+
+def footer_counts(data: pd.DataFrame, labels: dict[str, str]) -> list[str]:
+    """The figure's n and rounds per plotted line (in ``labels``' benchmark order, SD first), and what its
+    bands are."""
+    order = {b: i for i, b in enumerate(labels)}
+    groups = sorted(
+        data.groupby(["dataset", "method", "L"]),
+        key=lambda kv: (order.get(kv[0][0], len(order)), kv[0][0], kv[0][1] != "sd", kv[0][2]),
+    )
+    parts = []
+    for (dataset, method, L), g in groups:
+        rounds = g["rounds"].iloc[0]
+        text = f"{int(rounds)} rounds" if rounds == rounds else "rounds not recorded per item"
+        parts.append(
+            f"{labels.get(dataset, dataset)} {METHOD_STYLE[method][0]} L={L}: n {int(g['n'].iloc[0])}, {text}"
+        )
+    return [
+        "n (items) and rounds per line: " + "; ".join(parts),
+        "bands: 95% CI of each position's rate (Σ rounds reaching i / Σ rounds), percentile bootstrap over "
+        f"items (B={B_DEFAULT}, seed {SEED})",
+    ]

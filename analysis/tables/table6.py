@@ -332,6 +332,7 @@ def build(selected: pd.DataFrame) -> Artefact:
             BENCHMARKS,
             BENCH_LABEL,
             [f"runs of {stem}; p_drop={p:g}, K={K}", *provenance_lines(runs)],
+            cache,
         )
         if fig is not None:
             art.figures.append(fig)

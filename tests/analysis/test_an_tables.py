@@ -302,6 +302,32 @@ def test_table6_renders_a_first_sd_cell_with_its_sd_dm_row_pending(results, caps
     assert sorted(zip(t["method"], t["L"])) == [("dropmatch", 5), ("sd", 5)]
 
 
+def test_table6_per_position_figure_has_bands_over_items_and_counts(results):
+    """Before: the per-position figure gave rates alone, with no n, rounds or interval. Two items: A accepts 3
+    and 3 of 5 (positions 1-3 reached twice), B 5 then 0 (positions 1-5 once): rate_1 = 3/4, rate_4 = 1/4; the
+    bootstrap over the two items spans A-only (1.0, 0.0) to B-only (0.5, 0.5)."""
+    from analysis.render import main
+
+    sd = [item_sample("g/0", [3, 3], 5), item_sample("g/1", [5, 0], 5)]
+    item_run(results, "sd", run_cfg("sd", "gsm8k", L=5), sd)
+    item_run(results, "dm", run_cfg("dropmatch", "gsm8k", p_drop=0.3, L=5), sd)
+    assert main(["table6"]) == 0
+    f = pd.read_csv(results / "table6" / "table6_per_position.csv")
+    sd_rows = f[f["method"] == "sd"].set_index("position")
+    assert sd_rows.loc[1, "rate"] == pytest.approx(0.75) and sd_rows.loc[
+        4, "rate"
+    ] == pytest.approx(0.25)
+    assert (sd_rows.loc[1, "rate_lo"], sd_rows.loc[1, "rate_hi"]) == pytest.approx((0.5, 1.0))
+    assert (sd_rows.loc[4, "rate_lo"], sd_rows.loc[4, "rate_hi"]) == pytest.approx((0.0, 0.5))
+    assert set(sd_rows["rounds"]) == {4.0} and set(sd_rows["n"]) == {2}
+    md = (results / "table6" / "table6_per_position.md").read_text()
+    assert (
+        "n (items) and rounds per line: GSM8K SD L=5: n 2, 4 rounds; GSM8K SD+DM L=5: n 2, 4 rounds"
+        in md
+    )
+    assert "bands: 95% CI of each position's rate" in md
+
+
 def test_table6_intervals_and_paired_speedup(results):
     """Two items: per-item tok/s SD [2, 4], DM [3, 5] -> speedup 8/6 with paired interval [1.25, 1.5]."""
     from analysis.render import main

@@ -164,7 +164,7 @@ def benchmark_rows(
             {
                 "Rule": RULE_LABEL.get(method, method),
                 "Setting": shown[(method, knobs)] or "-",
-                "Acc %": fmt(c.acc, 1, interval=False),
+                "Acc %": fmt(c.acc, 1),
                 "τ": fmt(c.tau, 2),
                 "tok/s × SD": "1 (ref)" if is_sd else fmt(vs_sd, 2),
                 "Δ acc vs SD (pp)": "ref" if is_sd else fmt_diff(d_sd),

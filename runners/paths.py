@@ -8,6 +8,7 @@ and ``DROPMATCH_RESULTS`` (default ``<repo>/results``).
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -63,8 +64,9 @@ def directory_env_errors() -> list[str]:
 
 def not_a_directory(path: Path, writable: bool) -> str | None:
     """Why ``path`` cannot be used as a directory (None: it can): it or its nearest existing parent is a file,
-    or (``writable``) that parent is not writable. A missing path whose nearest existing parent is a
-    directory can: it is created on first write."""
+    or (``writable``) that parent is not writable, or the path is missing and its parent refuses a new directory.
+    A missing path whose nearest existing parent is a directory that takes one can: it is created on first
+    write."""
     p = path.absolute()
     for parent in (p, *p.parents):
         if parent.exists():
@@ -74,5 +76,19 @@ def not_a_directory(path: Path, writable: bool) -> str | None:
                 )
             if writable and not os.access(parent, os.W_OK):
                 return f"{parent} is not writable"
+            if (
+                parent != p
+            ):  # missing: made on first write, so it must be creatable, read-only cache or not
+                return _cannot_create_in(parent)
             return None
+    return None
+
+
+def _cannot_create_in(parent: Path) -> str | None:
+    """Why no directory can be made in ``parent`` (None: one can), found by making one and removing it: a
+    permission check passes for root where the filesystem refuses (``/proc``, ``/sys``)."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".dropmatch-check-", dir=parent))
+    except OSError as e:
+        return f"no directory can be created in {parent} ({e.strerror or e})"
     return None

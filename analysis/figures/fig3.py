@@ -36,6 +36,9 @@ from analysis.stats import B_DEFAULT, SEED, Estimate, fmt, mean_ci
 from analysis.traces import dedupe
 
 NAME = "fig3"
+# Runs the figure reads through its similarity runs (their source_runs), not through select(): the single-path
+# decodes of conf/experiment/fig3.yaml (runners.sweep.artefact_points asks select() of every other point)
+INPUT_METHODS = ("dropout_path",)
 PANEL = "entailment_soft"  # the entailment panels: min(P(i=>j), P(j=>i))
 METRICS = {
     "cosine": "mean off-diag cosine",

@@ -255,10 +255,14 @@ def _missing_key_message(o: Any, base: Any) -> str | None:
     keys = ", ".join(sorted(map(str, node.keys()))) or "none"
     if is_open(parent):  # free keys: added with +
         close = difflib.get_close_matches(leaf, list(map(str, node.keys())), n=1, cutoff=0.6)
+        takes = rule_settings(base) if parent == "method.kwargs" else None
         fix = (
             f"did you mean {parent}.{close[0]}?"
             if close
             else f"add one with +{o.key_or_group}={o.value()}"
+            if takes is None or leaf in takes
+            else f"{leaf} is not a setting of method.criterion={base.method.criterion!r}; allowed: "
+            + (", ".join(f"method.kwargs.{p}" for p in takes) or "none")
         )
         return (
             f"{o.key_or_group}={o.value()}: {parent} of {group}={chosen} has no key {leaf} (its keys: "
@@ -270,6 +274,24 @@ def _missing_key_message(o: Any, base: Any) -> str | None:
         + (f" (it is one of {group}={', '.join(having)})" if having else "")
         + f"; allowed keys of {parent if parent != group else f'{group}={chosen}'}: {keys}"
     )
+
+
+def rule_settings(base: Any) -> list[str] | None:
+    """The keyword settings the composed run's rule (``method.criterion``) takes, which ``method.kwargs`` may
+    set (:func:`runners.config.validate._validate_rule` checks the same signature); None when it names none."""
+    import inspect
+
+    import criteria.rules  # noqa: F401  (fills CRITERIA)
+    from criteria.registry import CRITERIA
+
+    name = (base.get("method") or {}).get("criterion")
+    if name is None or name not in CRITERIA:
+        return None
+    return [
+        p.name
+        for p in inspect.signature(CRITERIA.get(name).__init__).parameters.values()
+        if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
 
 
 def _no_mapping_message(o: Any, group: str, chosen: str, parent: str, leaf: str) -> str:

@@ -7,7 +7,6 @@ Every error names the field and the allowed values, e.g.
 from __future__ import annotations
 
 import copy
-import inspect
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +17,7 @@ import yaml
 import criteria.rules  # noqa: F401  (fills CRITERIA)
 import runners.backends  # noqa: F401
 import runners.datasets  # noqa: F401
+import runners.scorers  # noqa: F401  (fills SCORERS)
 from runners.backends.modes import BACKEND_MODES, modes_of, supported_modes
 from runners.backends.select import backend_defaults
 from runners.config.check_only import check_only
@@ -26,10 +26,12 @@ from runners.config.errors import ConfigError
 from runners.config.known_keys import unknown_key_message, unknown_keys
 from runners.config.numeric_fields import MAX_L, MAX_L_REASON, FieldError, canonical
 from runners.config.optional_deps import gpu_available, installed
+from runners.config.overrides import rule_settings
 from runners.datasets.base import FIXED_CHAT_KWARGS
+from runners.datasets.sources import split_unservable
 from runners.models.dtype import resolve_dtype
 from runners.paths import REPO_ROOT, directory_env_errors
-from runners.registry import BACKENDS, CRITERIA, DATASETS
+from runners.registry import BACKENDS, CRITERIA, DATASETS, SCORERS
 
 # Backends whose engine is an optional package (imported only when generating): checked up front.
 BACKEND_PACKAGES = {"vllm": "vllm", "llamacpp": "llama_cpp"}
@@ -128,11 +130,7 @@ def _validate_rule(cfg: Mapping[str, Any]) -> None:
     try:
         rule = build_rule(cfg)
     except TypeError:  # a method.kwargs key the rule does not take
-        params = [
-            p.name
-            for p in inspect.signature(CRITERIA.get(name).__init__).parameters.values()
-            if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-        ]
+        params = rule_settings(cfg) or []
         unknown = sorted(set(cfg["method"].get("kwargs") or {}) - set(params))
         raise ConfigError(
             f"method.kwargs.{', method.kwargs.'.join(unknown) or '?'} is not a setting of method.criterion="
@@ -309,7 +307,8 @@ def validate_L(cfg: Mapping[str, Any]) -> None:
 
 
 def _validate_names(cfg: Mapping[str, Any]) -> None:
-    """method.criterion (and its knobs), backend and dataset names against their registries."""
+    """method.criterion (and its knobs), backend, dataset and scorer names against their registries, and the
+    dataset's split against the sources that could serve it."""
     method = cfg["method"]
     if method.get("criterion") is not None and method["criterion"] not in CRITERIA:
         raise ConfigError(
@@ -335,6 +334,16 @@ def _validate_names(cfg: Mapping[str, Any]) -> None:
         raise ConfigError(
             f"dataset={cfg['dataset']['name']!r} is unknown; allowed: {', '.join(DATASETS.names())}"
         )
+    scorer = cfg["dataset"].get("scorer")
+    if scorer is not None and scorer not in SCORERS:
+        raise ConfigError(
+            f"dataset.scorer={scorer!r} is unknown; allowed: {', '.join(SCORERS.names())}"
+        )
+    source, split = cfg["dataset"].get("source"), cfg["dataset"].get("split")
+    if isinstance(source, Mapping) and split is not None:
+        why = split_unservable(cfg["dataset"]["name"], source, str(split))
+        if why:
+            raise ConfigError(why)
 
 
 def _validate_environment(cfg: Mapping[str, Any]) -> None:

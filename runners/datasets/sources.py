@@ -22,6 +22,7 @@ Errors:
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import logging
@@ -34,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from runners.models.sources import ChecksumError, hub_online, install_wheels
+from runners.models.sources import ChecksumError, hub_online, hub_reachable, install_wheels
 from runners.paths import REPO_ROOT, cache_dir
 from runners.records.io import sha256_file
 
@@ -130,6 +131,34 @@ def shipped_split(name: str) -> str:
     conf = REPO_ROOT / "conf" / "dataset" / f"{name}.yaml"
     spec = yaml.safe_load(conf.read_text(encoding="utf-8")) if conf.is_file() else None
     return str((spec or {}).get("split") or "test")
+
+
+@functools.lru_cache(maxsize=1)
+def _hub_answers() -> bool:
+    """:func:`runners.models.sources.hub_reachable`, asked once per process (a sweep checks every point)."""
+    return hub_reachable()
+
+
+def split_unservable(name: str, source: Mapping[str, Any], split: str) -> str | None:
+    """Why no source of dataset ``name`` can serve ``split`` (None: one can, or may: a ``local_path`` is read
+    as given, and the hub is asked only when online and reachable). The pinned file holds one split
+    (:func:`shipped_split`), which :func:`load_rows` never hands out under another name."""
+    order = list(source.get("order") or SOURCE_ORDER)
+    if "local" in order and source.get("local_path"):
+        return None
+    pinned = source.get("pinned")
+    held = str((pinned or {}).get("split") or shipped_split(name))
+    if "pinned" in order and pinned and split == held:
+        return None
+    hub_id = source.get("hub_id")
+    if "hub" in order and hub_id and hub_online() and _hub_answers():
+        return None
+    why = "HF_HUB_OFFLINE is set" if hub_id and not hub_online() else "the hub is not reachable"
+    return (
+        f"dataset.split={split!r} cannot be served for dataset={name}: its pinned file holds the {held} split, "
+        f"no dataset.source.local_path is set, and {why if hub_id else 'it has no hub source'}; allowed: "
+        f"{held}, or a local file of that split (dataset.source.local_path=...)"
+    )
 
 
 def load_rows(

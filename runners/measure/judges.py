@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from runners.backends.kv_state import PrefixCache, crop_cache
+from runners.models.sources import hub_reachable
 
 logger = logging.getLogger(__name__)
 
@@ -260,21 +261,6 @@ def _in_hf_cache(model: str) -> bool:
 
         return isinstance(try_to_load_from_cache(model, "config.json"), str)
     except Exception:  # noqa: BLE001  (an old hub client, a malformed id: not cached)
-        return False
-
-
-def hub_reachable(timeout_s: float = 3.0) -> bool:
-    """True when a TCP connection to the hub's endpoint (``HF_ENDPOINT``, default huggingface.co) opens in time."""
-    import socket
-    from urllib.parse import urlparse
-
-    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
-    try:
-        socket.create_connection(
-            (url.hostname or "huggingface.co", url.port or 443), timeout=timeout_s
-        ).close()
-        return True
-    except OSError:
         return False
 
 

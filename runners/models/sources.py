@@ -59,6 +59,21 @@ def hub_online() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "0") not in ("1", "true", "True", "yes")
 
 
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """True when a TCP connection to the hub's endpoint (``HF_ENDPOINT``, default huggingface.co) opens in time."""
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    try:
+        socket.create_connection(
+            (url.hostname or "huggingface.co", url.port or 443), timeout=timeout_s
+        ).close()
+        return True
+    except OSError:
+        return False
+
+
 def pinned_cache_dir(spec: Mapping[str, Any]) -> Path:
     """Directory the dequantised safetensors copy of a pinned model lives in."""
     pinned = spec["pinned"]

@@ -60,6 +60,7 @@ from runners.models.sources import ModelUnavailableError
 from runners.paths import results_dir
 from runners.records.record import RunRecord
 from runners.records.reuse import stale_codes, will_reuse
+from runners.sweep.artefact_points import check_shown
 from runners.sweep.console import terminal
 from runners.sweep.job_status import STARTED, STATUS_FILE, save_status
 from runners.sweep.progress import hms
@@ -142,13 +143,16 @@ def _reuse_of(task: DictConfig) -> tuple[Any, bool]:
 
 
 def check_point(task: DictConfig) -> None:
-    """Validate one run's config and check its models have a source, without loading or writing anything.
+    """Validate one run's config and check its models have a source, without loading or writing anything; a
+    point of an artefact's sweep must also be one its table shows (:func:`runners.sweep.artefact_points.check_shown`).
 
     Raises:
-        ConfigError: an invalid field; ModelUnavailableError: a model without a source (a missing local_path).
+        ConfigError: an invalid field, or a point the artefact would decode and never show; ModelUnavailableError:
+            a model without a source (a missing local_path).
     """
     c = job_of(task).resolve(task, identify_models=False)
     check_sources(c["pair"], ["target", "draft"] if needs_draft(c) else ["target"])
+    check_shown(c)
 
 
 def refusal_lines(bad: list[tuple[str, str]], total: int | None) -> list[str]:

@@ -75,6 +75,12 @@ REFUSED = [
         ["method=autojudge", "method.kwargs.threshold=0.3"],
         r"^method.kwargs.threshold=0.3: method=autojudge has no method.kwargs; did you mean method.threshold\?",
     ),
+    (  # before: "add one with +method.kwargs.bogus=1", which the rule's signature then refused
+        ["method=typical", "method.kwargs.bogus=1"],
+        r"^method.kwargs.bogus=1: method.kwargs of method=typical has no key bogus \(its keys: posterior_alpha, "
+        r"posterior_threshold\); bogus is not a setting of method.criterion='typical'; allowed: "
+        r"method.kwargs.posterior_threshold, method.kwargs.posterior_alpha$",
+    ),
     (["experiment=frontier/flyy"], r"did you mean experiment=frontier/fly\?"),
     (
         ["autojudge@method.judge=gsm8kk"],

@@ -42,6 +42,17 @@ BAD = [
     (["method.criterion=nope"], r"method.criterion='nope' is unknown; allowed: .*dropmatch_js"),
     (["backend.name=nope"], r"backend='nope' is unknown; allowed: .*hf"),
     (["dataset.name=nope"], r"dataset='nope' is unknown; allowed: .*gsm8k"),
+    # before: the sweep launched and every job failed with a traceback (scorer) or after the models loaded (split)
+    (
+        ["dataset.scorer=bogus"],
+        r"dataset.scorer='bogus' is unknown; allowed: .*lm_eval_gsm8k_cot_llama",
+    ),
+    (
+        ["dataset.split=bogus", "dataset.source.hub_id=null"],
+        r"^dataset.split='bogus' cannot be served for dataset=gsm8k: its pinned file holds the test split, no "
+        r"dataset.source.local_path is set, and it has no hub source; allowed: test",
+    ),
+    (["dataset.split=test"], None),
     (
         ["profile=paper"],
         r"profile=paper needs a CUDA GPU and none is visible; allowed here: profile=default",
@@ -418,6 +429,14 @@ def test_directory_variables_are_checked(monkeypatch, tmp_path):
         f"DROPMATCH_CACHE={tmp_path / 'c'} is invalid: {tmp_path / 'c'} is a file; allowed: a directory "
         "(created if missing) for models and data"
     ]
+    # before: a permission check that root passes let /proc/x through to a FileNotFoundError traceback
+    if Path("/proc/self").is_dir():
+        monkeypatch.setenv("DROPMATCH_CACHE", "/proc/dropmatch-x")
+        (err,) = directory_env_errors()
+        assert err.startswith(
+            "DROPMATCH_CACHE=/proc/dropmatch-x is invalid: no directory can be created in /proc ("
+        ), err
+    assert list(tmp_path.glob(".dropmatch-check-*")) == []  # the probe leaves nothing behind
 
 
 @pytest.mark.parametrize("value", ["", "RESULTS"], ids=["empty", "set"])
@@ -653,3 +672,68 @@ def test_auto_judge_threshold_override_checks_one_point_per_method(main_env):
     assert p.returncode == 2 and "method.threshold=-1 is invalid; allowed: a number in [0, 1]" in (
         p.stderr
     ), p.stderr
+
+
+@pytest.mark.subprocess
+def test_an_artefact_refuses_points_its_table_would_never_show(main_env):
+    """Before: `./reproduce.sh table6 method=fly` (and dataset=mt_bench) passed the check, decoded, then ended
+    with 'no complete runs': Table 6 has no FLy row and no MT-Bench column. Now the point is put to the
+    artefact's own select() first and refused (exit 2, nothing written) with the values it does show."""
+    env = {**main_env, "DROPMATCH_CHECK_ONLY": "1"}
+    base = ("experiment=table6", "pair=tiny", "profile=smoke")
+    p = run_main(env, *base, "method=fly", "dataset=gsm8k", multirun=True)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert (
+        "method=fly is invalid for ./reproduce.sh table6: its table has no such row, so the runs would be "
+        "decoded and never shown; allowed: ar, dropmatch, sd (see select() in analysis.tables.table6)"
+    ) in p.stderr, p.stderr
+    p = run_main(env, *base, "dataset=mt_bench", multirun=True)
+    assert (
+        p.returncode == 2
+        and ("dataset=mt_bench is invalid for ./reproduce.sh table6: its table has no such column")
+        in p.stderr
+        and "allowed: gsm8k, humaneval, ifeval, mmlu" in p.stderr
+    ), p.stderr
+    p = run_main(env, *base, "decoding.temperature=0.7", multirun=True)
+    assert (
+        p.returncode == 2
+        and "decoding.temperature=0.7 is invalid for ./reproduce.sh table6" in p.stderr
+    )
+    assert not Path(main_env["DROPMATCH_RESULTS"]).exists()
+    p = run_main(env, *base, "method=sd", "dataset=gsm8k", multirun=True)  # a cell it shows
+    assert p.returncode == 0 and "2 points valid" in p.stderr, p.stderr
+    # a run of one's own has no artefact and no table to fit
+    p = run_main(env, "pair=tiny", "profile=smoke", "method=fly", "dataset=mt_bench", multirun=True)
+    assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize(
+    "experiment",
+    sorted(
+        str(f.relative_to(REPO_ROOT / "conf" / "experiment").with_suffix(""))
+        for f in (REPO_ROOT / "conf" / "experiment").rglob("*.yaml")
+        if not f.name.startswith("_") and "sweeper" in f.read_text()
+    ),
+)
+def test_every_artefact_shows_every_point_of_its_own_sweeps(experiment, monkeypatch):
+    """The refusal above must never refuse an artefact's own sweep: each point of every experiment, composed as
+    the sweeper makes it (default profile and pair), is one its artefact's select() keeps, or one its
+    measurement reads (INPUT_METHODS: Fig. 3's single-path decodes)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from runners.main import job_of
+    from runners.sweep.artefact_points import shown
+    from runners.sweep.callbacks import sweep_job_overrides
+
+    monkeypatch.setenv(
+        "DROPMATCH_CHECK_ONLY", "1"
+    )  # as reproduce.sh checks: vLLM points without vLLM here
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
+        top = hydra_compose("run", overrides=[f"experiment={experiment}"], return_hydra_config=True)
+        jobs = sweep_job_overrides(top)
+        assert jobs, experiment
+        for job in jobs:
+            point = hydra_compose("run", overrides=job)
+            c = job_of(point).resolve(point, identify_models=False)
+            assert shown(c) is not False, (experiment, job)

@@ -14,6 +14,8 @@ round per item, rejected at position 1: only position 1 is measured.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -125,28 +127,10 @@ def figure(
             data[data["dataset"] == b].groupby(["pair", "method", "L"]),
             key=lambda kv: (kv[0][0], kv[0][1] != "sd", kv[0][2]),
         ):
-            name, color, marker = METHOD_STYLE[method]
-            label = f"{name} L={L}" + (f" {pair}" if len(pairs) > 1 else "")
-            shown = g[g["verified"]]
-            if len(shown) < len(g):
-                first = int(g.loc[~g["verified"], "position"].min())
-                na.append(f"{label}: i ≥ {first} n/a" if first > 1 else f"{label}: no rounds, n/a")
-            ax.plot(
-                shown["position"],
-                shown["rate"],
-                color=style.COLORS[color],
-                marker=marker,
-                linestyle=style.LINESTYLES[Ls.index(L) % len(style.LINESTYLES)],
-                label=label,
-            )
-            ax.fill_between(
-                shown["position"],
-                shown["rate_lo"],
-                shown["rate_hi"],
-                color=style.COLORS[color],
-                alpha=0.15,
-                linewidth=0,
-            )
+            label = f"{METHOD_STYLE[method][0]} L={L}" + (f" {pair}" if len(pairs) > 1 else "")
+            missing = _draw_line(ax, g, label, method, Ls.index(L))
+            if missing:
+                na.append(missing)
         if na:
             ax.text(
                 0.98,
@@ -179,6 +163,33 @@ def figure(
         data=data,
         footer=[*footer_counts(data, labels), *footer],
     )
+
+
+def _draw_line(ax: Any, g: pd.DataFrame, label: str, method: str, style_index: int) -> str | None:
+    """One run's rates at its verified positions with their 95% band; returns the panel's n/a note for the
+    positions no round reached (None when every position was reached)."""
+    _, color, marker = METHOD_STYLE[method]
+    shown = g[g["verified"]]
+    ax.plot(
+        shown["position"],
+        shown["rate"],
+        color=style.COLORS[color],
+        marker=marker,
+        linestyle=style.LINESTYLES[style_index % len(style.LINESTYLES)],
+        label=label,
+    )
+    ax.fill_between(
+        shown["position"],
+        shown["rate_lo"],
+        shown["rate_hi"],
+        color=style.COLORS[color],
+        alpha=0.15,
+        linewidth=0,
+    )
+    if len(shown) == len(g):
+        return None
+    first = int(g.loc[~g["verified"], "position"].min())
+    return f"{label}: i ≥ {first} n/a" if first > 1 else f"{label}: no rounds, n/a"
 
 
 def footer_counts(data: pd.DataFrame, labels: dict[str, str]) -> list[str]:

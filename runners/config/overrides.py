@@ -19,10 +19,13 @@ glob and interval sweeps, and any command line naming another config (``--config
 from __future__ import annotations
 
 import difflib
+import inspect
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import criteria.rules  # noqa: F401  (fills CRITERIA)
+from criteria.registry import CRITERIA
 from runners.config.errors import ConfigError
 from runners.config.known_keys import (
     CONF,
@@ -279,11 +282,6 @@ def _missing_key_message(o: Any, base: Any) -> str | None:
 def rule_settings(base: Any) -> list[str] | None:
     """The keyword settings the composed run's rule (``method.criterion``) takes, which ``method.kwargs`` may
     set (:func:`runners.config.validate._validate_rule` checks the same signature); None when it names none."""
-    import inspect
-
-    import criteria.rules  # noqa: F401  (fills CRITERIA)
-    from criteria.registry import CRITERIA
-
     name = (base.get("method") or {}).get("criterion")
     if name is None or name not in CRITERIA:
         return None

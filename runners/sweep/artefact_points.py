@@ -18,6 +18,9 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.artefact import Profile
+from analysis.load import run_row
+from analysis.render import ARTEFACTS, module
 from runners.config.errors import ConfigError
 from runners.paths import REPO_ROOT
 
@@ -89,9 +92,6 @@ PROBES = (("temperature", "decoding.temperature", (0.0,)), ("trace", "trace", (F
 
 
 def _artefact(name: Any, c: Mapping[str, Any]) -> tuple[Any, Any]:
-    from analysis.artefact import Profile
-    from analysis.render import ARTEFACTS, module
-
     if not isinstance(name, str) or name not in ARTEFACTS:
         return None, None
     prof = (c.get("profile") or {}).get("name")
@@ -99,8 +99,6 @@ def _artefact(name: Any, c: Mapping[str, Any]) -> tuple[Any, Any]:
 
 
 def _row(c: Mapping[str, Any]) -> dict:
-    from analysis.load import run_row
-
     return run_row(dict(c), dict(_FINISHED), Path("/nonexistent-run-record"))
 
 

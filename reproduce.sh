@@ -13,6 +13,13 @@ PY=$VENV/bin/python
 # (README "Engines on a CPU"). Speed only, outputs unchanged; each run records it (meta/summary "allocator").
 # GLIBC_TUNABLES= (set, empty) keeps glibc's defaults.
 export GLIBC_TUNABLES=${GLIBC_TUNABLES-glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296}
+# DROPMATCH_ISA_CAP=avx2: an AVX512 host takes an AVX2-only laptop's path (runners/models/isa.py): torch's kernels and
+# oneDNN capped at AVX2 (read once, when torch loads), llama.cpp built for AVX2 alone. Every run records it.
+case "${DROPMATCH_ISA_CAP:-native}" in
+  native) ;;
+  avx2) export ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 ;;
+  *) echo "DROPMATCH_ISA_CAP=$DROPMATCH_ISA_CAP is invalid; allowed: native, avx2" >&2; exit 2 ;;
+esac
 
 ARTEFACTS="table1 table2 table3 table4 table5 table6 table7 table8 table9 table10 fig1 fig3 fig5 fig6 sensitivity bench frontier"
 
@@ -74,10 +81,19 @@ setup() {
 # DROPMATCH_LLAMACPP=0. A failed build is not fatal: backend=auto then uses transformers and says why.
 LLAMACPP_PIN=$(grep -o '"llama-cpp-python==[^"]*"' pyproject.toml | tr -d '"')
 LLAMACPP_CMAKE_ARGS="-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON"
+if [ "${DROPMATCH_ISA_CAP:-native}" = avx2 ]; then
+  LLAMACPP_CMAKE_ARGS="${LLAMACPP_CMAKE_ARGS/-DGGML_NATIVE=ON/-DGGML_NATIVE=OFF} -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF -DGGML_AVX_VNNI=OFF"
+fi
 
 setup_llamacpp() {
   local want=${DROPMATCH_LLAMACPP:-auto} missing=() t0=$SECONDS
-  if "$PY" -c "import llama_cpp" >/dev/null 2>&1; then return 0; fi
+  local fits='import llama_cpp; from runners.models.isa import check_llama; check_llama(llama_cpp.llama_print_system_info().decode())'
+  if "$PY" -c "import llama_cpp" >/dev/null 2>&1; then
+    if "$PY" -c "$fits" >/dev/null 2>&1; then return 0; fi
+    # a native build on an AVX512 host under DROPMATCH_ISA_CAP=avx2: built again for the cap
+    echo "[setup] the installed llama.cpp uses instructions above DROPMATCH_ISA_CAP=${DROPMATCH_ISA_CAP:-native}: rebuilding it" >&2
+    "$PY" -m pip uninstall --quiet -y llama-cpp-python >&2
+  fi
   # one attempt per command: `./reproduce.sh setup` on a fresh venv reaches here twice (setup, then this retry)
   if [ -n "${LLAMACPP_TRIED:-}" ]; then return 0; fi
   LLAMACPP_TRIED=1

@@ -99,14 +99,14 @@ def engine_lines(runs: pd.DataFrame) -> list[str]:
     return [line + (" -- MIXED engines in one table" if len(set(kinds)) > 1 else "")]
 
 
-def allocator_lines(runs: pd.DataFrame) -> list[str]:
-    """The memory allocator setting the runs were decoded under (provenance ``allocator``: it moves speed, not
-    outputs), with run counts; nothing when no run recorded it."""
-    if "allocator" not in runs or runs["allocator"].isna().all():
+def recorded_lines(runs: pd.DataFrame, column: str, label: str) -> list[str]:
+    """``label: value (n runs)...`` for a provenance field that moves speed, not outputs (the memory allocator
+    setting, the instruction set a run computed with), with run counts; nothing when no run recorded it."""
+    if column not in runs or runs[column].isna().all():
         return []
-    missing = int(runs["allocator"].isna().sum())
+    missing = int(runs[column].isna().sum())
     tail = f"; not recorded in {missing} run{'s' if missing > 1 else ''}" if missing else ""
-    return [f"allocator: {_counted(runs['allocator'].dropna().astype(str).tolist())}{tail}"]
+    return [f"{label}: {_counted(runs[column].dropna().astype(str).tolist())}{tail}"]
 
 
 def decision_lines(runs: pd.DataFrame) -> list[str]:
@@ -335,7 +335,8 @@ def provenance_lines(runs: pd.DataFrame, dtype_column: bool = False) -> list[str
         f"profile: {', '.join(sorted(str(p) for p in runs['profile'].unique()))}",
         *engine_lines(runs),
         f"device: {', '.join(sorted(str(d) for d in runs['device'].dropna().unique()))}",
-        *allocator_lines(runs),
+        *recorded_lines(runs, "cpu_isa", "instruction set"),
+        *recorded_lines(runs, "allocator", "allocator"),
         f"date (UTC): {span}; runs: {len(runs)}",
         *seed_lines(runs),
         *commit_lines(runs),

@@ -202,6 +202,7 @@ def run_row(cfg: dict, summary: dict, run_dir: Path) -> dict:
         "audit_outside_wall": summary.get("speed/audit_outside_wall"),
         "device": summary.get("device"),
         "allocator": summary.get("allocator"),
+        "cpu_isa": summary.get("cpu_isa"),
         "date_utc": summary.get("date_utc"),
         "artefact": cfg.get("artefact"),
         "git_sha": summary.get("git_sha"),

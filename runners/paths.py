@@ -11,6 +11,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from runners.models.isa import isa_cap
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -51,6 +53,10 @@ def directory_env_errors() -> list[str]:
         out.append(
             f"DROPMATCH_THREADS={threads} is invalid; allowed: an integer >= 1 (CPU threads)"
         )
+    try:
+        isa_cap()
+    except ValueError as e:
+        out.append(str(e))
     for var, path in (("DROPMATCH_RESULTS", results_dir()), ("DROPMATCH_CACHE", cache_dir())):
         why = not_a_directory(path, writable=var == "DROPMATCH_RESULTS")
         if why:

@@ -26,6 +26,7 @@ from runners.datasets.base import Sample, prompt_record, prompt_token_ids
 from runners.exports import target_tokenizer, write_exports
 from runners.loggers import make_logger
 from runners.models.identity import check_available
+from runners.models.isa import check_torch
 from runners.models.loader import check_pair_tokenizers, load_pair
 from runners.paths import results_dir
 from runners.records.fingerprint import run_decision_code
@@ -54,6 +55,7 @@ def run(cfg: Any, log: Callable[[str], None] = _logger.info) -> dict:
         runners.models.sources.ModelUnavailableError: a model has no usable source (before any record).
     """
     c = resolve_run_config(cfg)
+    check_torch()  # a DROPMATCH_ISA_CAP run whose torch dispatches above the cap would time the wrong kernels
     check_available(c["model_identity"], ["target", "draft"] if needs_draft(c) else ["target"])
     dataset = build(DATASETS, c["dataset"])
     samples = dataset.load()

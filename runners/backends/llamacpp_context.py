@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from runners.models.identity import file_type_name
+from runners.models.isa import check_llama
 
 _MODELS: dict[tuple[str, int], GGUFModel] = {}
 
@@ -74,6 +75,8 @@ def _llama_cpp():
             "or pip install -e '.[llamacpp]' with CMAKE_ARGS from reproduce.sh); or use backend=hf"
         ) from e
     _quiet(llama_cpp)
+    info = llama_cpp.llama_print_system_info()
+    check_llama(info.decode() if isinstance(info, bytes) else str(info))
     return llama_cpp
 
 

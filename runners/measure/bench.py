@@ -52,6 +52,7 @@ from runners.measure.bench_summary import summarize_bench
 from runners.measure.latency import VerifyTimer, check_common
 from runners.models.dtype import cpu_flags, resolve_dtype
 from runners.models.identity import gguf_precision
+from runners.models.isa import CAP_ENV, isa_cap
 from runners.models.loader import load_pair
 from runners.records.bench_arm_names import (
     ARMS,
@@ -346,10 +347,13 @@ class _Arms:
         )
         self.pad = tok.pad_token_id if tok.pad_token_id is not None else self.eos[0]
         isa = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "asimd", "sve")
+        cap = isa_cap()
         self.model = {
             "dtype": str(self.pair.target.dtype).removeprefix("torch."),
             "threads": torch.get_num_threads(),
-            "isa": [f for f in isa if f in cpu_flags()],  # the physics a ratio was measured in
+            # the physics a ratio was measured in (a cap is named: its host is not such a machine)
+            "isa": [f for f in isa if f in cpu_flags()]
+            + ([f"({CAP_ENV}={cap} stand-in)"] if cap != "native" else []),
         }
         if "f32_" in self.pairs:
             self.model["f32_dtype"] = str(self.pairs["f32_"].target.dtype).removeprefix("torch.")

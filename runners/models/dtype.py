@@ -13,21 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from runners.models import isa
+
 DTYPES = ("float32", "bfloat16", "float16")
 ALLOWED = ("auto", *DTYPES)
 CPU_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
 def cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
-    """The CPU feature flags of the first core (Linux ``/proc/cpuinfo``); empty when not readable."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+    """The CPU feature flags a run may use: the host's (first core of Linux ``/proc/cpuinfo``) under the
+    ``DROPMATCH_ISA_CAP`` cap (:mod:`runners.models.isa`); empty when not readable."""
+    return isa.capped(isa.host_flags(path), isa.isa_cap())
 
 
 def cpu_has_fast_bf16(flags: set[str] | None = None) -> bool:
@@ -40,6 +36,8 @@ def cpu_has_fast_bf16(flags: set[str] | None = None) -> bool:
     flags = cpu_flags() if flags is None else flags
     if flags:
         return any(f in flags for f in CPU_BF16_FLAGS)
+    if isa.isa_cap() != "native":
+        return False
     try:
         import torch
 

@@ -1,4 +1,5 @@
-"""Provenance of a run: UTC date, git commit and dirty flag, package versions, device, memory allocator."""
+"""Provenance of a run: UTC date, git commit and dirty flag, package versions, device, instruction set, memory
+allocator."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import importlib.metadata as md
 import platform
 import subprocess
 
+from runners.models.isa import isa_record
 from runners.paths import REPO_ROOT
 
 PACKAGES = (
@@ -91,6 +93,7 @@ def provenance() -> dict:
     return {
         "date_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "device": device_name(),
+        "cpu_isa": isa_record(),
         "allocator": allocator(),
         "versions": versions(),
         **git_state(),

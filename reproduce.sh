@@ -116,7 +116,9 @@ setup_llamacpp() {
     echo "[setup] llama.cpp engine not built: no ${missing[*]} (install a C/C++ compiler, e.g. apt-get install build-essential cmake, then ./reproduce.sh setup); backend=auto uses transformers" >&2
     return 0
   fi
-  echo "[setup] building $LLAMACPP_PIN (compiles llama.cpp for this CPU; ~6-7 min on 2 cores)" >&2
+  local target="this CPU"
+  [ "${DROPMATCH_ISA_CAP:-native}" = native ] || target="AVX2 alone (DROPMATCH_ISA_CAP=$DROPMATCH_ISA_CAP)"
+  echo "[setup] building $LLAMACPP_PIN (compiles llama.cpp for $target; ~6-7 min on 2 cores)" >&2
   # --no-cache-dir: pip would otherwise cache the wheel it built for THIS CPU (GGML_NATIVE) and reuse it elsewhere
   if CMAKE_ARGS="$LLAMACPP_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
       "$PY" -m pip install --quiet --no-cache-dir "$LLAMACPP_PIN" >&2; then

@@ -274,11 +274,12 @@ def dropped_hidden(hidden: torch.Tensor, keep: torch.Tensor, p_drop: float) -> t
 # tail repeats tokens: about 2.5 draws per distinct token on IFEval), so that the matmul has fewer rows.
 GATHER_BYTES = 16 << 20
 
-# The buffer the gathered rows are copied into, one per (dtype, device, d), grown to the largest gather seen and
-# reused: a fresh allocation of several MB is page-faulted in at every gather, which on a CPU cost several times the
-# copy itself (6,144 random bf16 rows of 1,536 on a 2-vCPU AVX512 CPU: 6.5 ms into a fresh tensor, 1.3 ms into a
-# reused one).
-_SCRATCH: dict[tuple[torch.dtype, torch.device, int], torch.Tensor] = {}
+# The buffer the gathered rows are copied into, one per (dtype, device, d, inference mode), grown to the largest gather
+# seen and reused: a fresh allocation of several MB is page-faulted in at every gather, which on a CPU cost several
+# times the copy itself (6,144 random bf16 rows of 1,536 on a 2-vCPU AVX512 CPU: 6.5 ms into a fresh tensor, 1.3 ms
+# into a reused one). One per inference mode: torch refuses to write into a tensor made under
+# ``torch.inference_mode`` (the loops decide there) from outside it (a caller deciding a round without it).
+_SCRATCH: dict[tuple[torch.dtype, torch.device, int, bool], torch.Tensor] = {}
 
 
 def gathered_rows(weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -290,7 +291,7 @@ def gathered_rows(weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """
     d = weight.shape[-1]
     n = ids.numel()
-    key = (weight.dtype, weight.device, d)
+    key = (weight.dtype, weight.device, d, torch.is_inference_mode_enabled())
     buffer = _SCRATCH.get(key)
     if buffer is None or buffer.shape[0] < n:
         buffer = _SCRATCH[key] = torch.empty((n, d), dtype=weight.dtype, device=weight.device)

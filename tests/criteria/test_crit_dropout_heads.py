@@ -192,11 +192,24 @@ def test_gathered_rows_reuse_one_buffer_and_give_the_rows():
     assert second.data_ptr() == where and torch.equal(second, W[ids])
     wider = torch.randint(0, 50, (9,), generator=g)
     assert torch.equal(dh.gathered_rows(W, wider), W[wider])
-    assert dh._SCRATCH[(W.dtype, W.device, 16)].shape[0] == 9
+    assert dh._SCRATCH[(W.dtype, W.device, 16, False)].shape[0] == 9
     assert torch.equal(
         dh.gathered_rows(W.float(), ids), W.float()[ids]
     )  # another dtype: its own buffer
     assert len(dh._SCRATCH) == 2
+
+
+def test_gathered_rows_work_in_and_out_of_inference_mode():
+    """A buffer made under ``torch.inference_mode`` (the loops decide there) is not written from outside it: torch
+    refuses that in-place update. Each mode keeps its own buffer, in either order."""
+    W = torch.randn(20, 8, generator=torch.Generator().manual_seed(1))
+    ids = torch.tensor([[2, 19], [0, 5]])
+    for order in ((True, False, True), (False, True, False)):
+        dh._SCRATCH.clear()
+        for inference in order:
+            with torch.inference_mode(inference):
+                assert torch.equal(dh.gathered_rows(W, ids), W[ids])
+        assert len(dh._SCRATCH) == 2
 
 
 def test_round_masks_from_one_buffer_are_each_rows_dropout_masks():

@@ -145,12 +145,14 @@ def test_escape_in_the_run_path_decides_as_the_traced_one(monkeypatch):
 
     monkeypatch.setattr(criteria.dropmatch_js, "redecide", counting)
     traced = _decide(rule, hidden, W, drafts, q, spec, B)
-    first = lambda: sum(n for s, n in sampled if s == (64, 64))  # noqa: E731
+    first = lambda: sum(n for s, n in sampled if s == criteria.dropmatch_js.TAIL_LADDER[0])  # noqa: E731
     traced_n, sampled[:] = first(), []
     run = _decide(rule, hidden, W, drafts, q, spec, B, trace=False)
     assert torch.equal(run.num_accepted, traced.num_accepted)
     assert 0 < first() < traced_n, (first(), traced_n)
-    assert {s for s, _ in sampled} >= {(64, 64), (512, 512)}  # the ladder climbed
+    assert {s for s, _ in sampled} >= set(
+        criteria.dropmatch_js.TAIL_LADDER[:2]
+    )  # the ladder climbed
 
 
 def test_tail_sample_weights_stay_unbiased_for_a_tail_far_below_the_top():

@@ -13,7 +13,7 @@ PY=$VENV/bin/python
 # (README "Engines on a CPU"). Speed only, outputs unchanged; each run records it (meta/summary "allocator").
 # GLIBC_TUNABLES= (set, empty) keeps glibc's defaults.
 export GLIBC_TUNABLES=${GLIBC_TUNABLES-glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296}
-# DROPMATCH_ISA_CAP=avx2: an AVX512 host takes an AVX2-only laptop's path (runners/models/isa.py): torch's kernels and
+# DROPMATCH_ISA_CAP=avx2: an AVX512 host takes an AVX2-only laptop's path (runners/config/isa.py): torch's kernels and
 # oneDNN capped at AVX2 (read once, when torch loads), llama.cpp built for AVX2 alone. Every run records it.
 case "${DROPMATCH_ISA_CAP:-native}" in
   native) ;;
@@ -87,7 +87,7 @@ fi
 
 setup_llamacpp() {
   local want=${DROPMATCH_LLAMACPP:-auto} missing=() t0=$SECONDS
-  local fits='import llama_cpp; from runners.models.isa import check_llama; check_llama(llama_cpp.llama_print_system_info().decode())'
+  local fits='import llama_cpp; from runners.config.isa import check_llama; check_llama(llama_cpp.llama_print_system_info().decode())'
   if "$PY" -c "import llama_cpp" >/dev/null 2>&1; then
     if "$PY" -c "$fits" >/dev/null 2>&1; then return 0; fi
     # a native build on an AVX512 host under DROPMATCH_ISA_CAP=avx2: built again for the cap

@@ -11,7 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from runners.models.isa import isa_cap
+from runners.config.isa import isa_cap
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,12 +21,12 @@ from runners.backends.base import check_prompts_fit
 from runners.backends.warmup import WARMUP_BACKENDS, warm_up
 from runners.config.decode_spec import build_rule, decoding_config, head_spec, needs_draft
 from runners.config.errors import ConfigError
+from runners.config.isa import check_torch
 from runners.config.resolve import resolve_run_config
 from runners.datasets.base import Sample, prompt_record, prompt_token_ids
 from runners.exports import target_tokenizer, write_exports
 from runners.loggers import make_logger
 from runners.models.identity import check_available
-from runners.models.isa import check_torch
 from runners.models.loader import check_pair_tokenizers, load_pair
 from runners.paths import results_dir
 from runners.records.fingerprint import run_decision_code

@@ -5,7 +5,7 @@
 state before the round, the rule, the head spec and the LM head (about 1 GB for the embedded pair). ``replay``
 decides that round again with the run's sparse rule, with the exact heads, and with each ladder of ``--ladders``
 in ``criteria.dropmatch_js.TAIL_LADDER``'s place, printing each rung's two sides of Eq. (6), their standard error
-and z, and, at the ladder's first rung, each head's tail mass beyond the candidates (exact and as the sample
+and z, and, at the first rung of the first of ``--ladders``, each head's tail mass beyond the candidates (exact and as the sample
 estimates it) and the plain-head ranks where the heads' tail mass lies. Under the AVX2 stand-in:
 
     export DROPMATCH_ISA_CAP=avx2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
@@ -136,12 +136,14 @@ def replay(path: str, ladders: str) -> None:
 
     exact, _ = decide(replace(spec, top_n=None, audit_share=0.0, escape=False))
     print(f"{spec}\nexact heads: {int(exact.num_accepted[0])} drafts accepted")
-    res, _ = decide(spec, report=True)
+    res, _ = decide(spec)
     print(f"the run's ladder {djs.TAIL_LADDER}: {int(res.num_accepted[0])} accepted")
-    for text in filter(None, ladders.split(";")):
+    for n, text in enumerate(filter(None, ladders.split(";"))):
         first = tuple(int(x) for x in text.split("+")) if "+" in text else (64, int(text))
         ladder = (first, *(r for r in djs.TAIL_LADDER[1:] if r is None or r[0] > first[0]))
-        res, calls = decide(spec, ladder)
+        res, calls = decide(
+            spec, ladder, report=n == 0
+        )  # the tail report at the first ladder's first rung
         steps = " | ".join(
             f"{c[0]} pos {c[1]}: d {c[2][0]:.4f} h {c[3][0]:.4f} se {c[4][0]:.4f} "
             f"z {(c[3][0] - c[2][0]) / max(c[4][0], 1e-12):+.1f}"

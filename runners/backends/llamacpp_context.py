@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from runners.models.identity import file_type_name
-from runners.models.isa import check_llama
+from runners.config.isa import check_llama
 
 _MODELS: dict[tuple[str, int], GGUFModel] = {}
 

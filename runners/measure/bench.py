@@ -44,6 +44,7 @@ from runners.backends.output import end_of_sequence_ids
 from runners.backends.select import backend_defaults
 from runners.config.decode_spec import build_rule, head_spec
 from runners.config.errors import ConfigError
+from runners.config.isa import CAP_ENV, isa_cap
 from runners.datasets.base import prompt_token_ids
 from runners.measure.base import MEASUREMENTS, positive_int
 from runners.measure.bench_arms import hf_generate, our_generate, our_generate_batch
@@ -52,7 +53,6 @@ from runners.measure.bench_summary import summarize_bench
 from runners.measure.latency import VerifyTimer, check_common
 from runners.models.dtype import cpu_flags, resolve_dtype
 from runners.models.identity import gguf_precision
-from runners.models.isa import CAP_ENV, isa_cap
 from runners.models.loader import load_pair
 from runners.records.bench_arm_names import (
     ARMS,

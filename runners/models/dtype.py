@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from runners.models import isa
+from runners.config import isa
 
 DTYPES = ("float32", "bfloat16", "float16")
 ALLOWED = ("auto", *DTYPES)
@@ -22,7 +22,7 @@ CPU_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 
 def cpu_flags(path: str = "/proc/cpuinfo") -> set[str]:
     """The CPU feature flags a run may use: the host's (first core of Linux ``/proc/cpuinfo``) under the
-    ``DROPMATCH_ISA_CAP`` cap (:mod:`runners.models.isa`); empty when not readable."""
+    ``DROPMATCH_ISA_CAP`` cap (:mod:`runners.config.isa`); empty when not readable."""
     return isa.capped(isa.host_flags(path), isa.isa_cap())
 
 

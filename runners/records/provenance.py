@@ -8,7 +8,7 @@ import importlib.metadata as md
 import platform
 import subprocess
 
-from runners.models.isa import isa_record
+from runners.config.isa import isa_record
 from runners.paths import REPO_ROOT
 
 PACKAGES = (

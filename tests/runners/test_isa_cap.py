@@ -11,7 +11,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import runners.backends.select as select
-import runners.models.isa as isa
+import runners.config.isa as isa
 from analysis.footer import recorded_lines
 from runners.config.errors import ConfigError
 from runners.config.resolve import resolve_run_config
@@ -115,7 +115,7 @@ def test_the_record_names_the_cap_and_what_it_hid():
 
 def _torch_level(env: dict[str, str]) -> subprocess.CompletedProcess:
     code = (
-        "from runners.models.isa import check_torch, isa_record; check_torch(); "
+        "from runners.config.isa import check_torch, isa_record; check_torch(); "
         "import torch; print(torch.backends.cpu.get_cpu_capability()); print(isa_record())"
     )
     return subprocess.run(

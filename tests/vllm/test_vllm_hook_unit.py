@@ -128,8 +128,10 @@ def test_sampler_rounds_carry_the_round_meter(escape):
     step's requests (the whole batch's, as the HF loop charges a row), and its own escape positions; the exact
     rule with p_drop > 0 (no plain moment) holds no plain / rule seconds."""
     import criteria.rules  # noqa: F401
+    from criteria.dropmatch_js import TAIL_LADDER
     from criteria.dropout_heads import HeadSpec
     from criteria.registry import CRITERIA
+    from criteria.sparse_heads import rung_name
 
     drafts = [[3, 7, 7], [], [1, 2]]
     meta, rows = _metadata(drafts)
@@ -145,9 +147,10 @@ def test_sampler_rounds_carry_the_round_meter(escape):
     assert a.verify_s == c.verify_s == 0.25
     assert a.plain_s == c.plain_s > 0 and a.rule_s == c.rule_s > 0
     if escape:  # Eq. (6) decided at the first rung, or higher, at some position of some request
-        # here each request has a position the majority leaves to Eq. (6): the first rung (top-max(64, N) + 64)
+        # here each request has a position the majority leaves to Eq. (6): the first rung of the ladder
+        first = rung_name(TAIL_LADDER[0], heads.top_n)
         assert a.escape is not None and c.escape is not None
-        assert a.escape.get("64+64", 0) >= 1 and c.escape.get("64+64", 0) >= 1
+        assert a.escape.get(first, 0) >= 1 and c.escape.get(first, 0) >= 1
     else:
         assert a.escape is None and c.escape is None
 

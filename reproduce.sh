@@ -327,6 +327,8 @@ run_artefact() {
   done
   if [[ $JUDGED_ARTEFACTS == *" $name "* ]]; then
     check_judge "$name" "${judging[@]+"${judging[@]}"}"
+  elif [ ${#judging[@]} -gt 0 ]; then  # said before the sweep, not after its decoding
+    echo "[reproduce] $name has no judged answers; ignoring ${judging[*]}" >&2
   fi
   local runpy=$PY xpy
   if uses_vllm "$name" "${overrides[@]+"${overrides[@]}"}" && [[ $finished != *" $name "* ]]; then
@@ -353,8 +355,6 @@ run_artefact() {
       echo "[reproduce] $name: judging incomplete (reason above; rerun to resume); unjudged cells read n.j." >&2
       INCOMPLETE+=("$name")
     fi
-  elif [ ${#judging[@]} -gt 0 ]; then
-    echo "[reproduce] $name has no judged answers; ignoring ${judging[*]}" >&2
   fi
   if renders "$name"; then
     # every (p_drop, K), L, dtype and the backend come from the records and the profile: only the profile is passed

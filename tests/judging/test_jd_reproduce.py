@@ -84,7 +84,9 @@ def test_judging_failure_still_renders_and_other_artefacts_ignore_judges(tmp_pat
     ]
     assert calls[-1].startswith("-m runners.sweep.shown table10 --since ")
     out, calls = reproduce(tmp_path, "table6", "judge=api")
-    assert "table6 has no judged answers; ignoring judge=api" in out.stderr
+    notice = out.stderr.find("table6 has no judged answers; ignoring judge=api")
+    # before the sweep decodes anything, not after it
+    assert 0 <= notice < out.stderr.find("[reproduce] table6: sweep table6")
     assert all("judge=api" not in c for c in calls)
 
 

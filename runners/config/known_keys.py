@@ -151,6 +151,15 @@ def closest_key(path: str) -> str | None:
         return same[0] if same else f"method.kwargs.{last}"
     prefix = path.rsplit(".", 1)[0] if "." in path else ""
     siblings = sorted(p for p in shown if p.rsplit(".", 1)[0] == prefix) if prefix else []
+    if (
+        prefix and not siblings
+    ):  # a misspelt parent (dropmach.p_drop): its closest known parent's key
+        parents = sorted({p.rsplit(".", 1)[0] for p in shown if "." in p})
+        near = difflib.get_close_matches(prefix, parents, n=1, cutoff=0.6)
+        if near:
+            under = sorted(p for p in shown if p.rsplit(".", 1)[0] == near[0])
+            close = difflib.get_close_matches(f"{near[0]}.{last}", under, n=1, cutoff=0.6)
+            return close[0] if close else near[0]
     pool = siblings or sorted(p for p in shown if "." not in p)
     close = difflib.get_close_matches(path, pool, n=1, cutoff=0.6)
     return close[0] if close else None
@@ -183,12 +192,22 @@ def unknown_key_message(path: str, close: str | None, added: bool = True) -> str
     """The error for one unknown key (:func:`unknown_keys`); ``added``: the key was added with Hydra's ``+``
     (the message asks whether that was meant), else it was set as an existing key."""
     parent = path.rsplit(".", 1)[0] if "." in path else ""
-    keys = sorted(
-        p.rsplit(".", 1)[-1]
-        for p in known_paths() - set(RESOLVED)
-        if (p.rsplit(".", 1)[0] if "." in p else "") == parent
-    )
+    keys = _keys_under(parent)
+    if not keys and close is not None:  # no such parent: the keys where the closest key lives
+        parent = close.rsplit(".", 1)[0] if "." in close else ""
+        keys = _keys_under(parent)
+    if not keys:  # nothing close either: the top level's keys
+        parent, keys = "", _keys_under("")
     hint = f"did you mean {close}? " if close else ""
     where = f"under {parent}" if parent else "at the top level"
     how = f"nothing reads it; added with +{path}=...?" if added else "nothing reads it"
     return f"{path} is not a config key ({how}); {hint}allowed {where}: {', '.join(keys)}"
+
+
+def _keys_under(parent: str) -> list[str]:
+    """The known keys directly under ``parent`` (``""``: the top level), by their last part."""
+    return sorted(
+        p.rsplit(".", 1)[-1]
+        for p in known_paths() - set(RESOLVED)
+        if (p.rsplit(".", 1)[0] if "." in p else "") == parent
+    )

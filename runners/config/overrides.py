@@ -169,10 +169,32 @@ def check_overrides(argv: list[str]) -> None:
         error = override_error(override, dirs)
         if error:
             raise ConfigError(error)
+    error = repeated_key(parsed)  # after each one's own check: a bad value is named as such
+    if error:
+        raise ConfigError(error)
     if not dirs and all(_plain_key(o) or _choices(o) is not None for o in parsed):
         error = missing_in_option(parsed)
         if error:
             raise ConfigError(error)
+
+
+def repeated_key(parsed: list[Any]) -> str | None:
+    """Why a command line that sets one key (or group) to two values is refused, or None: Hydra would keep the
+    last silently (``L=5 L=10`` runs L=10 alone), where the user may have meant a sweep (``L=5,10``). The same
+    value twice (a script's base overrides repeated by its caller) changes nothing and passes."""
+    seen: dict[tuple[str, str | None], str] = {}
+    for o in parsed:
+        if o.is_hydra_override() or o.is_delete() or o.key_or_group == "hydra":
+            continue
+        key = (o.key_or_group, o.package)
+        if key in seen and seen[key].partition("=")[2] != o.input_line.partition("=")[2]:
+            values = ",".join(line.partition("=")[2] for line in (seen[key], o.input_line))
+            return (
+                f"{o.key_or_group} is given twice ({seen[key]} and {o.input_line}): only the last would count; "
+                f"give it once, or sweep its values in one comma list ({o.key_or_group}={values})"
+            )
+        seen.setdefault(key, o.input_line)
+    return None
 
 
 def _plain_key(override: Any) -> bool:

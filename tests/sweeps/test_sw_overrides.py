@@ -22,6 +22,25 @@ REFUSED = [
         r"allowed under dropmatch: K, audit_share, include_target, majority, p_drop, path, ",
     ),
     (["-m", "dropmatch.pdrop=0.1,0.3"], r"^dropmatch.pdrop is not a config key"),
+    # a misspelt parent: the key under the closest parent, and that parent's keys (not an empty list)
+    (
+        ["dropmach.p_drop=0.3"],
+        r"^dropmach.p_drop is not a config key \(nothing reads it\); did you mean dropmatch.p_drop\? "
+        r"allowed under dropmatch: K, audit_share, include_target, majority, p_drop, path, ",
+    ),
+    (
+        ["zzzz.yyy=1"],
+        r"^zzzz.yyy is not a config key \(nothing reads it\); allowed at the top level: L, ",
+    ),
+    # one key twice: Hydra would keep the last silently, where a sweep may have been meant
+    (
+        ["-m", "experiment=table6", "L=5", "L=10"],
+        r"^L is given twice \(L=5 and L=10\): only the last would count; .*\(L=5,10\)$",
+    ),
+    (
+        ["method=sd", "dataset=gsm8k", "+method=dropmatch"],
+        r"^method is given twice \(method=sd and ",
+    ),
     (["--multirun", "decoding.temprature=0.7"], r"did you mean decoding.temperature\?"),
     (["lenght=3"], r"^lenght is not a config key .*allowed at the top level: .*\bL\b"),
     # a rule's own setting set where no rule reads it: the key that sets it
@@ -121,6 +140,11 @@ ACCEPTED = [
     ["autojudge@method.judge=livecodebench", "method=autojudge", "method.judge.mining.limit=4"],
     ["backend=llamacpp", "backend.n_ctx=4096", "dataset=gsm8k,ifeval", "dataset.limit=2"],
     ["dataset=glob(*)", "dropmatch.p_drop=interval(0.1,0.3)", "--config-name", "other", "x.y=1"],
+    [
+        "pair=tiny",
+        "profile=smoke",
+        "pair=tiny",
+    ],  # the same value twice (a helper's base, repeated) changes nothing
 ]
 
 

@@ -151,9 +151,8 @@ def closest_key(path: str) -> str | None:
         return same[0] if same else f"method.kwargs.{last}"
     prefix = path.rsplit(".", 1)[0] if "." in path else ""
     siblings = sorted(p for p in shown if p.rsplit(".", 1)[0] == prefix) if prefix else []
-    if (
-        prefix and not siblings
-    ):  # a misspelt parent (dropmach.p_drop): its closest known parent's key
+    # a misspelt parent (dropmach.p_drop): the key under its closest known parent
+    if prefix and not siblings:
         parents = sorted({p.rsplit(".", 1)[0] for p in shown if "." in p})
         near = difflib.get_close_matches(prefix, parents, n=1, cutoff=0.6)
         if near:

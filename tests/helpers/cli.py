@@ -16,10 +16,11 @@ BASE = ["pair=tiny", "profile=smoke", "progress=log"]
 
 
 def main_cmd(*overrides: str, multirun: bool = False) -> list[str]:
-    """``python -m runners.main [-m] BASE overrides`` with this interpreter; a BASE key the test sets itself
-    (``pair=...``) is left out, as the command line refuses one key given two values."""
-    own = {o.partition("=")[0].lstrip("+~") for o in overrides}
-    base = [b for b in BASE if b.partition("=")[0] not in own]
+    """``python -m runners.main [-m] BASE overrides`` with this interpreter; a BASE key the test sets to another
+    value (``pair=qwen25coder...``) is left out, as the command line refuses one key given two values; the same
+    value twice stays, so the config echo keeps BASE's order."""
+    own = {o.partition("=")[0].lstrip("+~"): o for o in overrides}
+    base = [b for b in BASE if own.get(b.partition("=")[0], b) == b]
     return [sys.executable, "-m", "runners.main", *(["-m"] if multirun else []), *base, *overrides]
 
 

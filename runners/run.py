@@ -18,7 +18,7 @@ import runners.datasets  # noqa: F401  (fills DATASETS)
 import runners.scorers  # noqa: F401  (fills SCORERS)
 from criteria.audit import pool as audit_pool
 from runners.backends.base import check_prompts_fit
-from runners.backends.warmup import WARMUP_BACKENDS, warm_up
+from runners.backends.warmup import warm_up, warmup_rows
 from runners.config.decode_spec import build_rule, decoding_config, head_spec, needs_draft
 from runners.config.errors import ConfigError
 from runners.config.isa import check_torch
@@ -130,12 +130,12 @@ def decode(
         check_prompts_fit(backend, todo, decoding)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    if c["backend"]["name"] in WARMUP_BACKENDS:
-        tokens, seconds = warm_up(
-            backend, todo, decoding, rule, heads, int(c["backend"].get("batch_size") or 1)
-        )
+    rows = warmup_rows(str(c["backend"]["name"]), int(c["backend"].get("batch_size") or 1))
+    if rows:
+        tokens, seconds = warm_up(backend, todo, decoding, rule, heads, rows)
         log(
-            f"[run {record.run_id}] warm-up (untimed, not recorded): {tokens} tokens in {seconds:.1f} s"
+            f"[run {record.run_id}] warm-up (untimed, not recorded): {tokens} tokens in {seconds:.1f} s, "
+            f"{rows} row{'s' if rows > 1 else ''}"
         )
     repeats = int(c.get("repeats") or 1)
     by_id = {s.sample_id: s for s in todo}

@@ -22,8 +22,12 @@ from typing import Any
 from runners.backends.base import DecodingConfig
 from runners.datasets.base import Sample
 
-# Backends whose engine is not warmed at start-up: vLLM warms (and captures graphs) when its engine starts.
-WARMUP_BACKENDS = ("hf", "llamacpp")
+# Backends whose engine is not warmed at start-up, and the warm-up's rows (None: the run's batch size). vLLM warms
+# (and captures graphs) when its engine starts. The HF loop is warmed at the run's batch shape (oneDNN and the
+# allocator set up per shape). llama.cpp reserves its compute buffers when a context is made (here, at the
+# warm-up's first call), so one row warms it; every further row only prefilled the warm-up prompt again, each up
+# to ~80 tokens past the reused chunks (10-25 s a run at batch 10 on a 2-vCPU AVX2 CPU).
+WARMUP_ROWS: dict[str, int | None] = {"hf": None, "llamacpp": 1}
 WARMUP_TEXT = "Say hello."
 
 
@@ -48,6 +52,13 @@ def warmup_decoding(decoding: DecodingConfig) -> DecodingConfig:
     )
 
 
+def warmup_rows(backend_name: str, batch_size: int) -> int:
+    """Rows of the warm-up of a run on ``backend_name`` at ``batch_size`` (:data:`WARMUP_ROWS`); 0: no warm-up."""
+    if backend_name not in WARMUP_ROWS:
+        return 0
+    return max(1, int(WARMUP_ROWS[backend_name] or batch_size))
+
+
 def warm_up(
     backend: Any,
     todo: Sequence[Sample],
@@ -56,8 +67,8 @@ def warm_up(
     heads: Any,
     batch_size: int,
 ) -> tuple[int, float]:
-    """Decode :func:`warmup_samples` of ``todo[0]`` (``min(batch_size, len(todo))`` rows) with
-    :func:`warmup_decoding` and discard the results.
+    """Decode :func:`warmup_samples` of ``todo[0]`` (``min(batch_size, len(todo))`` rows, in calls of the
+    backend's own batch size) with :func:`warmup_decoding` and discard the results.
 
     Returns:
         ``(number of warm-up tokens generated, wall seconds)``.

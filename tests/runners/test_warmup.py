@@ -9,7 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from runners.backends.base import DecodingConfig
-from runners.backends.warmup import WARMUP_TEXT, warmup_decoding, warmup_samples
+from runners.backends.warmup import WARMUP_TEXT, warmup_decoding, warmup_rows, warmup_samples
 from runners.datasets.base import Sample
 from runners.paths import REPO_ROOT
 
@@ -42,6 +42,14 @@ def test_warmup_cap_is_two_rounds():
     )
 
 
+def test_warmup_rows_per_backend():
+    """The HF loop warms at the run's batch shape; llama.cpp with one row (its buffers are reserved when the
+    context is made); vLLM warms itself."""
+    assert [warmup_rows("hf", b) for b in (1, 10)] == [1, 10]
+    assert [warmup_rows("llamacpp", b) for b in (1, 10)] == [1, 1]
+    assert warmup_rows("vllm", 10) == 0
+
+
 @pytest.mark.subprocess
 def test_warmup_changes_no_recorded_output(tiny_pair_dir, tmp_path, monkeypatch):
     """The same DropMatch run (sampled, dropout masks drawn) with and without the warm-up records the same tokens
@@ -52,7 +60,9 @@ def test_warmup_changes_no_recorded_output(tiny_pair_dir, tmp_path, monkeypatch)
     outputs, logs = [], []
     for warm in (True, False):
         monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path / f"results_{warm}"))
-        monkeypatch.setattr(run_module, "WARMUP_BACKENDS", ("hf",) if warm else ())
+        monkeypatch.setattr(
+            run_module, "warmup_rows", warmup_rows if warm else (lambda name, batch_size: 0)
+        )
         with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
             cfg = compose(
                 "run",

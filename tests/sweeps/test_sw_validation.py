@@ -177,11 +177,13 @@ def no_model_loads(monkeypatch, tmp_path):
     """Fail the test if anything loads a model or creates a run record; pretend there is no GPU."""
     import runners.config.validate as validate
     import runners.models.loader as loader
+    import runners.run as run  # bound to the real loader here, so the patch below never outlives the test
 
     def forbidden(*a, **k):
         raise AssertionError("a model was loaded for an invalid config")
 
     monkeypatch.setattr(loader, "load_pair", forbidden)
+    monkeypatch.setattr(run, "load_pair", forbidden)
     monkeypatch.setattr(validate, "gpu_available", lambda: False)
     monkeypatch.setenv("DROPMATCH_RESULTS", str(tmp_path / "results"))
     monkeypatch.setenv("DROPMATCH_TINY_PAIR", str(tmp_path / "no_pair"))

@@ -25,8 +25,8 @@ from runners.datasets.base import Sample
 # Backends whose engine is not warmed at start-up, and the warm-up's rows (None: the run's batch size). vLLM warms
 # (and captures graphs) when its engine starts. The HF loop is warmed at the run's batch shape (oneDNN and the
 # allocator set up per shape). llama.cpp reserves its compute buffers when a context is made (here, at the
-# warm-up's first call), so one row warms it; every further row only prefilled the warm-up prompt again, each up
-# to ~80 tokens past the reused chunks (10-25 s a run at batch 10 on a 2-vCPU AVX2 CPU).
+# warm-up's first call), so one row warms it; each further row would only prefill the warm-up prompt again, up to
+# ~80 tokens past the reused chunks (10-25 s a run at batch 10 on a 2-vCPU AVX2 CPU).
 WARMUP_ROWS: dict[str, int | None] = {"hf": None, "llamacpp": 1}
 WARMUP_TEXT = "Say hello."
 

@@ -251,7 +251,7 @@ artefact_help() {  # ./reproduce.sh <artefact> --help: what it runs and the over
   done
   [[ $JUDGED_ARTEFACTS == *" $name "* ]] && \
     echo "  python -m runners.judging $name --profile <profile> [judge overrides]   (judges the open-ended answers)"
-  renders "$name" && echo "  python -m analysis.render $name --profile <profile>   (writes results/$name/)"
+  renders "$name" && echo "  python -m analysis.render $name --profile <profile>   (writes ${DROPMATCH_RESULTS:-$ROOT/results}/$name/)"
   echo "every sweep's points are checked first (DROPMATCH_CHECK_ONLY=1): a bad override runs nothing (exit 2)"
   for exp in "${SWEEPS[@]+"${SWEEPS[@]}"}"; do
     f=conf/experiment/$exp.yaml

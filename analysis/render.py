@@ -20,6 +20,7 @@ artefacts had runs; it ends with one line on stderr naming those that had none.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import logging
 import os
@@ -31,7 +32,7 @@ from types import ModuleType
 from analysis.artefact import Artefact, Profile, profile_arg
 from analysis.load import load_runs, unfinished_records
 from analysis.wandb_artefact import log_artefact
-from analysis.write import portable, write_artefact
+from analysis.write import write_artefact
 from runners.paths import directory_env_errors, not_a_directory, results_dir
 from runners.records.schema import RecordError
 from runners.sweep.console import console
@@ -166,11 +167,12 @@ def render(
             logger.info("%s", (out / f"{t.stem}.md").read_text(encoding="utf-8"))
         for note in art.notes:
             logger.info("[render] %s: %s", name, note)
+        # the real folder (the artefact's own files name none): the user's next step is to open it
         logger.info(
-            "[render] %s: wrote %d files under %s/ (%d runs, profile=%s)",
+            "[render] %s: wrote %d files and manifest.json to %s/ (%d runs, profile=%s)",
             name,
             len(files),
-            portable(str(out)),
+            out.resolve(),
             len(art.runs),
             profile.name or "any",
         )
@@ -228,8 +230,12 @@ def main(argv: Iterable[str] | None = None) -> int:
     names = list(ARTEFACTS) if a.artefact == "all" else [a.artefact]
     unknown = [n for n in names if n not in ARTEFACTS]
     if unknown:
+        near = difflib.get_close_matches(unknown[0].lower(), [*ARTEFACTS, "all"], n=1, cutoff=0.6)
         logger.error(
-            "[render] unknown artefact %r; allowed: %s, all", unknown[0], ", ".join(ARTEFACTS)
+            "[render] unknown artefact %r%s; allowed: %s, all",
+            unknown[0],
+            f" (did you mean {near[0]}?)" if near else "",
+            ", ".join(ARTEFACTS),
         )
         return 2
     missing = []

@@ -98,7 +98,8 @@ def run(cfg: Any, log: Callable[[str], None] = _logger.info) -> dict:
     logger.finish()
     log(
         f"[run {record.run_id}] done: tau={summary['spec/mean_acceptance_length']:.3f} "
-        f"tok/s={summary['speed/tok_per_s']:.3f} accuracy={_rounded(summary.get('quality/accuracy'))}"
+        f"tok/s={summary['speed/tok_per_s']:.3f} (mean per item, prefill excluded) "
+        f"accuracy={_rounded(summary.get('quality/accuracy'))}"
     )
     return summary
 

@@ -255,12 +255,17 @@ def pick_source(spec: Mapping[str, Any]) -> tuple[str, str | None]:
                 if Path(path).is_dir():
                     return "local", str(path)
                 # never replaced by a later source: the user asked for these weights, not the pair's own
+                others = [o for o in order if o != "local"]
                 raise ModelUnavailableError(
                     f"model {spec.get('name')!r} is unavailable (local_path={str(path)!r} "
                     f"{'is a file' if Path(path).exists() else 'does not exist'}; it is not replaced by the "
                     f"pair's other sources). Provide it by fixing the path (a directory with config.json, "
-                    f"the tokenizer and the weights), or set local_path=null to use "
-                    f"{', '.join(o for o in order if o != 'local') or 'no other source'}"
+                    f"the tokenizer and the weights)"
+                    + (
+                        f", or set local_path=null to use {', '.join(others)}"
+                        if others
+                        else " (the pair has no other source)"
+                    )
                 )
         elif source == "pinned":
             if spec.get("pinned"):

@@ -18,6 +18,10 @@ def hms(seconds: float) -> str:
 class RunProgress:
     """Progress of one run: samples done, tok/s, running tau and ETA.
 
+    Its tok/s is the output tokens over the time since the run started (prefill and waits included): how fast the
+    run goes. The run's recorded ``speed/tok_per_s`` (its ``done`` line, the tables) is the mean of the items' own
+    rates with prefill left out, so the two differ.
+
     ``mode`` (config ``progress``): ``bar`` a tqdm bar on stderr, ``log`` one line per ~10% of the samples
     (for non-interactive Slurm/CI logs), ``quiet`` nothing, ``auto`` bar on a terminal else log.
     """
@@ -48,7 +52,7 @@ class RunProgress:
         ):
             eta = elapsed / self.n * (self.total - self.n)
             self.log(
-                f"{prefix} {self.n}/{self.total} samples, {rate:.2f} tok/s, tau {tau:.2f}, "
+                f"{prefix} {self.n}/{self.total} samples, {rate:.2f} tok/s over the elapsed time, tau {tau:.2f}, "
                 f"elapsed {hms(elapsed)}, ETA {hms(eta)}"
             )
 

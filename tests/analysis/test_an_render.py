@@ -124,6 +124,8 @@ def test_cli_exit_codes(results):
     )
     p = subprocess.run([*run, "table99"], env=env, capture_output=True, text=True, cwd=REPO_ROOT)
     assert p.returncode == 2 and "unknown artefact 'table99'" in p.stderr
+    p = subprocess.run([*run, "tabel6"], env=env, capture_output=True, text=True, cwd=REPO_ROOT)
+    assert p.returncode == 2 and "unknown artefact 'tabel6' (did you mean table6?)" in p.stderr
     _table6_runs(results)
     p = subprocess.run(
         [sys.executable, "-m", "analysis.tables.table6", "--profile", "default"],
@@ -134,6 +136,10 @@ def test_cli_exit_codes(results):
     )
     assert p.returncode == 0, p.stderr
     assert (results / "table6" / "table6.md").is_file()
+    # the terminal names the folder the files went to, as a path the user can open from anywhere
+    files = len(json.loads((results / "table6" / "manifest.json").read_text())["files"])
+    said = f"wrote {files} files and manifest.json to {(results / 'table6').resolve()}/"
+    assert said in p.stdout + p.stderr
 
 
 def test_backend_from_profile_then_records(results):

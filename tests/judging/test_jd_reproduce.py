@@ -158,6 +158,9 @@ def test_help_after_an_artefact_prints_its_usage_once_and_runs_nothing(tmp_path)
         assert out.stdout.count("usage:") == 1
         assert "python -m runners.main --multirun experiment=table6 [overrides]" in out.stdout
         assert "python -m analysis.render table6 --profile <profile>" in out.stdout
+        assert (
+            f"(writes {tmp_path / 'results'}/table6/)" in out.stdout
+        )  # DROPMATCH_RESULTS, not results/
         assert "method: ar,sd,dropmatch" in out.stdout  # the sweep's parameters
         assert not (tmp_path / "calls.log").exists()  # no check, sweep or render
         assert not (tmp_path / "results").exists()

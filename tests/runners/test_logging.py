@@ -4,6 +4,7 @@ job log file and keeps the terminal lines plain; DROPMATCH_LOG_LEVEL switches ve
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -32,6 +33,9 @@ def test_run_fills_its_hydra_job_log(main_env, runs_root):
     assert f"[run {rec.name}] sd L=2 gsm8k n=1: 0 done, 1 to go" in text  # the progress lines too
     out_line = next(ln for ln in p.stdout.splitlines() if summary in ln)
     assert out_line.startswith(summary)  # the terminal line stays plain
+    # the two tok/s figures say which they are (the progress line's elapsed-time rate, the record's per-item mean)
+    assert re.search(r" tok/s=[0-9.]+ \(mean per item, prefill excluded\) ", out_line), out_line
+    assert "1/1 samples, " in text and " tok/s over the elapsed time, tau " in text
     assert summary not in p.stderr
     # lm-eval's progress lines (the lm-eval export) go to stderr, not stdout, and into the job log
     lm_eval_line = "Building contexts for gsm8k"

@@ -246,6 +246,11 @@ def test_missing_local_path_is_an_error_not_the_pinned_weights(tmp_path):
         "the tokenizer and the weights), or set local_path=null to use pinned, hub"
     )
     assert pick_source({**spec, "local_path": None}) == ("pinned", None)
+    # a local-only model (the tiny pair) is not told to set local_path=null, which would leave it no source
+    with pytest.raises(ModelUnavailableError) as e:
+        pick_source({**spec, "order": ["local"]})
+    assert "local_path=null" not in str(e.value)
+    assert str(e.value).endswith("the tokenizer and the weights) (the pair has no other source)")
 
 
 def test_missing_pair_says_how_to_provide_it_without_changing_run_ids(tmp_path):

@@ -312,6 +312,8 @@ run_artefact() {
   # artefact's last sweep must not cost the first one's runs (nor a vLLM install)
   # the check also counts the points finished on record: a vLLM sweep with nothing to decode needs no vLLM
   local finished=" " out
+  # Ctrl-C here stops a check, not a run: say so (the sweeps' own interrupt message comes from Python)
+  trap 'echo "[reproduce] $name interrupted while checking its sweeps: nothing ran, nothing was written" >&2; exit 130' INT
   for exp in "${sweeps[@]+"${sweeps[@]}"}"; do
     if ! out=$(DROPMATCH_CHECK_ONLY=1 "$PY" -m runners.main --multirun "experiment=$exp" "${overrides[@]+"${overrides[@]}"}" \
         2>&1 >/dev/null); then
@@ -325,6 +327,7 @@ run_artefact() {
       finished+="$exp "
     fi
   done
+  trap - INT
   if [[ $JUDGED_ARTEFACTS == *" $name "* ]]; then
     check_judge "$name" "${judging[@]+"${judging[@]}"}"
   elif [ ${#judging[@]} -gt 0 ]; then  # said before the sweep, not after its decoding

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
+import time
 
 from runners.paths import REPO_ROOT
 
@@ -145,6 +147,44 @@ def test_every_sweep_is_checked_before_anything_runs(tmp_path):
         in out.stderr
     )
     assert calls == [] and len(checks(tmp_path)) == 2  # no judge check, no sweep, no render
+
+
+def test_ctrl_c_during_the_check_says_nothing_ran(tmp_path):
+    """Ctrl-C while the sweeps are checked (a terminal signals the whole process group) used to end
+    ``./reproduce.sh`` with exit 130 and no line at all; now one line says the check was interrupted and nothing
+    ran, and no sweep starts."""
+    venv, log = fake_venv(tmp_path, "no-such-command")
+    py = venv / "bin" / "python"  # the check pass hangs until interrupted
+    py.write_text(
+        f'#!/bin/sh\necho "${{DROPMATCH_CHECK_ONLY:+check: }}$*" >> {log}\n'
+        '[ -n "$DROPMATCH_CHECK_ONLY" ] && sleep 30\nexit 0\n'
+    )
+    env = {
+        **os.environ,
+        "DROPMATCH_VENV": str(venv),
+        "DROPMATCH_RESULTS": str(tmp_path / "results"),
+    }
+    p = subprocess.Popen(
+        ["bash", str(REPO_ROOT / "reproduce.sh"), "table6"],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    for _ in range(100):  # until the check pass has started
+        if log.exists() and "check: " in log.read_text():
+            break
+        time.sleep(0.1)
+    os.killpg(p.pid, signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert (
+        "[reproduce] table6 interrupted while checking its sweeps: nothing ran, nothing was written"
+        in err
+    )
+    assert [c for c in log.read_text().splitlines() if c.startswith("-m ")] == []
 
 
 def test_help_after_an_artefact_prints_its_usage_once_and_runs_nothing(tmp_path):

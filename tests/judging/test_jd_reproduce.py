@@ -172,6 +172,9 @@ def test_ctrl_c_during_the_check_says_nothing_ran(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # as from a terminal: a parent that ignores SIGINT (a background job, CI) passes that on, and bash cannot
+        # trap a signal ignored on entry
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     for _ in range(100):  # until the check pass has started
         if log.exists() and "check: " in log.read_text():
